@@ -1,0 +1,139 @@
+package drivers
+
+import (
+	"context"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// Labels every object bottlefile creates carries, so that refresh finds it
+// with one filtered list call and nothing it made can leak unnoticed.
+const (
+	LabelLineage    = "io.bottlefile.lineage"
+	LabelAddress    = "io.bottlefile.address"
+	LabelConfigHash = "io.bottlefile.config-hash"
+)
+
+// Driver owns one kind of runtime. The core calls ConfigSpec to decode the
+// runtime block, Configure once per runtime, then Read, Plan and Apply.
+type Driver interface {
+	// Name is the value of a runtime block's driver attribute ("docker").
+	Name() string
+	// ConfigSpec is the schema of the driver's own attributes in a runtime block.
+	ConfigSpec() hcldec.ObjectSpec
+	// Configure connects the driver to one runtime. It must not change anything
+	// on the runtime.
+	Configure(ctx context.Context, req ConfigureRequest) error
+	// Read lists every object on the runtime that carries the lineage label,
+	// with one list call per object kind.
+	Read(ctx context.Context, req ReadRequest) (ReadResponse, error)
+	// Plan expands one agent into the objects the driver would create for it.
+	// It must not change anything on the runtime: no create, pull or build.
+	Plan(ctx context.Context, req PlanRequest) (PlanResponse, error)
+	// Apply performs one operation on one object.
+	Apply(ctx context.Context, req ApplyRequest) (ApplyResponse, error)
+}
+
+// Closer is implemented by drivers that hold connections.
+type Closer interface {
+	Close() error
+}
+
+// Factory makes an unconfigured driver.
+type Factory func(log hclog.Logger) (Driver, error)
+
+// Registry maps a driver name to its factory. cmd/bottlefile builds it.
+type Registry map[string]Factory
+
+// ConfigureRequest carries one decoded runtime block.
+type ConfigureRequest struct {
+	// Runtime is the runtime block's name ("default" for the implicit one).
+	Runtime string
+	// Config is the runtime block decoded against ConfigSpec.
+	Config cty.Value
+	// StateDir is the directory holding the state (.bottlefile), for drivers
+	// that keep files of their own there.
+	StateDir string
+}
+
+// ReadRequest asks for everything of one lineage.
+type ReadRequest struct {
+	Lineage string
+}
+
+// ReadResponse lists what is live on the runtime.
+type ReadResponse struct {
+	Objects []LiveObject
+}
+
+// LiveObject is what the runtime reports about one object bottlefile made.
+// Drift is judged on these few facts, never on every field the engine fills in.
+type LiveObject struct {
+	Addr    string // from the address label
+	Kind    string
+	ID      string
+	Name    string
+	Hash    string // from the config-hash label
+	Running bool   // workloads only
+	ImageID string // workloads only
+}
+
+// PlanRequest asks a driver to expand one agent.
+type PlanRequest struct {
+	Agent AgentSpec
+}
+
+// PlanResponse lists the objects an agent needs, in no particular order.
+type PlanResponse struct {
+	Objects []Object
+}
+
+// Object is one thing a driver creates for an agent: what the plan shows,
+// diffs and records.
+type Object struct {
+	// Addr is stable across runs: "agent.coder", "agent.coder.network".
+	Addr string
+	// Kind is driver-defined: "network", "container", "image".
+	Kind string
+	// Attrs is the desired configuration. Values may be unknown at plan time
+	// and may carry the sensitive mark; the core hashes, diffs and redacts them.
+	Attrs map[string]cty.Value
+	// InPlace names the attributes that can change without replacing the object.
+	InPlace []string
+	// DependsOn lists addresses of objects that must exist first.
+	DependsOn []string
+	// Workload marks objects that run and can be stopped (containers, VMs).
+	Workload bool
+}
+
+// Op is one operation Apply performs.
+type Op string
+
+const (
+	OpCreate Op = "create"
+	OpUpdate Op = "update"
+	OpStart  Op = "start"
+	OpDelete Op = "delete"
+)
+
+// ApplyRequest asks for one operation on one object.
+type ApplyRequest struct {
+	Op      Op
+	Lineage string
+	// Object is the desired object (create, update, start). For delete only
+	// Addr and Kind are set.
+	Object Object
+	// Hash is the desired configuration hash, to be put on the object's label.
+	Hash string
+	// ID is the runtime's id of the existing object (update, start, delete).
+	ID string
+}
+
+// ApplyResponse reports what the runtime assigned.
+type ApplyResponse struct {
+	ID string
+	// Computed holds values known only after apply (address, subnet, image id).
+	Computed map[string]string
+}
