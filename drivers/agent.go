@@ -25,11 +25,11 @@ type AgentSpec struct {
 	Labels     cty.Value // map of string, or null
 }
 
-// BuildSpec is an image built from a local context directory.
+// BuildSpec is an image built from a local context directory. The driver
+// hashes the context at plan time, so a change in it shows up in the plan.
 type BuildSpec struct {
-	Context     string // absolute path
-	Dockerfile  string // relative to Context
-	ContextHash string // content hash of the context, so a change shows in the plan
+	Context    string // absolute path
+	Dockerfile string // relative to Context; "Dockerfile" when empty
 }
 
 // Strings decodes a list of strings. Null gives nil.
