@@ -47,6 +47,9 @@ type Record struct {
 	// Attrs is the configuration the object was created from, sensitive
 	// values already redacted, as JSON per attribute.
 	Attrs map[string]json.RawMessage `json:"attributes,omitempty"`
+	// AttrHashes hash each attribute's full value, so a change to a
+	// sensitive value shows in the plan without the value being stored.
+	AttrHashes map[string]string `json:"attribute_hashes,omitempty"`
 	// Computed holds what the runtime assigned (address, subnet, image id).
 	Computed       map[string]string `json:"computed,omitempty"`
 	PreventDestroy bool              `json:"prevent_destroy,omitempty"`

@@ -1,0 +1,150 @@
+package command
+
+import (
+	"bufio"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/bottlefile/bottlefile/executor"
+	"github.com/bottlefile/bottlefile/planner"
+)
+
+// ApplyCommand plans, asks for approval, and applies. With Destroy set it is
+// the destroy command.
+type ApplyCommand struct {
+	Meta    *Meta
+	Destroy bool
+}
+
+func (c *ApplyCommand) Synopsis() string {
+	if c.Destroy {
+		return "Destroy every object bottlefile created"
+	}
+	return "Create or update the bottles"
+}
+
+func (c *ApplyCommand) Help() string {
+	if c.Destroy {
+		return strings.TrimSpace(`
+Usage: bottlefile [global options] destroy [options]
+
+  Plans the removal of every object recorded in the state (and of any
+  object carrying the state's lineage), shows it, and asks before doing it.
+
+Options:
+
+  -auto-approve        Do not ask for approval.
+  -lock-timeout=DUR    Wait this long for the state lock (default 0s).
+  -no-color            Print without color.
+  -parallelism=N       Run at most N actions at once (default 10).
+`)
+	}
+	return strings.TrimSpace(`
+Usage: bottlefile [global options] apply [options]
+
+  Plans, shows the plan, asks for approval, and performs it: in dependency
+  order, N actions at a time, recording each finished action in the state
+  before anything that depends on it starts.
+
+Options:
+
+  -auto-approve        Do not ask for approval.
+  -lock-timeout=DUR    Wait this long for the state lock (default 0s).
+  -no-color            Print without color.
+  -parallelism=N       Run at most N actions at once (default 10).
+`)
+}
+
+func (c *ApplyCommand) Run(args []string) int {
+	m := c.Meta
+	a, diags := parseApplyArgs(args, c.Destroy)
+	if m.showDiags(nil, diags) {
+		return 1
+	}
+	op, diags := m.openOperation(m.Ctx, false, a.LockTimeout)
+	defer op.close()
+	if m.showDiags(op.files(), diags) {
+		return 1
+	}
+	p, diags := op.plan(m.Ctx, m, a.Destroy)
+	if m.showDiags(op.files(), diags) {
+		return 1
+	}
+	renderPlan(m.Stdout, p)
+	if !p.Applyable() {
+		return 0
+	}
+	if !a.AutoApprove && !c.approve() {
+		fmt.Fprintln(m.Stdout, "\nApply cancelled.")
+		return 1
+	}
+	lineage, err := op.store.Init()
+	if err != nil {
+		m.showDiags(nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot write state", Detail: err.Error()}})
+		return 1
+	}
+	fmt.Fprintln(m.Stdout)
+	ex := &executor.Executor{
+		State: op.store, Lineage: lineage, Runtimes: op.runtimes,
+		Parallelism: a.Parallelism, Hook: newProgressHook(m.Stdout), Log: m.Log, Abandon: m.Abandon,
+	}
+	res, diags := ex.Apply(m.Ctx, p)
+	failed := m.showDiags(op.files(), diags)
+	c.summarize(res, failed || m.Ctx.Err() != nil)
+	if failed || m.Ctx.Err() != nil {
+		return 1
+	}
+	return 0
+}
+
+func (c *ApplyCommand) approve() bool {
+	m := c.Meta
+	what := "perform these actions"
+	if c.Destroy {
+		what = "destroy all of these objects"
+	}
+	fmt.Fprintf(m.Stdout, "\nDo you want to %s?\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ", what)
+	line, _ := bufio.NewReader(m.Stdin).ReadString('\n')
+	return strings.TrimSpace(line) == "yes"
+}
+
+// summarize says what was applied and, after a failure or an interrupt,
+// what was not.
+func (c *ApplyCommand) summarize(res executor.Result, failed bool) {
+	w := c.Meta.Stdout
+	var added, changed, destroyed, started int
+	for _, s := range res.Applied {
+		switch s.Op {
+		case planner.StepCreate, planner.StepAdopt:
+			added++
+		case planner.StepUpdate:
+			changed++
+		case planner.StepDelete:
+			destroyed++
+		case planner.StepStart:
+			started++
+		}
+	}
+	counts := fmt.Sprintf("%d added, %d changed, %d destroyed", added, changed, destroyed)
+	if started > 0 {
+		counts += fmt.Sprintf(", %d started", started)
+	}
+	if !failed {
+		word := "Apply"
+		if c.Destroy {
+			word = "Destroy"
+		}
+		fmt.Fprintf(w, "\n%s complete! Objects: %s.\n", word, counts)
+		return
+	}
+	fmt.Fprintf(w, "\nApply incomplete. Done: %s. Failed: %d. Not started: %d.\n", counts, len(res.Failed), len(res.Skipped))
+	for _, s := range res.Failed {
+		fmt.Fprintf(w, "  failed:      %s\n", s.Name())
+	}
+	for _, s := range res.Skipped {
+		fmt.Fprintf(w, "  not started: %s\n", s.Name())
+	}
+	fmt.Fprintln(w, "State records everything that was done; run plan to see what is left.")
+}

@@ -1,0 +1,42 @@
+package command
+
+import (
+	"context"
+	"io"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/lang"
+)
+
+// Version is bottlefile's version.
+const Version = "0.1.0"
+
+// Meta is what every command shares: where output goes, the logger, the
+// driver registry and the contexts interrupts cancel.
+type Meta struct {
+	Stdout, Stderr io.Writer
+	Stdin          io.Reader
+	Log            hclog.Logger
+	Registry       drivers.Registry
+	// Ctx is cancelled by the first interrupt: start nothing new.
+	Ctx context.Context
+	// Abandon is cancelled by the second interrupt: give up running work.
+	Abandon context.Context
+	// Color enables ANSI color in human output.
+	Color bool
+}
+
+// showDiags prints diagnostics with source snippets and reports whether any
+// is an error.
+func (m *Meta) showDiags(files map[string]*hcl.File, diags hcl.Diagnostics) bool {
+	if len(diags) == 0 {
+		return false
+	}
+	if err := lang.WriteDiagnostics(m.Stderr, files, diags, 100, m.Color); err != nil {
+		m.Log.Error("rendering diagnostics", "error", err)
+	}
+	return diags.HasErrors()
+}

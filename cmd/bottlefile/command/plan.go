@@ -1,0 +1,52 @@
+package command
+
+import (
+	"strings"
+)
+
+// PlanCommand shows what apply would do. It changes nothing on any runtime.
+type PlanCommand struct {
+	Meta *Meta
+}
+
+func (c *PlanCommand) Synopsis() string { return "Show the changes apply would make" }
+
+func (c *PlanCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: bottlefile [global options] plan [options]
+
+  Compares the Bottlefile with the recorded state and with what is really
+  running, and shows the actions apply would take. Nothing on any runtime
+  changes: no create, no pull, no build.
+
+Options:
+
+  -destroy             Plan the removal of every object in the state.
+  -detailed-exitcode   Exit 0 with no changes, 1 on error, 2 with changes.
+  -lock-timeout=DUR    Wait this long for the state lock (default 0s).
+  -no-color            Print without color.
+  -parallelism=N       Accepted for symmetry with apply (default 10).
+`)
+}
+
+func (c *PlanCommand) Run(args []string) int {
+	m := c.Meta
+	a, diags := parsePlanArgs(args)
+	if m.showDiags(nil, diags) {
+		return 1
+	}
+	op, diags := m.openOperation(m.Ctx, true, a.LockTimeout)
+	defer op.close()
+	if m.showDiags(op.files(), diags) {
+		return 1
+	}
+	p, diags := op.plan(m.Ctx, m, a.Destroy)
+	if m.showDiags(op.files(), diags) {
+		return 1
+	}
+	renderPlan(m.Stdout, p)
+	if a.DetailedExitCode && p.Applyable() {
+		return 2
+	}
+	return 0
+}

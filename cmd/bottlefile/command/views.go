@@ -1,0 +1,212 @@
+package command
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bottlefile/bottlefile/executor"
+	"github.com/bottlefile/bottlefile/planner"
+)
+
+// renderPlan writes the human plan: every change with its symbol, the
+// attributes that change (marking those that force replacement), a reason
+// line for every action not driven by the configuration, and the closing
+// Plan: line, or "No changes.".
+func renderPlan(w io.Writer, p *planner.Plan) {
+	if !p.Applyable() {
+		fmt.Fprintln(w, "No changes. Your bottles match the configuration.")
+		return
+	}
+	fmt.Fprintln(w, "bottlefile will perform the following actions:")
+	for _, c := range p.Changes {
+		if c.Action == planner.NoOp {
+			continue
+		}
+		fmt.Fprintf(w, "\n  # %s %s\n", c.Addr, headline(c))
+		for _, r := range c.Reasons {
+			fmt.Fprintf(w, "  # (because %s)\n", r)
+		}
+		renderChange(w, c)
+	}
+	fmt.Fprintf(w, "\n%s\n", p.Summary())
+}
+
+func headline(c *planner.Change) string {
+	switch c.Action {
+	case planner.Create:
+		return "will be created"
+	case planner.Update:
+		return "will be updated in place"
+	case planner.Replace:
+		return "must be replaced"
+	case planner.Delete:
+		return "will be destroyed"
+	case planner.Start:
+		return "will be started"
+	case planner.Adopt:
+		return "will be adopted into state"
+	}
+	return "is unchanged"
+}
+
+// attrLine is one attribute row of a change.
+type attrLine struct {
+	sym, name, value, note string
+}
+
+func renderChange(w io.Writer, c *planner.Change) {
+	var lines []attrLine
+	switch c.Action {
+	case planner.Create, planner.Adopt:
+		for _, name := range sortedNames(c.After) {
+			if isNull(c.After[name]) {
+				continue
+			}
+			lines = append(lines, attrLine{"+", name, planner.FormatJSON(c.After[name]), ""})
+		}
+	case planner.Delete:
+		for _, name := range sortedNames(c.Before) {
+			if isNull(c.Before[name]) {
+				continue
+			}
+			lines = append(lines, attrLine{"-", name, planner.FormatJSON(c.Before[name]), ""})
+		}
+	case planner.Update, planner.Replace:
+		for _, name := range sortedNames(c.After) {
+			before, after := c.Before[name], c.After[name]
+			if !slices.Contains(c.Changed, name) {
+				if !isNull(after) {
+					lines = append(lines, attrLine{" ", name, planner.FormatJSON(after), ""})
+				}
+				continue
+			}
+			note := ""
+			if slices.Contains(c.Forcing, name) {
+				note = " # forces replacement"
+			}
+			lines = append(lines, attrLine{"~", name, planner.FormatJSON(before) + " -> " + planner.FormatJSON(after), note})
+		}
+		if len(c.Forcing) > 0 && !slices.ContainsFunc(lines, func(l attrLine) bool { return l.note != "" }) {
+			for _, f := range c.Forcing {
+				if _, ok := c.After[f]; !ok {
+					lines = append(lines, attrLine{"~", f, "", " # forces replacement"})
+				}
+			}
+		}
+	}
+	fmt.Fprintf(w, "%3s %s (%s)", c.Action.Symbol(), c.Addr, c.Kind)
+	if len(lines) == 0 {
+		fmt.Fprintln(w)
+		return
+	}
+	fmt.Fprintln(w, " {")
+	width := 0
+	for _, l := range lines {
+		width = max(width, len(l.name))
+	}
+	for _, l := range lines {
+		if l.value == "" {
+			fmt.Fprintf(w, "      %s %s%s\n", l.sym, l.name, l.note)
+			continue
+		}
+		fmt.Fprintf(w, "      %s %-*s = %s%s\n", l.sym, width, l.name, l.value, l.note)
+	}
+	fmt.Fprintln(w, "    }")
+}
+
+func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
+
+func sortedNames(m map[string]json.RawMessage) []string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// progressHook prints one line as each step starts and ends, and a
+// "still creating" line every interval for long steps.
+type progressHook struct {
+	w        io.Writer
+	interval time.Duration
+
+	mu      sync.Mutex // guards w and running
+	running map[*planner.Step]chan struct{}
+}
+
+var _ executor.Hook = (*progressHook)(nil)
+
+func newProgressHook(w io.Writer) *progressHook {
+	return &progressHook{w: w, interval: 10 * time.Second, running: map[*planner.Step]chan struct{}{}}
+}
+
+var stepVerbs = map[planner.StepOp][3]string{
+	planner.StepCreate: {"Creating...", "Creation complete", "creating"},
+	planner.StepUpdate: {"Modifying...", "Modifications complete", "modifying"},
+	planner.StepStart:  {"Starting...", "Start complete", "starting"},
+	planner.StepDelete: {"Destroying...", "Destruction complete", "destroying"},
+	planner.StepAdopt:  {"Adopting...", "Adoption complete", "adopting"},
+}
+
+func (h *progressHook) printf(format string, args ...any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fmt.Fprintf(h.w, format, args...)
+}
+
+func (h *progressHook) PreApply(s *planner.Step) {
+	v := stepVerbs[s.Op]
+	h.printf("%s: %s\n", s.Change.Addr, v[0])
+	done := make(chan struct{})
+	h.mu.Lock()
+	h.running[s] = done
+	h.mu.Unlock()
+	go func(start time.Time) {
+		t := time.NewTicker(h.interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				h.printf("%s: Still %s... [%s elapsed]\n", s.Change.Addr, v[2], time.Since(start).Round(time.Second))
+			}
+		}
+	}(time.Now())
+}
+
+func (h *progressHook) PostApply(s *planner.Step, elapsed time.Duration, err error) {
+	h.mu.Lock()
+	if done, ok := h.running[s]; ok {
+		close(done)
+		delete(h.running, s)
+	}
+	h.mu.Unlock()
+	if err != nil {
+		h.printf("%s: %s failed after %s\n", s.Change.Addr, strings.TrimSuffix(stepVerbs[s.Op][0], "..."), roundElapsed(elapsed))
+		return
+	}
+	h.printf("%s: %s after %s\n", s.Change.Addr, stepVerbs[s.Op][1], roundElapsed(elapsed))
+}
+
+func (h *progressHook) Skipped(s *planner.Step, cause *planner.Step) {
+	if cause == nil {
+		h.printf("%s: not started (the apply was interrupted)\n", s.Change.Addr)
+		return
+	}
+	h.printf("%s: skipped, because %s did not complete\n", s.Change.Addr, cause.Name())
+}
+
+func roundElapsed(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(100 * time.Millisecond).String()
+}

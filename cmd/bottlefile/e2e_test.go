@@ -1,0 +1,260 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
+	"github.com/bottlefile/bottlefile/state"
+)
+
+// binary is the bottlefile built once for these tests: they run it as a
+// user would, in its own process, with real exit codes.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "bottlefile-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "bottlefile")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building bottlefile:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is one run of the binary.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\n--- stdout\n%s--- stderr\n%s", r.code, r.stdout, r.stderr)
+}
+
+// bottlefile runs the binary in dir.
+func bottlefile(t *testing.T, dir string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, append([]string{"-chdir=" + dir}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String()}
+	var exitErr *exec.ExitError
+	switch {
+	case errors.As(err, &exitErr):
+		r.code = exitErr.ExitCode()
+	case err != nil:
+		t.Fatalf("running bottlefile %v: %v", args, err)
+	}
+	return r
+}
+
+// mustRun runs the binary and fails the test unless it exits 0.
+func mustRun(t *testing.T, dir string, args ...string) result {
+	t.Helper()
+	r := bottlefile(t, dir, args...)
+	if r.code != 0 {
+		t.Fatalf("bottlefile %s: %s", strings.Join(args, " "), r)
+	}
+	return r
+}
+
+// writeBottlefile writes a Bottlefile into dir.
+func writeBottlefile(t *testing.T, dir, format string, args ...any) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "Bottlefile"), []byte(fmt.Sprintf(format, args...)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lineageOf reads the lineage of the state in dir and registers cleanup of
+// everything carrying it.
+func lineageOf(t *testing.T, cli *client.Client, dir string) string {
+	t.Helper()
+	s, err := state.Open(dir, state.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lineage := s.Lineage()
+	if lineage == "" {
+		t.Fatal("state has no lineage after apply")
+	}
+	dockertest.Cleanup(t, cli, lineage)
+	return lineage
+}
+
+func containersWith(t *testing.T, cli *client.Client, labels ...string) []container.Summary {
+	t.Helper()
+	f := filters.NewArgs()
+	for _, l := range labels {
+		f.Add("label", l)
+	}
+	list, err := cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
+func networksWith(t *testing.T, cli *client.Client, labels ...string) []network.Summary {
+	t.Helper()
+	f := filters.NewArgs()
+	for _, l := range labels {
+		f.Add("label", l)
+	}
+	list, err := cli.NetworkList(context.Background(), network.ListOptions{Filters: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
+const agentConfig = `
+agent "coder" {
+  image   = %q
+  command = %s
+  env     = { ROLE = "e2e" }
+  workdir = "/tmp"
+}
+`
+
+// TestE2ELifecycle walks the skeleton's promise end to end on the real
+// engine: apply, a clean second plan, a forced replacement, an out-of-band
+// deletion that plan explains and apply repairs, and a destroy that leaves
+// nothing behind.
+func TestE2ELifecycle(t *testing.T) {
+	cli := dockertest.Client(t)
+	image := dockertest.BusyboxImage(t, cli)
+	dir := t.TempDir()
+	writeBottlefile(t, dir, agentConfig, image, `["sleep", "600"]`)
+
+	r := mustRun(t, dir, "apply", "-auto-approve")
+	lineage := lineageOf(t, cli, dir)
+	if !strings.Contains(r.stdout, "Apply complete!") {
+		t.Fatalf("apply did not report completion:\n%s", r)
+	}
+	running := containersWith(t, cli, drivers.LabelAddress+"=agent.coder", drivers.LabelLineage+"="+lineage)
+	if len(running) != 1 || running[0].State != "running" {
+		t.Fatalf("want one running container labelled agent.coder, got %+v", running)
+	}
+	firstID := running[0].ID
+
+	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
+		t.Fatalf("second plan is not empty:\n%s", r)
+	}
+
+	writeBottlefile(t, dir, agentConfig, image, `["sleep", "700"]`)
+	r = mustRun(t, dir, "plan")
+	for _, want := range []string{"# agent.coder must be replaced", "-/+ agent.coder (container)", "# forces replacement", `["sleep", "600"] -> ["sleep", "700"]`, "Plan: 1 to add, 0 to change, 1 to destroy."} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("plan after a command change lacks %q:\n%s", want, r)
+		}
+	}
+	forcing := ""
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if strings.Contains(line, "# forces replacement") {
+			forcing = line
+		}
+	}
+	if !strings.Contains(forcing, "command") {
+		t.Errorf("the forcing attribute is not command: %q", forcing)
+	}
+	mustRun(t, dir, "apply", "-auto-approve")
+	replaced := containersWith(t, cli, drivers.LabelAddress+"=agent.coder", drivers.LabelLineage+"="+lineage)
+	if len(replaced) != 1 || replaced[0].ID == firstID || replaced[0].Command != "sleep 700" {
+		t.Fatalf("want the container replaced with the new command, got %+v", replaced)
+	}
+
+	// Deleted out of band: plan says it will be created again, and why.
+	if err := cli.ContainerRemove(context.Background(), replaced[0].ID, container.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	r = mustRun(t, dir, "plan")
+	for _, want := range []string{"# agent.coder will be created", "deleted outside bottlefile", "Plan: 1 to add, 0 to change, 0 to destroy."} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("plan after an out-of-band removal lacks %q:\n%s", want, r)
+		}
+	}
+	mustRun(t, dir, "apply", "-auto-approve")
+	restored := containersWith(t, cli, drivers.LabelAddress+"=agent.coder", drivers.LabelLineage+"="+lineage)
+	if len(restored) != 1 || restored[0].State != "running" {
+		t.Fatalf("apply did not restore the container: %+v", restored)
+	}
+
+	// Stopped out of band: started, not replaced.
+	stopTimeout := 1
+	if err := cli.ContainerStop(context.Background(), restored[0].ID, container.StopOptions{Timeout: &stopTimeout}); err != nil {
+		t.Fatal(err)
+	}
+	r = mustRun(t, dir, "plan")
+	if !strings.Contains(r.stdout, "# agent.coder will be started") || !strings.Contains(r.stdout, "stopped outside bottlefile") {
+		t.Errorf("plan for a stopped container does not start it:\n%s", r)
+	}
+	mustRun(t, dir, "apply", "-auto-approve")
+	started := containersWith(t, cli, drivers.LabelAddress+"=agent.coder", drivers.LabelLineage+"="+lineage)
+	if len(started) != 1 || started[0].ID != restored[0].ID || started[0].State != "running" {
+		t.Fatalf("want the same container running again, got %+v", started)
+	}
+
+	r = mustRun(t, dir, "destroy", "-auto-approve")
+	if !strings.Contains(r.stdout, "Destroy complete!") {
+		t.Fatalf("destroy did not complete:\n%s", r)
+	}
+	if left := containersWith(t, cli, drivers.LabelLineage+"="+lineage); len(left) != 0 {
+		t.Errorf("containers left after destroy: %+v", left)
+	}
+	if left := networksWith(t, cli, drivers.LabelLineage+"="+lineage); len(left) != 0 {
+		t.Errorf("networks left after destroy: %+v", left)
+	}
+	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "# agent.coder will be created") {
+		t.Errorf("plan after destroy does not create again:\n%s", r)
+	}
+}
+
+// TestE2ELockHeld: a second apply while another process holds the state
+// fails at once, naming the lock.
+func TestE2ELockHeld(t *testing.T) {
+	dir := t.TempDir()
+	writeBottlefile(t, dir, agentConfig, "bottlefile-test/never-used:1", `["true"]`)
+	held, err := state.Open(dir, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	r := bottlefile(t, dir, "apply", "-auto-approve")
+	if r.code != 1 {
+		t.Fatalf("apply with the state held: want exit 1, got %s", r)
+	}
+	for _, want := range []string{"state is locked", state.Path(dir), "-lock-timeout"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("the lock error lacks %q:\n%s", want, r)
+		}
+	}
+}

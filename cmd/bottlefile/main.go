@@ -1,0 +1,126 @@
+// Command bottlefile makes sandboxes for AI coding agents declarative.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/hashicorp/cli"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/bottlefile/bottlefile/cmd/bottlefile/command"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	args, chdir, err := globalArgs(args)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		return 1
+	}
+	if chdir != "" {
+		if err := os.Chdir(chdir); err != nil {
+			fmt.Fprintf(os.Stderr, "Error: -chdir=%s: %v\n", chdir, err)
+			return 1
+		}
+	}
+
+	ctx, abandon, stop := signalContexts()
+	defer stop()
+
+	meta := &command.Meta{
+		Stdout:   os.Stdout,
+		Stderr:   os.Stderr,
+		Stdin:    os.Stdin,
+		Log:      logger(),
+		Registry: registry(),
+		Ctx:      ctx,
+		Abandon:  abandon,
+		Color:    colorWanted(),
+	}
+	c := &cli.CLI{
+		Name:         "bottlefile",
+		Version:      command.Version,
+		Args:         args,
+		Commands:     Commands(meta),
+		HelpFunc:     cli.FilteredHelpFunc(PrimaryCommands, cli.BasicHelpFunc("bottlefile")),
+		HelpWriter:   os.Stdout,
+		ErrorWriter:  os.Stderr,
+		Autocomplete: false,
+	}
+	code, err := c.Run()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		return 1
+	}
+	return code
+}
+
+// globalArgs takes the options that come before the command name.
+func globalArgs(args []string) ([]string, string, error) {
+	chdir := ""
+	for len(args) > 0 && strings.HasPrefix(args[0], "-chdir") {
+		a := args[0]
+		switch {
+		case strings.HasPrefix(a, "-chdir="):
+			chdir = strings.TrimPrefix(a, "-chdir=")
+			args = args[1:]
+		case a == "-chdir" && len(args) > 1:
+			chdir = args[1]
+			args = args[2:]
+		default:
+			return nil, "", fmt.Errorf("-chdir needs a directory: -chdir=DIR")
+		}
+		if chdir == "" {
+			return nil, "", fmt.Errorf("-chdir needs a directory: -chdir=DIR")
+		}
+	}
+	return args, chdir, nil
+}
+
+// signalContexts returns a context cancelled by the first interrupt (stop
+// starting new work) and one cancelled by the second (abandon running work).
+func signalContexts() (ctx, abandon context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	abandon, cancelAbandon := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		n := 0
+		for range ch {
+			n++
+			if n == 1 {
+				fmt.Fprintln(os.Stderr, "\nInterrupt received: no new actions will start; running ones finish and are recorded. Interrupt again to abandon them.")
+				cancel()
+				continue
+			}
+			fmt.Fprintln(os.Stderr, "\nSecond interrupt: abandoning running actions.")
+			cancelAbandon()
+		}
+	}()
+	return ctx, abandon, func() { signal.Stop(ch); cancel(); cancelAbandon() }
+}
+
+// logger follows BOTTLEFILE_LOG=trace|debug|info|warn|error; off by default.
+func logger() hclog.Logger {
+	level := hclog.LevelFromString(os.Getenv("BOTTLEFILE_LOG"))
+	if level == hclog.NoLevel {
+		return hclog.NewNullLogger()
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: "bottlefile", Level: level, Output: os.Stderr})
+}
+
+func colorWanted() bool {
+	if os.Getenv("NO_COLOR") != "" {
+		return false
+	}
+	fi, err := os.Stdout.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

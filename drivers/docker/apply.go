@@ -1,0 +1,70 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/drivers"
+)
+
+// Apply performs one operation on one object.
+func (d *Driver) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	api, pool, err := d.engine()
+	if err != nil {
+		return drivers.ApplyResponse{}, err
+	}
+	if req.Lineage == "" {
+		return drivers.ApplyResponse{}, fmt.Errorf("%s: %s needs a state lineage", req.Object.Addr, req.Op)
+	}
+	switch req.Object.Kind {
+	case kindNetwork:
+		switch req.Op {
+		case drivers.OpCreate:
+			return d.createNetwork(ctx, api, pool, req)
+		case drivers.OpDelete:
+			return d.deleteNetwork(ctx, api, req)
+		}
+	case kindImage:
+		switch req.Op {
+		case drivers.OpCreate:
+			return d.buildImage(ctx, api, req)
+		case drivers.OpDelete:
+			return d.deleteImage(ctx, api, req)
+		}
+	case kindContainer:
+		switch req.Op {
+		case drivers.OpCreate:
+			return d.createContainer(ctx, api, req)
+		case drivers.OpUpdate:
+			return d.updateContainer(ctx, api, req)
+		case drivers.OpStart:
+			return d.startContainer(ctx, api, req)
+		case drivers.OpDelete:
+			return d.deleteContainer(ctx, api, req)
+		}
+	default:
+		return drivers.ApplyResponse{}, fmt.Errorf("%s: the docker driver has no object kind %q", req.Object.Addr, req.Object.Kind)
+	}
+	return drivers.ApplyResponse{}, fmt.Errorf("%s: cannot %s a docker %s", req.Object.Addr, req.Op, req.Object.Kind)
+}
+
+// ownLabels are the labels every object carries.
+func ownLabels(req drivers.ApplyRequest) map[string]string {
+	return map[string]string{
+		drivers.LabelLineage:    req.Lineage,
+		drivers.LabelAddress:    req.Object.Addr,
+		drivers.LabelConfigHash: req.Hash,
+	}
+}
+
+// attr returns an attribute of the desired object, a null when it is
+// missing, so the decode helpers give their zero value.
+func attr(o drivers.Object, name string) cty.Value {
+	v, ok := o.Attrs[name]
+	if !ok || v == cty.NilVal {
+		return cty.NullVal(cty.DynamicPseudoType)
+	}
+	return v
+}

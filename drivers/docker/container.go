@@ -1,0 +1,328 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+
+	"github.com/bottlefile/bottlefile/drivers"
+)
+
+// dnsOptions make a lookup of an outside name, which the embedded resolver
+// of an internal network neither answers nor refuses, fail in about a
+// second instead of five.
+var dnsOptions = []string{"timeout:1", "attempts:1"}
+
+// containerSpec is a container object's attributes, decoded.
+type containerSpec struct {
+	image      string // reference, or the tag of the built image
+	built      bool
+	command    []string
+	entrypoint []string
+	env        map[string]string
+	workdir    string
+	user       string
+	nanoCPUs   int64
+	memory     int64
+	labels     map[string]string
+	network    string // engine name of the agent's network
+}
+
+// decodeContainer reads a container object's attributes. Values that are
+// still unknown, or of the wrong type, are errors naming the attribute;
+// sensitive values are unmarked here and never logged.
+func decodeContainer(req drivers.ApplyRequest) (containerSpec, error) {
+	o := req.Object
+	var s containerSpec
+	var err error
+	wrap := func(name string, e error) error { return fmt.Errorf("%s: %w", name, e) }
+
+	if s.image, err = drivers.String(attr(o, "image")); err != nil {
+		return s, wrap("image", err)
+	}
+	buildHash, err := drivers.String(attr(o, "build_hash"))
+	if err != nil {
+		return s, wrap("build_hash", err)
+	}
+	if buildHash != "" {
+		if s.image, err = imageTag(req.Lineage, o.Addr, buildHash); err != nil {
+			return s, err
+		}
+		s.built = true
+	}
+	if s.image == "" {
+		return s, errors.New("no image: set image or a build block")
+	}
+	if s.command, err = drivers.Strings(attr(o, "command")); err != nil {
+		return s, wrap("command", err)
+	}
+	if s.entrypoint, err = drivers.Strings(attr(o, "entrypoint")); err != nil {
+		return s, wrap("entrypoint", err)
+	}
+	if v := attr(o, "entrypoint"); !v.IsNull() && len(s.entrypoint) == 0 {
+		// An empty list clears the image's entrypoint, as --entrypoint "" does.
+		s.entrypoint = []string{""}
+	}
+	if s.env, err = drivers.StringMap(attr(o, "env")); err != nil {
+		return s, wrap("env", err)
+	}
+	if s.workdir, err = drivers.String(attr(o, "workdir")); err != nil {
+		return s, wrap("workdir", err)
+	}
+	if s.user, err = drivers.String(attr(o, "user")); err != nil {
+		return s, wrap("user", err)
+	}
+	if s.nanoCPUs, s.memory, err = decodeLimits(o); err != nil {
+		return s, err
+	}
+	if s.labels, err = drivers.StringMap(attr(o, "labels")); err != nil {
+		return s, wrap("labels", err)
+	}
+	netAddr, err := drivers.String(attr(o, "network"))
+	if err != nil {
+		return s, wrap("network", err)
+	}
+	if netAddr == "" {
+		netAddr = o.Addr + ".network"
+	}
+	if s.network, err = objectName(req.Lineage, netAddr, kindNetwork); err != nil {
+		return s, wrap("network", err)
+	}
+	return s, nil
+}
+
+// decodeLimits reads cpus (as nano-CPUs) and memory (bytes); 0 is no limit.
+func decodeLimits(o drivers.Object) (nanoCPUs, memory int64, err error) {
+	cpus, err := drivers.Float(attr(o, "cpus"))
+	if err != nil {
+		return 0, 0, fmt.Errorf("cpus: %w", err)
+	}
+	if cpus < 0 || math.IsNaN(cpus) || cpus > 1<<20 {
+		return 0, 0, fmt.Errorf("cpus: %g is out of range", cpus)
+	}
+	memory, err = drivers.Int(attr(o, "memory"))
+	if err != nil {
+		return 0, 0, fmt.Errorf("memory: %w", err)
+	}
+	if memory < 0 {
+		return 0, 0, fmt.Errorf("memory: %d is negative", memory)
+	}
+	return int64(math.Round(cpus * 1e9)), memory, nil
+}
+
+func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	addr := req.Object.Addr
+	name, err := objectName(req.Lineage, addr, kindContainer)
+	if err != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("creating container for %s: %w", addr, err)
+	}
+	fail := func(format string, args ...any) (drivers.ApplyResponse, error) {
+		return drivers.ApplyResponse{}, fmt.Errorf("creating container %s for %s: %s", name, addr, fmt.Sprintf(format, args...))
+	}
+	spec, err := decodeContainer(req)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if _, err := d.ensureImage(ctx, api, addr, spec.image, spec.built); err != nil {
+		return drivers.ApplyResponse{}, err
+	}
+
+	// A crash between create and record leaves our own container behind:
+	// remove it and create it again. Anyone else's is theirs.
+	old, err := api.ContainerInspect(ctx, name)
+	switch {
+	case err == nil:
+		if old.Config == nil || old.Config.Labels[drivers.LabelLineage] != req.Lineage {
+			return fail("a container with this name already exists and does not belong to this state (lineage %s); remove or rename it", req.Lineage)
+		}
+		d.log.Info("removing unrecorded container of this lineage before creating it again", "addr", addr, "name", name, "id", shortID(old.ID))
+		if err := api.ContainerRemove(ctx, old.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return fail("removing the unrecorded container %s left by an earlier run: %v", shortID(old.ID), err)
+		}
+	case !cerrdefs.IsNotFound(err):
+		return fail("checking for an existing container: %v", err)
+	}
+
+	labels := map[string]string{}
+	for k, v := range spec.labels {
+		labels[k] = v
+	}
+	for k, v := range ownLabels(req) {
+		labels[k] = v
+	}
+	var env []string
+	for _, k := range sortedKeys(spec.env) {
+		env = append(env, k+"="+spec.env[k])
+	}
+	useInit := true
+	cfg := &container.Config{
+		Image:      spec.image,
+		Cmd:        spec.command,
+		Entrypoint: spec.entrypoint,
+		Env:        env,
+		WorkingDir: spec.workdir,
+		User:       spec.user,
+		Labels:     labels,
+	}
+	hostCfg := &container.HostConfig{
+		Init:        &useInit,
+		NetworkMode: container.NetworkMode(spec.network),
+		DNSOptions:  dnsOptions,
+		Resources:   container.Resources{NanoCPUs: spec.nanoCPUs},
+	}
+	if spec.memory > 0 {
+		// No swap beyond the limit: memory means what it says.
+		hostCfg.Memory, hostCfg.MemorySwap = spec.memory, spec.memory
+	}
+	netCfg := &network.NetworkingConfig{
+		EndpointsConfig: map[string]*network.EndpointSettings{spec.network: {}},
+	}
+
+	created, err := api.ContainerCreate(ctx, cfg, hostCfg, netCfg, nil, name)
+	if err != nil {
+		return fail("%v", err)
+	}
+	for _, w := range created.Warnings {
+		d.log.Warn("engine warning", "addr", addr, "warning", w)
+	}
+	if err := api.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		// Leave nothing unrecorded behind when the start fails.
+		if rmErr := api.ContainerRemove(context.WithoutCancel(ctx), created.ID, container.RemoveOptions{Force: true}); rmErr != nil {
+			d.log.Warn("could not remove the container that failed to start", "addr", addr, "id", shortID(created.ID), "error", rmErr)
+		}
+		return drivers.ApplyResponse{}, fmt.Errorf("starting container %s for %s: %w", name, addr, err)
+	}
+	d.log.Info("created container", "addr", addr, "name", name, "id", shortID(created.ID), "image", spec.image)
+	return d.containerResponse(ctx, api, addr, created.ID, spec.network)
+}
+
+// containerResponse inspects a container for its computed values.
+func (d *Driver) containerResponse(ctx context.Context, api dockerAPI, addr, id, netName string) (drivers.ApplyResponse, error) {
+	info, err := api.ContainerInspect(ctx, id)
+	if err != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("inspecting container %s of %s: %w", shortID(id), addr, err)
+	}
+	name := trimSlash(info.Name)
+	ip := ""
+	if info.NetworkSettings != nil {
+		if netName == "" && info.HostConfig != nil {
+			netName = string(info.HostConfig.NetworkMode)
+		}
+		if ep := info.NetworkSettings.Networks[netName]; ep != nil {
+			ip = ep.IPAddress
+		}
+	}
+	return drivers.ApplyResponse{ID: info.ID, Computed: map[string]string{"name": name, "ip": ip}}, nil
+}
+
+func (d *Driver) startContainer(ctx context.Context, api dockerAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	addr := req.Object.Addr
+	id, err := containerRef(req)
+	if err != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("starting container of %s: %w", addr, err)
+	}
+	if err := api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("starting container %s of %s: %w", shortID(id), addr, err)
+	}
+	d.log.Info("started container", "addr", addr, "id", shortID(id))
+	return d.containerResponse(ctx, api, addr, id, "")
+}
+
+// updateContainer changes cpus and memory in place. The engine cannot
+// remove a limit, so a limit removed from the config is raised to the
+// engine's whole capacity instead.
+func (d *Driver) updateContainer(ctx context.Context, api dockerAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	addr := req.Object.Addr
+	id, err := containerRef(req)
+	if err != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("updating container of %s: %w", addr, err)
+	}
+	fail := func(format string, args ...any) (drivers.ApplyResponse, error) {
+		return drivers.ApplyResponse{}, fmt.Errorf("updating container %s of %s: %s", shortID(id), addr, fmt.Sprintf(format, args...))
+	}
+	nanoCPUs, memory, err := decodeLimits(req.Object)
+	if err != nil {
+		return fail("%v", err)
+	}
+	cur, err := api.ContainerInspect(ctx, id)
+	if err != nil {
+		return fail("inspecting: %v", err)
+	}
+	var curCPUs, curMem int64
+	if cur.HostConfig != nil {
+		curCPUs, curMem = cur.HostConfig.NanoCPUs, cur.HostConfig.Memory
+	}
+	if (nanoCPUs == 0 && curCPUs != 0) || (memory == 0 && curMem != 0) {
+		info, err := api.Info(ctx)
+		if err != nil {
+			return fail("reading the engine's capacity to lift a limit: %v", err)
+		}
+		if nanoCPUs == 0 && curCPUs != 0 {
+			nanoCPUs = int64(info.NCPU) * 1e9
+		}
+		if memory == 0 && curMem != 0 {
+			memory = info.MemTotal
+		}
+	}
+	res := container.Resources{NanoCPUs: nanoCPUs}
+	if memory > 0 {
+		res.Memory, res.MemorySwap = memory, memory
+	}
+	upd, err := api.ContainerUpdate(ctx, id, container.UpdateConfig{Resources: res})
+	if err != nil {
+		return fail("%v", err)
+	}
+	for _, w := range upd.Warnings {
+		d.log.Warn("engine warning", "addr", addr, "warning", w)
+	}
+	d.log.Info("updated container", "addr", addr, "id", shortID(id), "nano_cpus", nanoCPUs, "memory", memory)
+	return d.containerResponse(ctx, api, addr, id, "")
+}
+
+func (d *Driver) deleteContainer(ctx context.Context, api dockerAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	addr := req.Object.Addr
+	id := req.ID
+	if id == "" {
+		// Nothing recorded: find ours by name, and touch it only if the
+		// lineage label says it is ours.
+		name, err := objectName(req.Lineage, addr, kindContainer)
+		if err != nil {
+			return drivers.ApplyResponse{}, fmt.Errorf("deleting container of %s: %w", addr, err)
+		}
+		info, err := api.ContainerInspect(ctx, name)
+		if cerrdefs.IsNotFound(err) {
+			return drivers.ApplyResponse{}, nil
+		}
+		if err != nil {
+			return drivers.ApplyResponse{}, fmt.Errorf("deleting container %s of %s: %w", name, addr, err)
+		}
+		if info.Config == nil || info.Config.Labels[drivers.LabelLineage] != req.Lineage {
+			return drivers.ApplyResponse{}, fmt.Errorf("deleting container %s of %s: it does not belong to this state (lineage %s)", name, addr, req.Lineage)
+		}
+		id = info.ID
+	}
+	err := api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil {
+		if cerrdefs.IsNotFound(err) {
+			d.log.Debug("container already gone", "addr", addr, "id", shortID(id))
+			return drivers.ApplyResponse{}, nil
+		}
+		return drivers.ApplyResponse{}, fmt.Errorf("deleting container %s of %s: %w", shortID(id), addr, err)
+	}
+	d.log.Info("deleted container", "addr", addr, "id", shortID(id))
+	return drivers.ApplyResponse{}, nil
+}
+
+// containerRef is the container to operate on: the recorded id, else the
+// name this lineage gives the address.
+func containerRef(req drivers.ApplyRequest) (string, error) {
+	if req.ID != "" {
+		return req.ID, nil
+	}
+	return objectName(req.Lineage, req.Object.Addr, kindContainer)
+}

@@ -1,0 +1,184 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+
+	"github.com/docker/docker/client"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/drivers"
+)
+
+// DefaultSubnetPool is where agent networks get their /28 subnets when the
+// runtime block sets no subnet_pool: 4096 networks.
+const DefaultSubnetPool = "10.213.0.0/16"
+
+// subnetBits is the prefix length of each agent network: 14 usable
+// addresses, enough for an agent, its sidecars and its gateway.
+const subnetBits = 28
+
+// Driver drives one Docker engine. It is safe for concurrent use once
+// configured.
+type Driver struct {
+	log hclog.Logger
+
+	// newAPI makes the engine client; tests replace it.
+	newAPI func(host string) (dockerAPI, error)
+
+	// mu guards the fields below, which Configure sets and Close clears.
+	mu      sync.RWMutex
+	api     dockerAPI
+	runtime string
+	host    string
+	pool    netip.Prefix
+}
+
+var (
+	_ drivers.Driver  = (*Driver)(nil)
+	_ drivers.Closer  = (*Driver)(nil)
+	_ drivers.Factory = New
+)
+
+// New makes an unconfigured docker driver.
+func New(log hclog.Logger) (drivers.Driver, error) {
+	return newDriver(log, newClient), nil
+}
+
+func newDriver(log hclog.Logger, newAPI func(host string) (dockerAPI, error)) *Driver {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return &Driver{log: log.Named("docker"), newAPI: newAPI}
+}
+
+// newClient makes an engine client that has not contacted the engine yet.
+// The environment (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH)
+// applies first; a host from the runtime block wins over DOCKER_HOST.
+func newClient(host string) (dockerAPI, error) {
+	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if host != "" {
+		opts = append(opts, client.WithHost(host))
+	}
+	cli, err := client.NewClientWithOpts(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return cli, nil
+}
+
+// Name is the driver attribute value of a docker runtime block.
+func (d *Driver) Name() string { return "docker" }
+
+// ConfigSpec is the schema of a docker runtime block's own attributes.
+func (d *Driver) ConfigSpec() hcldec.ObjectSpec {
+	return hcldec.ObjectSpec{
+		"host": &hcldec.AttrSpec{Name: "host", Type: cty.String},
+		"subnet_pool": &hcldec.DefaultSpec{
+			Primary: &hcldec.AttrSpec{Name: "subnet_pool", Type: cty.String},
+			Default: &hcldec.LiteralSpec{Value: cty.StringVal(DefaultSubnetPool)},
+		},
+	}
+}
+
+// Configure reads the runtime block and makes the engine client. It does
+// not contact the engine: the first Read or Apply does.
+func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) error {
+	host, err := configString(req.Config, "host")
+	if err != nil {
+		return fmt.Errorf("runtime %q: host: %w", req.Runtime, err)
+	}
+	poolStr, err := configString(req.Config, "subnet_pool")
+	if err != nil {
+		return fmt.Errorf("runtime %q: subnet_pool: %w", req.Runtime, err)
+	}
+	if poolStr == "" {
+		poolStr = DefaultSubnetPool
+	}
+	pool, err := parseSubnetPool(poolStr)
+	if err != nil {
+		return fmt.Errorf("runtime %q: %w", req.Runtime, err)
+	}
+	api, err := d.newAPI(host)
+	if err != nil {
+		if host == "" {
+			return fmt.Errorf("runtime %q: connecting to docker (DOCKER_HOST): %w", req.Runtime, err)
+		}
+		return fmt.Errorf("runtime %q: connecting to docker at host %q: %w", req.Runtime, host, err)
+	}
+
+	d.mu.Lock()
+	old := d.api
+	d.api, d.runtime, d.host, d.pool = api, req.Runtime, host, pool
+	d.mu.Unlock()
+	if old != nil {
+		_ = old.Close()
+	}
+	d.log.Debug("configured", "runtime", req.Runtime, "host", host, "subnet_pool", pool.String())
+	return nil
+}
+
+// Close releases the engine client.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	api := d.api
+	d.api = nil
+	d.mu.Unlock()
+	if api == nil {
+		return nil
+	}
+	return api.Close()
+}
+
+// engine returns the client and subnet pool, or an error before Configure.
+func (d *Driver) engine() (dockerAPI, netip.Prefix, error) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.api == nil {
+		return nil, netip.Prefix{}, errors.New("docker driver is not configured")
+	}
+	return d.api, d.pool, nil
+}
+
+// configString reads an optional string attribute of the decoded runtime
+// block; a null block or attribute gives "".
+func configString(cfg cty.Value, name string) (string, error) {
+	if cfg == cty.NilVal || cfg.IsNull() {
+		return "", nil
+	}
+	if !cfg.IsKnown() {
+		return "", errors.New("the runtime block is not known yet")
+	}
+	if !cfg.Type().IsObjectType() || !cfg.Type().HasAttribute(name) {
+		return "", nil
+	}
+	v, err := drivers.String(cfg.GetAttr(name))
+	if err != nil {
+		return "", err
+	}
+	return v, nil
+}
+
+// parseSubnetPool checks the subnet_pool attribute: an IPv4 network
+// address in CIDR notation with room for at least one /28.
+func parseSubnetPool(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("subnet_pool %q is not a CIDR block like %q: %w", s, DefaultSubnetPool, err)
+	}
+	if !p.Addr().Is4() {
+		return netip.Prefix{}, fmt.Errorf("subnet_pool %q must be an IPv4 block like %q", s, DefaultSubnetPool)
+	}
+	if p.Bits() > subnetBits {
+		return netip.Prefix{}, fmt.Errorf("subnet_pool %q is smaller than one /%d agent network; use a /%d or larger block", s, subnetBits, subnetBits)
+	}
+	if p.Masked() != p {
+		return netip.Prefix{}, fmt.Errorf("subnet_pool %q has host bits set; did you mean %q?", s, p.Masked().String())
+	}
+	return p, nil
+}

@@ -1,0 +1,179 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/planner"
+	"github.com/bottlefile/bottlefile/planner/dag"
+	"github.com/bottlefile/bottlefile/state"
+)
+
+// StateWriter is the part of the state store applying needs.
+type StateWriter interface {
+	Put(state.Record) error
+	Delete(addr string) error
+}
+
+// Hook observes the apply; the command layer turns it into progress lines.
+type Hook interface {
+	PreApply(s *planner.Step)
+	PostApply(s *planner.Step, elapsed time.Duration, err error)
+	Skipped(s *planner.Step, cause *planner.Step)
+}
+
+// NilHook does nothing; embed it to implement only part of Hook.
+type NilHook struct{}
+
+func (NilHook) PreApply(*planner.Step)                        {}
+func (NilHook) PostApply(*planner.Step, time.Duration, error) {}
+func (NilHook) Skipped(s *planner.Step, cause *planner.Step)  {}
+
+// Executor applies a plan: it walks the plan's graph, performs each step
+// through its runtime's driver, and writes state after every step, before
+// any dependent starts.
+type Executor struct {
+	State       StateWriter
+	Lineage     string
+	Runtimes    planner.Runtimes
+	Parallelism int
+	Hook        Hook
+	Log         hclog.Logger
+	// Abandon, when done, cancels steps already running (a second Ctrl-C).
+	Abandon context.Context
+}
+
+// Result says what was done and what was not.
+type Result struct {
+	Applied []*planner.Step
+	Failed  []*planner.Step
+	Skipped []*planner.Step
+}
+
+// results collects outcomes from concurrent steps.
+type results struct {
+	mu  sync.Mutex // guards res
+	res Result
+}
+
+func (r *results) add(list *[]*planner.Step, s *planner.Step) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	*list = append(*list, s)
+}
+
+func (r *results) snapshot() Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return Result{
+		Applied: append([]*planner.Step(nil), r.res.Applied...),
+		Failed:  append([]*planner.Step(nil), r.res.Failed...),
+		Skipped: append([]*planner.Step(nil), r.res.Skipped...),
+	}
+}
+
+// Apply performs the plan. Once ctx is done no new step starts; running
+// steps finish and are recorded.
+func (e *Executor) Apply(ctx context.Context, plan *planner.Plan) (Result, hcl.Diagnostics) {
+	hook := e.Hook
+	if hook == nil {
+		hook = NilHook{}
+	}
+	log := e.Log
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	var out results
+	w := &Walker{
+		Parallelism: e.Parallelism,
+		Abandon:     e.Abandon,
+		OnSkip: func(v, cause dag.Vertex) {
+			s := v.(*planner.Step)
+			out.add(&out.res.Skipped, s)
+			var c *planner.Step
+			if cause != nil {
+				c = cause.(*planner.Step)
+			}
+			hook.Skipped(s, c)
+		},
+	}
+	diags := w.Walk(ctx, plan.Graph(), func(ctx context.Context, v dag.Vertex) hcl.Diagnostics {
+		s := v.(*planner.Step)
+		hook.PreApply(s)
+		start := time.Now()
+		err := e.step(ctx, s)
+		hook.PostApply(s, time.Since(start), err)
+		if err != nil {
+			log.Error("step failed", "step", s.Name(), "error", err)
+			out.add(&out.res.Failed, s)
+			return hcl.Diagnostics{{Severity: hcl.DiagError, Summary: fmt.Sprintf("Failed to %s", s.Name()), Detail: err.Error()}}
+		}
+		log.Debug("step done", "step", s.Name(), "elapsed", time.Since(start))
+		out.add(&out.res.Applied, s)
+		return nil
+	})
+	return out.snapshot(), diags
+}
+
+func (e *Executor) step(ctx context.Context, s *planner.Step) error {
+	c := s.Change
+	rt, ok := e.Runtimes[c.Runtime]
+	if !ok {
+		return fmt.Errorf("runtime %q is not configured", c.Runtime)
+	}
+	switch s.Op {
+	case planner.StepDelete:
+		if c.Live != nil || c.Action == planner.Replace {
+			if _, err := rt.Driver.Apply(ctx, drivers.ApplyRequest{
+				Op: drivers.OpDelete, Lineage: e.Lineage, ID: c.ID(),
+				Object: drivers.Object{Addr: c.Addr, Kind: c.Kind},
+			}); err != nil {
+				return err
+			}
+		}
+		if c.Prior == nil {
+			return nil
+		}
+		return e.State.Delete(c.Addr)
+	case planner.StepAdopt:
+		return e.record(c, c.Live.ID, nil)
+	}
+	if c.Fingerprint.Hash == "" {
+		return fmt.Errorf("%s has values that are still unknown; run plan again", c.Addr)
+	}
+	op := map[planner.StepOp]drivers.Op{
+		planner.StepCreate: drivers.OpCreate,
+		planner.StepUpdate: drivers.OpUpdate,
+		planner.StepStart:  drivers.OpStart,
+	}[s.Op]
+	id := ""
+	if op != drivers.OpCreate {
+		id = c.ID()
+	}
+	resp, err := rt.Driver.Apply(ctx, drivers.ApplyRequest{Op: op, Lineage: e.Lineage, Object: c.Object, Hash: c.Fingerprint.Hash, ID: id})
+	if err != nil {
+		return err
+	}
+	if resp.ID == "" {
+		resp.ID = id
+	}
+	computed := resp.Computed
+	if computed == nil && c.Prior != nil && op != drivers.OpCreate {
+		computed = c.Prior.Computed
+	}
+	return e.record(c, resp.ID, computed)
+}
+
+func (e *Executor) record(c *planner.Change, id string, computed map[string]string) error {
+	return e.State.Put(state.Record{
+		Addr: c.Addr, Kind: c.Kind, Driver: c.Driver, Runtime: c.Runtime, ID: id,
+		Hash: c.Fingerprint.Hash, Workload: c.Object.Workload, DependsOn: c.Object.DependsOn,
+		Attrs: c.After, AttrHashes: c.Fingerprint.Attrs, Computed: computed,
+	})
+}

@@ -1,0 +1,386 @@
+package lang
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// Agent is an `agent "NAME"` block: one bottle, the agent workload plus
+// everything it owns (sidecars, network, egress gateway, policy snapshots).
+type Agent struct {
+	Name         string
+	RuntimeName  string    // from `runtime = runtime.X`; DefaultRuntime when omitted; "" when invalid (an error was reported)
+	RuntimeRange hcl.Range // the runtime expression; the block header when omitted
+
+	// The workload, as written; nil when absent. Scope.EvalAgent evaluates
+	// and type-checks them.
+	Image, Command, Entrypoint, Env, Workdir, User, CPUs, Memory, Labels hcl.Expression
+	Build                                                                *Build // exactly one of Image and Build is set
+
+	DependsOn []hcl.Traversal // agent.X and snapshot.X, from depends_on
+
+	Egress         *Egress         // nil: the agent reaches nothing outside its bottle
+	Sidecars       []*Sidecar      // in declaration order
+	SnapshotPolicy *SnapshotPolicy // nil: no automatic snapshots
+	Lifecycle      Lifecycle       // the zero value when there is no lifecycle block
+
+	// Resume is a bool expression (nil for true): re-creating the agent boots
+	// it from its newest snapshot when one exists.
+	Resume hcl.Expression
+	// FromSnapshot names a snapshot of this agent to boot from when it is
+	// (re)created, from `from_snapshot = snapshot.X`; "" when absent.
+	FromSnapshot      string
+	FromSnapshotRange hcl.Range
+
+	DeclRange, TypeRange hcl.Range
+}
+
+// Sidecar is a `sidecar "NAME"` block inside an agent: a helper workload in
+// the agent's bottle, reachable from the agent by its name.
+type Sidecar struct {
+	Name      string
+	AgentName string
+
+	Image, Command, Entrypoint, Env, Workdir, User, CPUs, Memory, Labels hcl.Expression
+	Build                                                                *Build
+	Egress                                                               *Egress
+
+	DeclRange hcl.Range
+}
+
+// SnapshotPolicy is a `snapshot_policy` block: when an agent is snapshotted
+// automatically and how many snapshots are kept.
+type SnapshotPolicy struct {
+	Before    hcl.Expression // list(string) of "replace", "destroy", "migrate"; nil for none
+	KeepLast  hcl.Expression // number; nil for no limit
+	MaxAge    hcl.Expression // duration string like "720h"; nil for no limit
+	DeclRange hcl.Range
+}
+
+// Lifecycle is a `lifecycle` block. Its values are constants, known when
+// the configuration is loaded.
+type Lifecycle struct {
+	PreventDestroy   bool
+	IgnoreChanges    []string // agent attribute names whose changes the plan ignores
+	IgnoreAllChanges bool     // ignore_changes = all
+	DeclRange        hcl.Range
+}
+
+// Addr is "agent.NAME".
+func (a *Agent) Addr() string { return "agent." + a.Name }
+
+// Addr is "agent.AGENT.sidecar.NAME".
+func (s *Sidecar) Addr() string { return "agent." + s.AgentName + ".sidecar." + s.Name }
+
+// Sidecar returns the agent's sidecar with the given name, or nil.
+func (a *Agent) Sidecar(name string) *Sidecar {
+	for _, s := range a.Sidecars {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// References returns the addresses the agent refers to, through its
+// expressions (sidecars included), depends_on and runtime: "agent.x",
+// "snapshot.s", "runtime.r", "var.z", "local.w"; deduplicated and sorted.
+// from_snapshot is not among them: it names a snapshot of this same agent,
+// taken before the agent is re-created, so it is not a dependency.
+func (a *Agent) References() []string {
+	runtime := ""
+	if a.RuntimeName != "" {
+		runtime = "runtime." + a.RuntimeName
+	}
+	return addrs(a.refs(), runtime)
+}
+
+func (a *Agent) refs() []*reference {
+	refs := exprRefs(a.exprs()...)
+	for _, t := range a.DependsOn {
+		if ref, _ := parseReference(t); ref != nil {
+			refs = append(refs, ref)
+		}
+	}
+	return refs
+}
+
+// exprs is every expression of the agent, sidecars included.
+func (a *Agent) exprs() []hcl.Expression {
+	exprs := a.workload().exprs()
+	exprs = append(exprs, a.Resume)
+	if p := a.SnapshotPolicy; p != nil {
+		exprs = append(exprs, p.Before, p.KeepLast, p.MaxAge)
+	}
+	for _, s := range a.Sidecars {
+		exprs = append(exprs, s.workload().exprs()...)
+	}
+	return exprs
+}
+
+func (a *Agent) workload() workload {
+	return workload{a.Image, a.Command, a.Entrypoint, a.Env, a.Workdir, a.User, a.CPUs, a.Memory, a.Labels, a.Build, a.Egress}
+}
+
+func (s *Sidecar) workload() workload {
+	return workload{s.Image, s.Command, s.Entrypoint, s.Env, s.Workdir, s.User, s.CPUs, s.Memory, s.Labels, s.Build, s.Egress}
+}
+
+var agentSchema = &hcl.BodySchema{
+	Attributes: append([]hcl.AttributeSchema{
+		{Name: "runtime"},
+		{Name: "depends_on"},
+		{Name: "resume"},
+		{Name: "from_snapshot"},
+	}, workloadAttributes...),
+	Blocks: append([]hcl.BlockHeaderSchema{
+		{Type: "sidecar", LabelNames: []string{"name"}},
+		{Type: "snapshot_policy"},
+		{Type: "lifecycle"},
+	}, workloadBlocks...),
+}
+
+var sidecarSchema = &hcl.BodySchema{
+	Attributes: workloadAttributes,
+	Blocks:     workloadBlocks,
+}
+
+var snapshotPolicySchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "before"},
+		{Name: "keep_last"},
+		{Name: "max_age"},
+	},
+}
+
+var lifecycleSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "prevent_destroy"},
+		{Name: "ignore_changes"},
+	},
+}
+
+// IgnorableAttributes are the agent attributes lifecycle.ignore_changes may
+// name.
+var IgnorableAttributes = []string{"build", "command", "cpus", "egress", "entrypoint", "env", "image", "labels", "memory", "sidecar", "user", "workdir"}
+
+func decodeAgentBlock(block *hcl.Block) (*Agent, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	a := &Agent{
+		Name:         block.Labels[0],
+		RuntimeName:  DefaultRuntime,
+		RuntimeRange: block.DefRange,
+		DeclRange:    block.DefRange,
+		TypeRange:    block.TypeRange,
+	}
+	diags = append(diags, checkName("agent", a.Name, labelRange(block, 0))...)
+
+	content, moreDiags := block.Body.Content(agentSchema)
+	diags = append(diags, moreDiags...)
+
+	w, moreDiags := decodeWorkload("agent", block, content)
+	diags = append(diags, moreDiags...)
+	a.Image, a.Command, a.Entrypoint, a.Env, a.Workdir, a.User, a.CPUs, a.Memory, a.Labels = w.Image, w.Command, w.Entrypoint, w.Env, w.Workdir, w.User, w.CPUs, w.Memory, w.Labels
+	a.Build, a.Egress = w.Build, w.Egress
+
+	if attr, ok := content.Attributes["runtime"]; ok {
+		a.RuntimeRange = attr.Expr.Range()
+		name, moreDiags := staticRef(attr, refRuntime)
+		diags = append(diags, moreDiags...)
+		a.RuntimeName = name // "" when invalid: the error is reported, and nothing more is checked
+	}
+	if attr, ok := content.Attributes["from_snapshot"]; ok {
+		a.FromSnapshotRange = attr.Expr.Range()
+		name, moreDiags := staticRef(attr, refSnapshot)
+		diags = append(diags, moreDiags...)
+		a.FromSnapshot = name
+	}
+	if attr, ok := content.Attributes["resume"]; ok {
+		a.Resume = attr.Expr
+	}
+	if attr, ok := content.Attributes["depends_on"]; ok {
+		deps, moreDiags := decodeDependsOn(attr)
+		diags = append(diags, moreDiags...)
+		a.DependsOn = deps
+	}
+
+	for _, b := range content.Blocks {
+		switch b.Type {
+		case "sidecar":
+			s, moreDiags := decodeSidecarBlock(a.Name, b)
+			diags = append(diags, moreDiags...)
+			if prev := a.Sidecar(s.Name); prev != nil {
+				diags = append(diags, &hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  fmt.Sprintf("Duplicate sidecar %q", s.Name),
+					Detail:   fmt.Sprintf("The agent %q already has a sidecar named %q, at %s. Sidecar names must be unique within an agent.", a.Name, s.Name, prev.DeclRange),
+					Subject:  labelRange(b, 0).Ptr(),
+				})
+				continue
+			}
+			a.Sidecars = append(a.Sidecars, s)
+		case "snapshot_policy":
+			if a.SnapshotPolicy != nil {
+				diags = append(diags, duplicateNested("agent", b, a.SnapshotPolicy.DeclRange))
+				continue
+			}
+			p, moreDiags := decodeSnapshotPolicyBlock(b)
+			diags = append(diags, moreDiags...)
+			a.SnapshotPolicy = p
+		case "lifecycle":
+			if a.Lifecycle.DeclRange != (hcl.Range{}) {
+				diags = append(diags, duplicateNested("agent", b, a.Lifecycle.DeclRange))
+				continue
+			}
+			l, moreDiags := decodeLifecycleBlock(b)
+			diags = append(diags, moreDiags...)
+			a.Lifecycle = l
+		}
+	}
+	return a, diags
+}
+
+func decodeSidecarBlock(agent string, block *hcl.Block) (*Sidecar, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	s := &Sidecar{Name: block.Labels[0], AgentName: agent, DeclRange: block.DefRange}
+	diags = append(diags, checkName("sidecar", s.Name, labelRange(block, 0))...)
+	content, moreDiags := block.Body.Content(sidecarSchema)
+	diags = append(diags, moreDiags...)
+	w, moreDiags := decodeWorkload("sidecar", block, content)
+	diags = append(diags, moreDiags...)
+	s.Image, s.Command, s.Entrypoint, s.Env, s.Workdir, s.User, s.CPUs, s.Memory, s.Labels = w.Image, w.Command, w.Entrypoint, w.Env, w.Workdir, w.User, w.CPUs, w.Memory, w.Labels
+	s.Build, s.Egress = w.Build, w.Egress
+	return s, diags
+}
+
+func decodeSnapshotPolicyBlock(block *hcl.Block) (*SnapshotPolicy, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	p := &SnapshotPolicy{DeclRange: block.DefRange}
+	content, moreDiags := block.Body.Content(snapshotPolicySchema)
+	diags = append(diags, moreDiags...)
+	if attr, ok := content.Attributes["before"]; ok {
+		p.Before = attr.Expr
+	}
+	if attr, ok := content.Attributes["keep_last"]; ok {
+		p.KeepLast = attr.Expr
+	}
+	if attr, ok := content.Attributes["max_age"]; ok {
+		p.MaxAge = attr.Expr
+	}
+	return p, diags
+}
+
+func decodeLifecycleBlock(block *hcl.Block) (Lifecycle, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	l := Lifecycle{DeclRange: block.DefRange}
+	content, moreDiags := block.Body.Content(lifecycleSchema)
+	diags = append(diags, moreDiags...)
+	if attr, ok := content.Attributes["prevent_destroy"]; ok {
+		b, moreDiags := staticBool(attr)
+		diags = append(diags, moreDiags...)
+		l.PreventDestroy = b
+	}
+	if attr, ok := content.Attributes["ignore_changes"]; ok {
+		if hcl.ExprAsKeyword(attr.Expr) == "all" {
+			l.IgnoreAllChanges = true
+			return l, diags
+		}
+		exprs, moreDiags := hcl.ExprList(attr.Expr)
+		if moreDiags.HasErrors() {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid ignore_changes",
+				Detail:   "ignore_changes takes a list of agent attribute names, like [image, env], or the keyword all.",
+				Subject:  attr.Expr.Range().Ptr(),
+			})
+			return l, diags
+		}
+		seen := map[string]bool{}
+		for _, e := range exprs {
+			name := hcl.ExprAsKeyword(e)
+			if name == "" || !contains(IgnorableAttributes, name) {
+				diags = append(diags, &hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Invalid ignore_changes attribute",
+					Detail:   fmt.Sprintf("ignore_changes takes the names of agent attributes, written bare: one of %s.", strings.Join(IgnorableAttributes, ", ")),
+					Subject:  e.Range().Ptr(),
+				})
+				continue
+			}
+			if !seen[name] {
+				seen[name] = true
+				l.IgnoreChanges = append(l.IgnoreChanges, name)
+			}
+		}
+	}
+	return l, diags
+}
+
+// staticRef decodes an attribute that must be a static reference to a block
+// of kind, like runtime.NAME, and returns the name ("" on error).
+func staticRef(attr *hcl.Attribute, kind string) (string, hcl.Diagnostics) {
+	bad := hcl.Diagnostics{{
+		Severity: hcl.DiagError,
+		Summary:  fmt.Sprintf("Invalid %s reference", refNouns[kind]),
+		Detail:   fmt.Sprintf("The %s attribute takes a reference to %s, like %s = %s.NAME, written without quotes.", attr.Name, article(refNouns[kind]), attr.Name, kind),
+		Subject:  attr.Expr.Range().Ptr(),
+	}}
+	t, diags := hcl.AbsTraversalForExpr(attr.Expr)
+	if diags.HasErrors() || len(t) != 2 || t.RootName() != kind {
+		return "", bad
+	}
+	step, ok := t[1].(hcl.TraverseAttr)
+	if !ok {
+		return "", bad
+	}
+	return step.Name, nil
+}
+
+// decodeDependsOn decodes depends_on: a list of agent.NAME and
+// snapshot.NAME references.
+func decodeDependsOn(attr *hcl.Attribute) ([]hcl.Traversal, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	exprs, moreDiags := hcl.ExprList(attr.Expr)
+	if moreDiags.HasErrors() {
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid depends_on",
+			Detail:   "depends_on takes a list of references to agents and snapshots, like [agent.db, snapshot.seed].",
+			Subject:  attr.Expr.Range().Ptr(),
+		}}
+	}
+	var deps []hcl.Traversal
+	for _, e := range exprs {
+		t, moreDiags := hcl.AbsTraversalForExpr(e)
+		ok := !moreDiags.HasErrors() && len(t) == 2 && (t.RootName() == refAgent || t.RootName() == refSnapshot)
+		if ok {
+			_, ok = t[1].(hcl.TraverseAttr)
+		}
+		if !ok {
+			detail := "Each depends_on element is a whole agent or snapshot, like agent.NAME or snapshot.NAME."
+			if !moreDiags.HasErrors() && len(t) > 2 && (t.RootName() == refAgent || t.RootName() == refSnapshot) {
+				detail += fmt.Sprintf(" Depend on %s rather than on one of its attributes.", traversalString(t[:2]))
+			}
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid depends_on reference",
+				Detail:   detail,
+				Subject:  e.Range().Ptr(),
+			})
+			continue
+		}
+		deps = append(deps, t)
+	}
+	return deps, diags
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

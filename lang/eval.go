@@ -1,0 +1,744 @@
+package lang
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/ext/typeexpr"
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+)
+
+// AgentValue is an agent evaluated: every attribute converted to its type,
+// cty.NullVal of that type when absent. Values may be unknown (they depend
+// on something known only after apply) and keep their Sensitive marks.
+type AgentValue struct {
+	Image      cty.Value // string
+	Command    cty.Value // list(string)
+	Entrypoint cty.Value // list(string)
+	Env        cty.Value // map(string)
+	Workdir    cty.Value // string, an absolute path
+	User       cty.Value // string
+	CPUs       cty.Value // number, > 0
+	Memory     cty.Value // number of bytes, from "512MiB", "4GiB", "1g" or a number
+	Labels     cty.Value // map(string)
+	Build      *BuildValue
+
+	// Egress is the allowlist, a list(string) of rules (host, host:port,
+	// *.suffix:port); null when there is no egress block, which means the
+	// agent reaches nothing outside its bottle, as does an empty list.
+	Egress cty.Value
+
+	Sidecars       []SidecarValue       // in declaration order
+	SnapshotPolicy *SnapshotPolicyValue // nil without a snapshot_policy block
+	Resume         bool                 // boot a re-created agent from its newest snapshot; default true
+}
+
+// SidecarValue is a sidecar evaluated, like AgentValue.
+type SidecarValue struct {
+	Name                                                                 string
+	Image, Command, Entrypoint, Env, Workdir, User, CPUs, Memory, Labels cty.Value
+	Build                                                                *BuildValue
+	Egress                                                               cty.Value
+}
+
+// BuildValue is a build block evaluated.
+type BuildValue struct {
+	Context    string // absolute; a relative context is resolved against the configuration's directory
+	Dockerfile string // relative to Context; "Dockerfile" by default
+}
+
+// SnapshotPolicyValue is a snapshot_policy block evaluated. Its values are
+// known at plan time.
+type SnapshotPolicyValue struct {
+	Before   []string      // agent actions preceded by a snapshot: "replace", "destroy", "migrate"
+	KeepLast int           // keep this many policy snapshots; 0 keeps all
+	MaxAge   time.Duration // prune policy snapshots older than this; 0 keeps them
+}
+
+// SnapshotValue is a snapshot block evaluated.
+type SnapshotValue struct {
+	Description cty.Value // string, or null
+	Triggers    cty.Value // map(string), or null
+}
+
+// SnapshotActions are the agent actions snapshot_policy.before may name.
+var SnapshotActions = []string{"replace", "destroy", "migrate"}
+
+var listOfString = cty.List(cty.String)
+var mapOfString = cty.Map(cty.String)
+
+// EvalAgent evaluates an agent's expressions and checks their values.
+func (s *Scope) EvalAgent(a *Agent) (AgentValue, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	ctx, moreDiags := s.evalContext(exprRefs(a.exprs()...), nil)
+	diags = append(diags, moreDiags...)
+
+	w, moreDiags := s.evalWorkload(ctx, a.workload())
+	diags = append(diags, moreDiags...)
+	av := AgentValue{
+		Image: w.Image, Command: w.Command, Entrypoint: w.Entrypoint, Env: w.Env, Workdir: w.Workdir,
+		User: w.User, CPUs: w.CPUs, Memory: w.Memory, Labels: w.Labels, Build: w.Build, Egress: w.Egress,
+		Resume: true,
+	}
+	for _, sc := range a.Sidecars {
+		w, moreDiags := s.evalWorkload(ctx, sc.workload())
+		diags = append(diags, moreDiags...)
+		w.Name = sc.Name
+		av.Sidecars = append(av.Sidecars, w)
+	}
+
+	if a.Resume != nil {
+		v, moreDiags := s.evalAttr(ctx, a.Resume, "resume", cty.Bool)
+		diags = append(diags, moreDiags...)
+		v, _ = v.Unmark()
+		switch {
+		case moreDiags.HasErrors():
+		case !v.IsKnown():
+			diags = append(diags, s.mustBeKnown("resume", a.Resume)...)
+		case !v.IsNull():
+			av.Resume = v.True()
+		}
+		if !av.Resume && a.FromSnapshot != "" {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Conflicting resume and from_snapshot",
+				Detail:   fmt.Sprintf("from_snapshot pins the snapshot the agent boots from, but resume = false says it never boots from one. Remove one of them."),
+				Subject:  a.Resume.Range().Ptr(),
+			})
+		}
+	}
+	if a.SnapshotPolicy != nil {
+		p, moreDiags := s.evalSnapshotPolicy(ctx, a.SnapshotPolicy)
+		diags = append(diags, moreDiags...)
+		av.SnapshotPolicy = p
+	}
+	return av, s.redact.redact(diags)
+}
+
+// EvalSnapshot evaluates a snapshot block's expressions.
+func (s *Scope) EvalSnapshot(sn *Snapshot) (SnapshotValue, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ctx, moreDiags := s.evalContext(exprRefs(sn.Description, sn.Triggers), nil)
+	diags = append(diags, moreDiags...)
+	var sv SnapshotValue
+	sv.Description, moreDiags = s.evalAttr(ctx, sn.Description, "description", cty.String)
+	diags = append(diags, moreDiags...)
+	sv.Triggers, moreDiags = s.evalAttr(ctx, sn.Triggers, "triggers", mapOfString)
+	diags = append(diags, moreDiags...)
+	return sv, s.redact.redact(diags)
+}
+
+// EvalOutput evaluates an output's value. A value derived from a sensitive
+// one is an error unless the output is declared sensitive; the value of a
+// sensitive output is marked Sensitive as a whole.
+func (s *Scope) EvalOutput(o *Output) (cty.Value, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	if o.Value == nil {
+		return cty.NullVal(cty.DynamicPseudoType), nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ctx, moreDiags := s.evalContext(exprRefs(o.Value), nil)
+	diags = append(diags, moreDiags...)
+	v, moreDiags := o.Value.Value(ctx)
+	diags = append(diags, moreDiags...)
+	if moreDiags.HasErrors() {
+		v = cty.DynamicVal
+	}
+	if o.Sensitive {
+		v = v.Mark(Sensitive)
+	} else if IsSensitive(v) {
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Output refers to sensitive values",
+			Detail:   fmt.Sprintf("The value of output %q is derived from a sensitive value, so it would be shown in plain text. Set sensitive = true in the output block if that is intended.", o.Name),
+			Subject:  o.Value.Range().Ptr(),
+		})
+	}
+	return v, s.redact.redact(diags)
+}
+
+// EvalRuntime decodes a runtime's driver-specific attributes with the
+// driver's spec. They may refer to variables and locals.
+func (s *Scope) EvalRuntime(r *Runtime, spec hcldec.Spec) (cty.Value, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ctx, moreDiags := s.evalContext(r.refs(), nil)
+	diags = append(diags, moreDiags...)
+	body := r.Config
+	if body == nil {
+		body = hcl.EmptyBody()
+	}
+	v, moreDiags := hcldec.Decode(body, spec, ctx)
+	diags = append(diags, moreDiags...)
+	return v, s.redact.redact(diags)
+}
+
+// evalWorkload evaluates and checks what agents and sidecars share.
+func (s *Scope) evalWorkload(ctx *hcl.EvalContext, w workload) (SidecarValue, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	var out SidecarValue
+	attr := func(expr hcl.Expression, name string, ty cty.Type) cty.Value {
+		v, moreDiags := s.evalAttr(ctx, expr, name, ty)
+		diags = append(diags, moreDiags...)
+		return v
+	}
+	out.Image = attr(w.Image, "image", cty.String)
+	out.Command = attr(w.Command, "command", listOfString)
+	out.Entrypoint = attr(w.Entrypoint, "entrypoint", listOfString)
+	out.Env = attr(w.Env, "env", mapOfString)
+	out.Workdir = attr(w.Workdir, "workdir", cty.String)
+	out.User = attr(w.User, "user", cty.String)
+	out.CPUs = attr(w.CPUs, "cpus", cty.Number)
+	out.Labels = attr(w.Labels, "labels", mapOfString)
+
+	diags = append(diags, checkString(out.Image, w.Image, "image", func(s string) string {
+		if strings.TrimSpace(s) == "" || strings.ContainsAny(s, " \t\n") {
+			return "An image is a reference like \"alpine:3.20\" or \"ghcr.io/acme/agent@sha256:...\", without spaces."
+		}
+		return ""
+	})...)
+	diags = append(diags, checkString(out.Workdir, w.Workdir, "workdir", func(s string) string {
+		if !strings.HasPrefix(s, "/") {
+			return "The working directory must be an absolute path inside the workload, like \"/workspace\"."
+		}
+		return ""
+	})...)
+	diags = append(diags, checkElements(out.Command, w.Command, "command", nil)...)
+	diags = append(diags, checkElements(out.Entrypoint, w.Entrypoint, "entrypoint", nil)...)
+	diags = append(diags, checkElements(out.Env, w.Env, "env", func(k string) string {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return "Environment variable names cannot be empty or contain \"=\"."
+		}
+		return ""
+	})...)
+	diags = append(diags, checkElements(out.Labels, w.Labels, "labels", func(k string) string {
+		if k == "" {
+			return "Label names cannot be empty."
+		}
+		return ""
+	})...)
+	if v, _ := out.CPUs.Unmark(); v.IsKnown() && !v.IsNull() && v.LessThanOrEqualTo(cty.Zero).True() {
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid cpus value",
+			Detail:   "cpus is the number of CPUs the workload may use, like 2 or 0.5; it must be more than zero.",
+			Subject:  w.CPUs.Range().Ptr(),
+		})
+	}
+
+	out.Memory = cty.NullVal(cty.Number)
+	if w.Memory != nil {
+		v, moreDiags := w.Memory.Value(ctx)
+		diags = append(diags, withExpr(moreDiags, w.Memory, ctx)...)
+		if moreDiags.HasErrors() {
+			out.Memory = cty.UnknownVal(cty.Number)
+		} else {
+			m, moreDiags := memoryValue(v, w.Memory)
+			diags = append(diags, moreDiags...)
+			out.Memory = m
+		}
+	}
+
+	if w.Build != nil {
+		b, moreDiags := s.evalBuild(ctx, w.Build)
+		diags = append(diags, moreDiags...)
+		out.Build = b
+	}
+
+	out.Egress = cty.NullVal(listOfString)
+	if w.Egress != nil {
+		out.Egress = cty.ListValEmpty(cty.String)
+		if w.Egress.Allow != nil {
+			out.Egress = attr(w.Egress.Allow, "allow", listOfString)
+			diags = append(diags, checkElements(out.Egress, w.Egress.Allow, "allow", nil)...)
+			diags = append(diags, checkEgressRules(out.Egress, w.Egress.Allow)...)
+		}
+	}
+	return out, diags
+}
+
+func (s *Scope) evalBuild(ctx *hcl.EvalContext, b *Build) (*BuildValue, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	bv := &BuildValue{Dockerfile: "Dockerfile"}
+	if b.Context != nil {
+		v, moreDiags := s.evalAttr(ctx, b.Context, "context", cty.String)
+		diags = append(diags, moreDiags...)
+		v, _ = v.UnmarkDeep()
+		switch {
+		case moreDiags.HasErrors():
+		case !v.IsKnown():
+			diags = append(diags, s.mustBeKnown("context", b.Context)...)
+		case v.IsNull() || v.AsString() == "":
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid build context",
+				Detail:   "The build context is a directory, like \"./agent\"; it cannot be empty.",
+				Subject:  b.Context.Range().Ptr(),
+			})
+		default:
+			bv.Context = s.cfg.resolvePath(v.AsString())
+		}
+	}
+	if b.Dockerfile != nil {
+		v, moreDiags := s.evalAttr(ctx, b.Dockerfile, "dockerfile", cty.String)
+		diags = append(diags, moreDiags...)
+		v, _ = v.UnmarkDeep()
+		switch {
+		case moreDiags.HasErrors():
+		case !v.IsKnown():
+			diags = append(diags, s.mustBeKnown("dockerfile", b.Dockerfile)...)
+		case v.IsNull() || v.AsString() == "":
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid dockerfile",
+				Detail:   "dockerfile is a file name relative to the build context, like \"Dockerfile.agent\"; it cannot be empty.",
+				Subject:  b.Dockerfile.Range().Ptr(),
+			})
+		default:
+			bv.Dockerfile = v.AsString()
+		}
+	}
+	return bv, diags
+}
+
+// resolvePath makes a path from the configuration absolute, relative to its
+// directory.
+func (c *Config) resolvePath(p string) string {
+	if c.fsys != nil {
+		if path.IsAbs(p) {
+			return path.Clean(p)
+		}
+		return path.Join(c.baseDir, filepath.ToSlash(p))
+	}
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(c.baseDir, p)
+}
+
+func (s *Scope) evalSnapshotPolicy(ctx *hcl.EvalContext, p *SnapshotPolicy) (*SnapshotPolicyValue, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	pv := &SnapshotPolicyValue{}
+	if p.Before != nil {
+		v, moreDiags := s.evalAttr(ctx, p.Before, "before", listOfString)
+		diags = append(diags, moreDiags...)
+		diags = append(diags, checkElements(v, p.Before, "before", nil)...)
+		v, _ = v.UnmarkDeep()
+		switch {
+		case moreDiags.HasErrors():
+		case !v.IsWhollyKnown():
+			diags = append(diags, s.mustBeKnown("before", p.Before)...)
+		case !v.IsNull():
+			ranges := elementRanges(p.Before, v.LengthInt())
+			seen := map[string]bool{}
+			for i, e := range v.AsValueSlice() {
+				if e.IsNull() {
+					continue
+				}
+				act := e.AsString()
+				if !contains(SnapshotActions, act) {
+					diags = append(diags, &hcl.Diagnostic{
+						Severity: hcl.DiagError,
+						Summary:  "Invalid snapshot_policy action",
+						Detail:   fmt.Sprintf("%q is not an action a snapshot can precede; use %s.", act, quotedList(SnapshotActions)),
+						Subject:  ranges[i].Ptr(),
+					})
+					continue
+				}
+				if !seen[act] {
+					seen[act] = true
+					pv.Before = append(pv.Before, act)
+				}
+			}
+		}
+	}
+	if p.KeepLast != nil {
+		v, moreDiags := s.evalAttr(ctx, p.KeepLast, "keep_last", cty.Number)
+		diags = append(diags, moreDiags...)
+		v, _ = v.UnmarkDeep()
+		switch {
+		case moreDiags.HasErrors():
+		case !v.IsKnown():
+			diags = append(diags, s.mustBeKnown("keep_last", p.KeepLast)...)
+		case !v.IsNull():
+			bf := v.AsBigFloat()
+			n, acc := bf.Int64()
+			if acc != big.Exact || n < 1 || n > math.MaxInt32 {
+				diags = append(diags, &hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Invalid keep_last",
+					Detail:   "keep_last is how many policy snapshots to keep: a whole number, 1 or more. Leave it out to keep them all.",
+					Subject:  p.KeepLast.Range().Ptr(),
+				})
+			} else {
+				pv.KeepLast = int(n)
+			}
+		}
+	}
+	if p.MaxAge != nil {
+		v, moreDiags := s.evalAttr(ctx, p.MaxAge, "max_age", cty.String)
+		diags = append(diags, moreDiags...)
+		v, _ = v.UnmarkDeep()
+		switch {
+		case moreDiags.HasErrors():
+		case !v.IsKnown():
+			diags = append(diags, s.mustBeKnown("max_age", p.MaxAge)...)
+		case !v.IsNull():
+			d, err := ParseDuration(v.AsString())
+			if err != nil {
+				diags = append(diags, &hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Invalid max_age",
+					Detail:   fmt.Sprintf("%s. max_age is a duration like \"720h\", \"30d\" or \"90m\", more than zero.", err),
+					Subject:  p.MaxAge.Range().Ptr(),
+				})
+			} else {
+				pv.MaxAge = d
+			}
+		}
+	}
+	return pv, diags
+}
+
+// evalAttr evaluates an attribute's expression and converts it to ty. A nil
+// expression is null; an expression that fails is unknown.
+func (s *Scope) evalAttr(ctx *hcl.EvalContext, expr hcl.Expression, name string, ty cty.Type) (cty.Value, hcl.Diagnostics) {
+	if expr == nil {
+		return cty.NullVal(ty), nil
+	}
+	v, diags := expr.Value(ctx)
+	diags = withExpr(diags, expr, ctx)
+	if diags.HasErrors() {
+		return cty.UnknownVal(ty), diags
+	}
+	cv, err := convertValue(v, ty)
+	if err != nil {
+		diags = append(diags, &hcl.Diagnostic{
+			Severity:    hcl.DiagError,
+			Summary:     "Incorrect attribute value type",
+			Detail:      fmt.Sprintf("Inappropriate value for attribute %q: %s.", name, convertErrText(err)),
+			Subject:     expr.Range().Ptr(),
+			Expression:  expr,
+			EvalContext: ctx,
+		})
+		return cty.UnknownVal(ty), diags
+	}
+	return cv, diags
+}
+
+// withExpr attaches the expression and context to diagnostics that have
+// none, so renderers can show the values involved (never sensitive ones).
+func withExpr(diags hcl.Diagnostics, expr hcl.Expression, ctx *hcl.EvalContext) hcl.Diagnostics {
+	for _, d := range diags {
+		if d.Expression == nil && d.Subject != nil && expr.Range().Overlaps(*d.Subject) {
+			d.Expression, d.EvalContext = expr, ctx
+		}
+	}
+	return diags
+}
+
+// mustBeKnown is the error for a value that must be known at plan time but
+// depends on something known only after apply. While validating, variables
+// are unknown too, so it is not an error then.
+func (s *Scope) mustBeKnown(name string, expr hcl.Expression) hcl.Diagnostics {
+	if s.validating {
+		return nil
+	}
+	return hcl.Diagnostics{{
+		Severity: hcl.DiagError,
+		Summary:  fmt.Sprintf("Value of %s not known at plan time", name),
+		Detail:   fmt.Sprintf("%s must be known when the plan is made, but it depends on a value that is known only after apply, such as an agent's id.", name),
+		Subject:  expr.Range().Ptr(),
+	}}
+}
+
+func convertValue(v cty.Value, ty cty.Type) (cty.Value, error) {
+	return convert.Convert(v, ty)
+}
+
+func typeString(ty cty.Type) string {
+	if ty == cty.DynamicPseudoType {
+		return "any"
+	}
+	return typeexpr.TypeString(ty)
+}
+
+// checkString runs check on a known string value; a non-empty result is an
+// error about the attribute.
+func checkString(v cty.Value, expr hcl.Expression, name string, check func(string) string) hcl.Diagnostics {
+	sensitive := IsSensitive(v)
+	v, _ = v.UnmarkDeep()
+	if expr == nil || !v.IsKnown() || v.IsNull() {
+		return nil
+	}
+	if msg := check(v.AsString()); msg != "" {
+		detail := msg
+		if !sensitive {
+			detail = fmt.Sprintf("%q is not a valid %s. %s", v.AsString(), name, msg)
+		}
+		return hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  fmt.Sprintf("Invalid %s", name),
+			Detail:   detail,
+			Subject:  expr.Range().Ptr(),
+		}}
+	}
+	return nil
+}
+
+// checkElements reports null elements of a list or map, and, for a map,
+// keys that checkKey rejects.
+func checkElements(v cty.Value, expr hcl.Expression, name string, checkKey func(string) string) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	sensitive := IsSensitive(v)
+	v, _ = v.UnmarkDeep()
+	if expr == nil || !v.IsKnown() || v.IsNull() {
+		return nil
+	}
+	isList := v.Type().IsListType()
+	var ranges []hcl.Range
+	if isList {
+		ranges = elementRanges(expr, v.LengthInt())
+	}
+	i := 0
+	for it := v.ElementIterator(); it.Next(); i++ {
+		k, e := it.Element()
+		subject := expr.Range()
+		if isList {
+			subject = ranges[i]
+		}
+		if !isList && checkKey != nil && k.IsKnown() {
+			if msg := checkKey(k.AsString()); msg != "" {
+				detail := msg
+				if !sensitive {
+					detail = fmt.Sprintf("%q is not a valid key in %s. %s", k.AsString(), name, msg)
+				}
+				diags = append(diags, &hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  fmt.Sprintf("Invalid %s key", name),
+					Detail:   detail,
+					Subject:  subject.Ptr(),
+				})
+			}
+		}
+		if e.IsKnown() && e.IsNull() {
+			where := fmt.Sprintf("element %d", i)
+			if !isList && !sensitive {
+				where = fmt.Sprintf("the value of %q", k.AsString())
+			} else if !isList {
+				where = "a value"
+			}
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  fmt.Sprintf("Null value in %s", name),
+				Detail:   fmt.Sprintf("In %s, %s is null; every value must be a string.", name, where),
+				Subject:  subject.Ptr(),
+			})
+		}
+	}
+	return diags
+}
+
+// elementRanges is the range of each of n elements when expr is a literal
+// list of n elements, and expr's own range for each otherwise.
+func elementRanges(expr hcl.Expression, n int) []hcl.Range {
+	ranges := make([]hcl.Range, n)
+	if exprs, diags := hcl.ExprList(expr); !diags.HasErrors() && len(exprs) == n {
+		for i, e := range exprs {
+			ranges[i] = e.Range()
+		}
+		return ranges
+	}
+	for i := range ranges {
+		ranges[i] = expr.Range()
+	}
+	return ranges
+}
+
+var memoryRe = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$`)
+
+var memoryUnits = map[string]float64{
+	"": 1, "b": 1,
+	"k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
+	"m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
+	"g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+	"t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40,
+}
+
+// ParseBytes parses a memory size: a number of bytes, or a number with a
+// unit: b, k, m, g, t, optionally followed by "b" or "ib", in any case. As
+// with docker's --memory, every unit is binary: 1k and 1KB are 1024 bytes.
+func ParseBytes(s string) (int64, error) {
+	m := memoryRe.FindStringSubmatch(s)
+	if m == nil {
+		return 0, fmt.Errorf("%q is not a size", s)
+	}
+	mult, ok := memoryUnits[strings.ToLower(m[2])]
+	if !ok {
+		return 0, fmt.Errorf("%q has an unknown unit %q", s, m[2])
+	}
+	f, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a size", s)
+	}
+	n := f * mult
+	if n != math.Trunc(n) {
+		return 0, fmt.Errorf("%q is not a whole number of bytes", s)
+	}
+	if n < 1 || n > math.MaxInt64/2 {
+		return 0, fmt.Errorf("%q is out of range", s)
+	}
+	return int64(n), nil
+}
+
+// memoryValue converts a memory attribute's value, a size string or a
+// number of bytes, to a number of bytes, keeping its marks.
+func memoryValue(v cty.Value, expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
+	v, marks := v.Unmark()
+	bad := func(detail string) (cty.Value, hcl.Diagnostics) {
+		if len(marks) > 0 {
+			detail = "The value is sensitive, so it is not shown. " + memoryHelp
+		}
+		return cty.UnknownVal(cty.Number).WithMarks(marks), hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid memory size",
+			Detail:   detail,
+			Subject:  expr.Range().Ptr(),
+		}}
+	}
+	switch {
+	case v.IsNull():
+		return cty.NullVal(cty.Number).WithMarks(marks), nil
+	case !v.IsKnown():
+		return cty.UnknownVal(cty.Number).WithMarks(marks), nil
+	case v.Type() == cty.String:
+		n, err := ParseBytes(v.AsString())
+		if err != nil {
+			return bad(fmt.Sprintf("%s. %s", err, memoryHelp))
+		}
+		return cty.NumberIntVal(n).WithMarks(marks), nil
+	case v.Type() == cty.Number:
+		n, acc := v.AsBigFloat().Int64()
+		if acc != big.Exact || n < 1 {
+			return bad("A number for memory is a whole number of bytes, more than zero. " + memoryHelp)
+		}
+		return cty.NumberIntVal(n).WithMarks(marks), nil
+	}
+	return bad(fmt.Sprintf("memory must be a string or a number, not %s. %s", v.Type().FriendlyName(), memoryHelp))
+}
+
+const memoryHelp = `Write a size like "512MiB", "4GiB" or "1g" (units are binary, as in docker), or a number of bytes.`
+
+var daysRe = regexp.MustCompile(`^([0-9]+)d$`)
+
+// ParseDuration parses a duration: Go's syntax ("720h", "1h30m"), or a
+// whole number of days ("30d"). It must be more than zero.
+func ParseDuration(s string) (time.Duration, error) {
+	var d time.Duration
+	if m := daysRe.FindStringSubmatch(s); m != nil {
+		n, err := strconv.ParseInt(m[1], 10, 32)
+		if err != nil {
+			return 0, fmt.Errorf("%q is out of range", s)
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		d, err = time.ParseDuration(s)
+		if err != nil {
+			return 0, fmt.Errorf("%q is not a duration", s)
+		}
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%q is not more than zero", s)
+	}
+	return d, nil
+}
+
+func quotedList(items []string) string {
+	q := make([]string, len(items))
+	for i, s := range items {
+		q[i] = strconv.Quote(s)
+	}
+	if len(q) < 2 {
+		return strings.Join(q, "")
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
+
+// checkValidations evaluates a variable's validation rules for val. The
+// error points at subject when it is set (the default, when that is where
+// the value came from), and at the failing condition otherwise.
+func (s *Scope) checkValidations(v *Variable, val cty.Value, subject hcl.Range, summary string) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	ctx := &hcl.EvalContext{
+		Variables: map[string]cty.Value{refVar: cty.ObjectVal(map[string]cty.Value{v.Name: val})},
+		Functions: s.funcs,
+	}
+	for _, vv := range v.Validations {
+		if vv.Condition == nil || vv.ErrorMessage == nil {
+			continue
+		}
+		cond, moreDiags := vv.Condition.Value(ctx)
+		diags = append(diags, withExpr(moreDiags, vv.Condition, ctx)...)
+		if moreDiags.HasErrors() {
+			continue
+		}
+		cond, _ = cond.UnmarkDeep()
+		if !cond.IsKnown() {
+			continue
+		}
+		cond, err := convert.Convert(cond, cty.Bool)
+		if err != nil || cond.IsNull() {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid validation result",
+				Detail:   "The condition of a validation rule must be true or false.",
+				Subject:  vv.Condition.Range().Ptr(),
+			})
+			continue
+		}
+		if cond.True() {
+			continue
+		}
+		msg := "The value is not valid."
+		mv, moreDiags := vv.ErrorMessage.Value(ctx)
+		diags = append(diags, moreDiags...)
+		switch {
+		case moreDiags.HasErrors():
+		case IsSensitive(mv):
+			msg = "The error message would show a sensitive value, so it is not shown."
+		default:
+			if sv, err := convert.Convert(mv, cty.String); err == nil && sv.IsKnown() && !sv.IsNull() {
+				msg = sv.AsString()
+			}
+		}
+		subj := subject
+		if subj == (hcl.Range{}) {
+			subj = vv.Condition.Range()
+		}
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  summary,
+			Detail:   fmt.Sprintf("%s\n\nThis was checked by the validation rule for var.%s at %s.", msg, v.Name, vv.DeclRange),
+			Subject:  subj.Ptr(),
+		})
+	}
+	return diags
+}

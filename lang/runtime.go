@@ -1,0 +1,110 @@
+package lang
+
+import (
+	"fmt"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+// DefaultRuntime is the name of the runtime an agent without a `runtime`
+// attribute runs on. Without any runtime block, the configuration has an
+// implicit one of this name with the docker driver.
+const DefaultRuntime = "default"
+
+// DefaultDriver is the driver of the implicit runtime.
+const DefaultDriver = "docker"
+
+// Runtime is a `runtime "NAME"` block: where agents run.
+type Runtime struct {
+	Name     string
+	Driver   string // "docker", "smolvm"
+	Implicit bool   // not declared: the implicit "default" docker runtime
+	// Config is the rest of the block, the driver-specific attributes, to be
+	// decoded with the driver's hcldec spec (Scope.EvalRuntime).
+	Config hcl.Body
+
+	DeclRange   hcl.Range
+	DriverRange hcl.Range
+}
+
+// Addr is "runtime.NAME".
+func (r *Runtime) Addr() string { return "runtime." + r.Name }
+
+// References returns the addresses the runtime's attributes refer to
+// (variables and locals only), deduplicated and sorted.
+func (r *Runtime) References() []string { return addrs(r.refs()) }
+
+func (r *Runtime) refs() []*reference {
+	var refs []*reference
+	for _, t := range bodyVariables(r.Config) {
+		if ref, _ := parseReference(t); ref != nil {
+			refs = append(refs, ref)
+		}
+	}
+	return refs
+}
+
+var runtimeSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "driver", Required: true},
+	},
+}
+
+func implicitRuntime() *Runtime {
+	return &Runtime{Name: DefaultRuntime, Driver: DefaultDriver, Implicit: true, Config: hcl.EmptyBody()}
+}
+
+func decodeRuntimeBlock(block *hcl.Block) (*Runtime, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	r := &Runtime{Name: block.Labels[0], DeclRange: block.DefRange}
+	diags = append(diags, checkName("runtime", r.Name, labelRange(block, 0))...)
+
+	content, remain, moreDiags := block.Body.PartialContent(runtimeSchema)
+	diags = append(diags, moreDiags...)
+	r.Config = remain
+	if attr, ok := content.Attributes["driver"]; ok {
+		r.DriverRange = attr.Expr.Range()
+		s, moreDiags := staticString(attr)
+		diags = append(diags, moreDiags...)
+		r.Driver = s
+		if !moreDiags.HasErrors() && !ValidName(s) {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid driver name",
+				Detail:   fmt.Sprintf("%q is not a driver name; drivers are named like \"docker\" or \"smolvm\".", s),
+				Subject:  attr.Expr.Range().Ptr(),
+			})
+		}
+	}
+	return r, diags
+}
+
+// bodyVariables is every traversal in a body whose schema lang does not
+// know: all attributes of a native-syntax body, nested blocks included; for
+// other syntaxes, the body's top-level attributes.
+func bodyVariables(body hcl.Body) []hcl.Traversal {
+	if body == nil {
+		return nil
+	}
+	if sb, ok := body.(*hclsyntax.Body); ok {
+		var vars []hcl.Traversal
+		var walk func(b *hclsyntax.Body)
+		walk = func(b *hclsyntax.Body) {
+			for _, name := range sortedKeys(b.Attributes) {
+				vars = append(vars, b.Attributes[name].Expr.Variables()...)
+			}
+			for _, blk := range b.Blocks {
+				walk(blk.Body)
+			}
+		}
+		walk(sb)
+		return vars
+	}
+	attrs, _ := body.JustAttributes()
+	var vars []hcl.Traversal
+	for _, name := range sortedKeys(attrs) {
+		vars = append(vars, attrs[name].Expr.Variables()...)
+	}
+	return vars
+}

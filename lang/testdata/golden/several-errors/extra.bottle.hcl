@@ -1,0 +1,4 @@
+agent "reviewer" {
+  runtime = runtime.remote
+  imagee  = "alpine:3"
+}

@@ -1,0 +1,4 @@
+agent "two" {
+  image      = var.image
+  depends_on = [agent.one]
+}

@@ -1,0 +1,37 @@
+package lang
+
+import (
+	"github.com/hashicorp/hcl/v2"
+)
+
+// validateValues evaluates every expression once with all input variables
+// unknown: what does not depend on a variable's value is checked now,
+// before any plan, as `terraform validate` does. Defaults are checked
+// against their variable's validation rules.
+func (c *Config) validateValues() hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	s := c.validationScope()
+	for _, name := range c.VariableNames() {
+		v := c.Variables[name]
+		if !v.Required() && v.Default.IsWhollyKnown() {
+			diags = append(diags, s.checkValidations(v, v.Default, v.DefaultRange, "Invalid default value for variable")...)
+		}
+	}
+	for _, name := range sortedKeys(c.Locals) {
+		_, moreDiags := s.Local(name)
+		diags = append(diags, moreDiags...)
+	}
+	for _, name := range c.AgentNames() {
+		_, moreDiags := s.EvalAgent(c.Agents[name])
+		diags = append(diags, moreDiags...)
+	}
+	for _, name := range c.SnapshotNames() {
+		_, moreDiags := s.EvalSnapshot(c.Snapshots[name])
+		diags = append(diags, moreDiags...)
+	}
+	for _, name := range c.OutputNames() {
+		_, moreDiags := s.EvalOutput(c.Outputs[name])
+		diags = append(diags, moreDiags...)
+	}
+	return diags
+}

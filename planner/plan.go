@@ -1,0 +1,220 @@
+package planner
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/planner/dag"
+	"github.com/bottlefile/bottlefile/state"
+)
+
+// Change is what the plan does to one object.
+type Change struct {
+	Addr    string // "agent.coder", "agent.coder.network"
+	Kind    string // driver-defined: "container", "network", "image"
+	Runtime string // runtime block name
+	Driver  string // driver name
+
+	Action Action
+	// Reasons say, in words, why an action not driven by the configuration
+	// is needed (drift, deletion out of band, an interrupted apply).
+	Reasons []string
+	// Changed names the attributes whose desired value differs from the
+	// recorded one; Forcing is the subset that forces replacement.
+	Changed []string
+	Forcing []string
+
+	// Before is what was recorded and After what is desired, per attribute,
+	// as redacted JSON: sensitive values never enter a plan.
+	Before map[string]json.RawMessage
+	After  map[string]json.RawMessage
+
+	// Object is the desired object; zero for Delete.
+	Object drivers.Object
+	// Fingerprint is the desired configuration's hash.
+	Fingerprint Fingerprint
+	// Prior is the state record, if any.
+	Prior *state.Record
+	// Live is what the runtime reported, if anything.
+	Live *drivers.LiveObject
+}
+
+// ID is the runtime's id of the existing object, if there is one.
+func (c *Change) ID() string {
+	if c.Live != nil {
+		return c.Live.ID
+	}
+	if c.Prior != nil {
+		return c.Prior.ID
+	}
+	return ""
+}
+
+// Plan is the set of changes that converge state, runtimes and configuration.
+type Plan struct {
+	// Changes are sorted by address and include no-ops.
+	Changes []*Change
+	// Lineage and Serial identify the state the plan was made against.
+	Lineage string
+	Serial  uint64
+	// Destroy is set for a plan that removes everything.
+	Destroy bool
+}
+
+// Applyable reports whether the plan has anything to do.
+func (p *Plan) Applyable() bool {
+	for _, c := range p.Changes {
+		if c.Action != NoOp {
+			return true
+		}
+	}
+	return false
+}
+
+// Summary counts the changes the way the closing Plan: line reports them.
+type Summary struct {
+	Add, Change, Destroy, Start, Adopt int
+}
+
+// Summary counts pending changes; a replacement counts as one add and one destroy.
+func (p *Plan) Summary() Summary {
+	var s Summary
+	for _, c := range p.Changes {
+		switch c.Action {
+		case Create:
+			s.Add++
+		case Update:
+			s.Change++
+		case Replace:
+			s.Add++
+			s.Destroy++
+		case Delete:
+			s.Destroy++
+		case Start:
+			s.Start++
+		case Adopt:
+			s.Adopt++
+		}
+	}
+	return s
+}
+
+// String is the closing line of a human plan: "Plan: 1 to add, 0 to change, 0 to destroy."
+func (s Summary) String() string {
+	line := fmt.Sprintf("Plan: %d to add, %d to change, %d to destroy", s.Add, s.Change, s.Destroy)
+	if s.Start > 0 {
+		line += fmt.Sprintf(", %d to start", s.Start)
+	}
+	if s.Adopt > 0 {
+		line += fmt.Sprintf(", %d to adopt", s.Adopt)
+	}
+	return line + "."
+}
+
+// String is a stable one-line-per-change rendering, used as a test oracle.
+func (p *Plan) String() string {
+	var b strings.Builder
+	for _, c := range p.Changes {
+		fmt.Fprintf(&b, "%s %s", c.Action.Symbol(), c.Addr)
+		if len(c.Forcing) > 0 {
+			fmt.Fprintf(&b, " forced by %s", strings.Join(c.Forcing, ", "))
+		}
+		for _, r := range c.Reasons {
+			fmt.Fprintf(&b, " (%s)", r)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Step is one operation of the apply graph.
+type Step struct {
+	Op     StepOp
+	Change *Change
+}
+
+// StepOp is an operation on one object. Adopt only writes state.
+type StepOp string
+
+const (
+	StepCreate StepOp = "create"
+	StepUpdate StepOp = "update"
+	StepStart  StepOp = "start"
+	StepDelete StepOp = "delete"
+	StepAdopt  StepOp = "adopt"
+)
+
+// Name identifies the step in the graph.
+func (s *Step) Name() string { return string(s.Op) + " " + s.Change.Addr }
+
+// Graph builds the operations of the plan and their order: an object is
+// created after what it depends on and deleted before it; a replacement
+// deletes before it creates, since names are fixed.
+func (p *Plan) Graph() *dag.Graph {
+	g := &dag.Graph{}
+	ups := map[string]*Step{}  // address to its create/update/start/adopt step
+	downs := map[string]*Step{} // address to its delete step
+	for _, c := range p.Changes {
+		switch c.Action {
+		case Create:
+			ups[c.Addr] = &Step{Op: StepCreate, Change: c}
+		case Update:
+			ups[c.Addr] = &Step{Op: StepUpdate, Change: c}
+		case Start:
+			ups[c.Addr] = &Step{Op: StepStart, Change: c}
+		case Adopt:
+			ups[c.Addr] = &Step{Op: StepAdopt, Change: c}
+		case Delete:
+			downs[c.Addr] = &Step{Op: StepDelete, Change: c}
+		case Replace:
+			ups[c.Addr] = &Step{Op: StepCreate, Change: c}
+			downs[c.Addr] = &Step{Op: StepDelete, Change: c}
+		}
+	}
+	for _, s := range ups {
+		g.Add(s)
+	}
+	for _, s := range downs {
+		g.Add(s)
+	}
+	for addr, up := range ups {
+		if down, ok := downs[addr]; ok {
+			g.Connect(up, down)
+		}
+		for _, dep := range up.Change.Object.DependsOn {
+			if d, ok := ups[dep]; ok {
+				g.Connect(up, d)
+			}
+		}
+	}
+	// A dependency is deleted only after everything that recorded it as a
+	// dependency is gone. An object found live but never recorded has no
+	// recorded dependencies: the objects an agent owns sit below its address
+	// and depend on it being gone (the container before its network).
+	for addr, down := range downs {
+		deps := down.Change.Object.DependsOn
+		if down.Change.Prior != nil {
+			deps = down.Change.Prior.DependsOn
+		} else if down.Change.Object.Addr == "" {
+			for other, d := range downs {
+				if strings.HasPrefix(other, addr+".") {
+					g.Connect(d, down)
+				}
+			}
+		}
+		for _, dep := range deps {
+			if d, ok := downs[dep]; ok {
+				g.Connect(d, down)
+			}
+		}
+	}
+	return g
+}
+
+// sortChanges orders changes by address.
+func sortChanges(cs []*Change) {
+	sort.Slice(cs, func(i, j int) bool { return cs[i].Addr < cs[j].Addr })
+}

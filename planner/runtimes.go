@@ -1,0 +1,98 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hcldec"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/lang"
+)
+
+// Runtime is one configured runtime block and the driver instance serving it.
+type Runtime struct {
+	Name   string
+	Driver drivers.Driver
+}
+
+// Runtimes are the configured runtimes by name.
+type Runtimes map[string]*Runtime
+
+// Close releases every driver that holds connections.
+func (rs Runtimes) Close() {
+	for _, r := range rs {
+		if c, ok := r.Driver.(drivers.Closer); ok {
+			c.Close()
+		}
+	}
+}
+
+// ConfigureRuntimes makes and configures one driver per runtime block,
+// decoding each block's driver-specific attributes against the schema the
+// driver declares. It changes nothing on any runtime.
+func ConfigureRuntimes(ctx context.Context, cfg *lang.Config, evalCtx *hcl.EvalContext, reg drivers.Registry, stateDir string, log hclog.Logger) (Runtimes, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	out := Runtimes{}
+	names := make([]string, 0, len(cfg.Runtimes))
+	for name := range cfg.Runtimes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		rt := cfg.Runtimes[name]
+		factory, ok := reg[rt.Driver]
+		if !ok {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Unknown driver",
+				Detail:   fmt.Sprintf("Runtime %q uses driver %q; the drivers are %s.", name, rt.Driver, driverNames(reg)),
+				Subject:  rt.DeclRange.Ptr(),
+			})
+			continue
+		}
+		d, err := factory(log)
+		if err != nil {
+			diags = append(diags, errorDiag(fmt.Sprintf("Cannot start the %s driver", rt.Driver), err.Error(), rt.DeclRange.Ptr()))
+			continue
+		}
+		var body hcl.Body = rt.Config
+		if body == nil {
+			body = hcl.EmptyBody()
+		}
+		val, moreDiags := hcldec.Decode(body, d.ConfigSpec(), evalCtx)
+		diags = append(diags, moreDiags...)
+		if moreDiags.HasErrors() {
+			continue
+		}
+		if err := d.Configure(ctx, drivers.ConfigureRequest{Runtime: name, Config: val, StateDir: stateDir}); err != nil {
+			diags = append(diags, errorDiag(fmt.Sprintf("Cannot configure runtime %q", name), err.Error(), rt.DeclRange.Ptr()))
+			continue
+		}
+		out[name] = &Runtime{Name: name, Driver: d}
+	}
+	return out, diags
+}
+
+func driverNames(reg drivers.Registry) string {
+	names := make([]string, 0, len(reg))
+	for n := range reg {
+		names = append(names, fmt.Sprintf("%q", n))
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return "none"
+	}
+	s := names[0]
+	for _, n := range names[1:] {
+		s += ", " + n
+	}
+	return s
+}
+
+func errorDiag(summary, detail string, subject *hcl.Range) *hcl.Diagnostic {
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail, Subject: subject}
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Enforces the import direction of STYLE.md: each package imports only the
+# bottlefile packages below it. Test files are not counted.
+set -euo pipefail
+mod=$(go list -m)
+declare -A allowed=(
+  [lang]=""
+  [planner/dag]=""
+  [drivers]=""
+  [state]=""
+  [egress]=""
+  [drivers/docker]="drivers egress"
+  [drivers/docker/dockertest]="drivers"
+  [drivers/smolvm]="drivers egress"
+  [drivers/drivertest]="drivers planner/dag"
+  [planner]="lang planner/dag drivers state"
+  [executor]="planner planner/dag drivers lang state"
+  [cmd/bottlefile/command]="executor planner planner/dag lang drivers state egress"
+  [cmd/bottlefile]="cmd/bottlefile/command drivers drivers/docker drivers/smolvm egress"
+)
+status=0
+for pkg in $(go list ./... | sed "s#^$mod/\{0,1\}##"); do
+  [ -n "$pkg" ] || continue
+  case "$pkg" in bench*|examples*) continue ;; esac
+  if [ -z "${allowed[$pkg]+set}" ]; then
+    echo "import check: package $pkg has no rule in scripts/check-imports.sh" >&2
+    status=1
+    continue
+  fi
+  for dep in $(go list -f '{{join .Imports "\n"}}' "./$pkg" | grep "^$mod/" | sed "s#^$mod/##"); do
+    ok=0
+    for a in ${allowed[$pkg]}; do [ "$dep" = "$a" ] && ok=1; done
+    if [ $ok -eq 0 ]; then
+      echo "import check: $pkg may not import $dep" >&2
+      status=1
+    fi
+  done
+done
+exit $status
