@@ -76,7 +76,7 @@ func (c *ApplyCommand) Run(args []string) int {
 	if !p.Applyable() {
 		return 0
 	}
-	if !a.AutoApprove && !c.approve() {
+	if !a.AutoApprove && !c.approve(a.Destroy) {
 		fmt.Fprintln(m.Stdout, "\nApply cancelled.")
 		return 1
 	}
@@ -92,17 +92,17 @@ func (c *ApplyCommand) Run(args []string) int {
 	}
 	res, diags := ex.Apply(m.Ctx, p)
 	failed := m.showDiags(op.files(), diags)
-	c.summarize(res, failed || m.Ctx.Err() != nil)
+	c.summarize(res, a.Destroy, failed || m.Ctx.Err() != nil)
 	if failed || m.Ctx.Err() != nil {
 		return 1
 	}
 	return 0
 }
 
-func (c *ApplyCommand) approve() bool {
+func (c *ApplyCommand) approve(destroy bool) bool {
 	m := c.Meta
 	what := "perform these actions"
-	if c.Destroy {
+	if destroy {
 		what = "destroy all of these objects"
 	}
 	fmt.Fprintf(m.Stdout, "\nDo you want to %s?\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ", what)
@@ -112,7 +112,7 @@ func (c *ApplyCommand) approve() bool {
 
 // summarize says what was applied and, after a failure or an interrupt,
 // what was not.
-func (c *ApplyCommand) summarize(res executor.Result, failed bool) {
+func (c *ApplyCommand) summarize(res executor.Result, destroy, failed bool) {
 	w := c.Meta.Stdout
 	var added, changed, destroyed, started int
 	for _, s := range res.Applied {
@@ -133,7 +133,7 @@ func (c *ApplyCommand) summarize(res executor.Result, failed bool) {
 	}
 	if !failed {
 		word := "Apply"
-		if c.Destroy {
+		if destroy {
 			word = "Destroy"
 		}
 		fmt.Fprintf(w, "\n%s complete! Objects: %s.\n", word, counts)

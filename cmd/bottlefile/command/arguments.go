@@ -13,6 +13,7 @@ import (
 type planArgs struct {
 	Destroy          bool
 	DetailedExitCode bool
+	JSON             bool
 	NoColor          bool
 	LockTimeout      time.Duration
 	Parallelism      int
@@ -32,6 +33,8 @@ func newFlagSet(name string) *flag.FlagSet {
 
 func (a *planArgs) register(fs *flag.FlagSet) {
 	fs.BoolVar(&a.NoColor, "no-color", false, "")
+	fs.BoolVar(&a.JSON, "json", false, "")
+	fs.BoolVar(&a.Destroy, "destroy", a.Destroy, "")
 	fs.DurationVar(&a.LockTimeout, "lock-timeout", 0, "")
 	fs.IntVar(&a.Parallelism, "parallelism", 10, "")
 }
@@ -40,7 +43,6 @@ func parsePlanArgs(args []string) (*planArgs, hcl.Diagnostics) {
 	a := &planArgs{}
 	fs := newFlagSet("plan")
 	a.register(fs)
-	fs.BoolVar(&a.Destroy, "destroy", false, "")
 	fs.BoolVar(&a.DetailedExitCode, "detailed-exitcode", false, "")
 	return a, finishParse(fs, args, 0)
 }

@@ -3,6 +3,8 @@ package command
 import (
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
@@ -27,6 +29,26 @@ type Meta struct {
 	Abandon context.Context
 	// Color enables ANSI color in human output.
 	Color bool
+	// Dir is the directory holding the Bottlefile and its state; "" means
+	// the working directory (main has already applied -chdir).
+	Dir string
+}
+
+// loadDir is the directory as the parser is given it: relative when it is
+// the working directory, so diagnostics name "Bottlefile", not a long path.
+func (m *Meta) loadDir() string {
+	if m.Dir == "" {
+		return "."
+	}
+	return m.Dir
+}
+
+// dir is the Bottlefile's directory as an absolute path.
+func (m *Meta) dir() (string, error) {
+	if m.Dir != "" {
+		return filepath.Abs(m.Dir)
+	}
+	return os.Getwd()
 }
 
 // showDiags prints diagnostics with source snippets and reports whether any
@@ -39,4 +61,10 @@ func (m *Meta) showDiags(files map[string]*hcl.File, diags hcl.Diagnostics) bool
 		m.Log.Error("rendering diagnostics", "error", err)
 	}
 	return diags.HasErrors()
+}
+
+// fail prints one error and returns the exit code for it.
+func (m *Meta) fail(summary string, err error) int {
+	m.showDiags(nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: summary, Detail: err.Error()}})
+	return 1
 }

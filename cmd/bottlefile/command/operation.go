@@ -2,7 +2,6 @@ package command
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -29,12 +28,12 @@ type operation struct {
 // Nothing on any runtime changes.
 func (m *Meta) openOperation(ctx context.Context, readOnly bool, lockTimeout time.Duration) (*operation, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
-	dir, err := os.Getwd()
+	dir, err := m.dir()
 	if err != nil {
 		return nil, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cannot find the working directory", Detail: err.Error()})
 	}
 	op := &operation{dir: dir, parser: lang.NewParser()}
-	cfg, moreDiags := op.parser.LoadDir(".")
+	cfg, moreDiags := op.parser.LoadDir(m.loadDir())
 	diags = append(diags, moreDiags...)
 	if diags.HasErrors() {
 		return op, diags

@@ -23,6 +23,7 @@ Options:
 
   -destroy             Plan the removal of every object in the state.
   -detailed-exitcode   Exit 0 with no changes, 1 on error, 2 with changes.
+  -json                Print the plan as one JSON document.
   -lock-timeout=DUR    Wait this long for the state lock (default 0s).
   -no-color            Print without color.
   -parallelism=N       Accepted for symmetry with apply (default 10).
@@ -44,7 +45,13 @@ func (c *PlanCommand) Run(args []string) int {
 	if m.showDiags(op.files(), diags) {
 		return 1
 	}
-	renderPlan(m.Stdout, p)
+	if a.JSON {
+		if err := writePlanJSON(m.Stdout, p); err != nil {
+			return m.fail("Cannot write the plan", err)
+		}
+	} else {
+		renderPlan(m.Stdout, p)
+	}
 	if a.DetailedExitCode && p.Applyable() {
 		return 2
 	}

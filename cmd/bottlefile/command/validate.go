@@ -31,7 +31,7 @@ func (c *ValidateCommand) Run(args []string) int {
 		return 1
 	}
 	parser := lang.NewParser()
-	cfg, diags := parser.LoadDir(".")
+	cfg, diags := parser.LoadDir(m.loadDir())
 	if !diags.HasErrors() {
 		_, moreDiags := cfg.NewScope(nil)
 		diags = append(diags, moreDiags...)

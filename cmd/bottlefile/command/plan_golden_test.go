@@ -1,0 +1,84 @@
+package command
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/drivertest"
+	"github.com/bottlefile/bottlefile/state"
+)
+
+// TestPlanGolden renders plans that cover every action kind, the reasons
+// for actions the configuration did not cause, and forcing attributes, in
+// human and JSON form. Each case in testdata/plans has an optional
+// before.hcl (applied first), an after.hcl (planned), and the golden
+// plan.txt and plan.json.
+func TestPlanGolden(t *testing.T) {
+	cases := []struct {
+		name  string
+		drift func(w *workspace, f *drivertest.Fake, lineage string)
+		args  []string
+	}{
+		{name: "create"},
+		{name: "no-changes"},
+		{name: "replace"},
+		{name: "update-in-place"},
+		{name: "delete"},
+		{name: "destroy", args: []string{"-destroy"}},
+		{name: "sensitive"},
+		{name: "start", drift: func(_ *workspace, f *drivertest.Fake, l string) { f.Stop(l, "agent.coder") }},
+		{name: "deleted-out-of-band", drift: func(_ *workspace, f *drivertest.Fake, l string) { f.Remove(l, "agent.coder") }},
+		{name: "network-replaced", drift: func(_ *workspace, f *drivertest.Fake, l string) {
+			for _, o := range f.Objects(l) {
+				if o.Addr == "agent.coder.network" {
+					o.Hash = "0000000000000000"
+					f.Put(l, o)
+				}
+			}
+		}},
+		{name: "adopt", drift: func(w *workspace, _ *drivertest.Fake, _ string) {
+			// An apply that died between creating the container and recording it.
+			s, err := state.Open(w.dir, state.Options{})
+			if err != nil {
+				w.t.Fatal(err)
+			}
+			defer s.Close()
+			if err := s.Delete("agent.coder"); err != nil {
+				w.t.Fatal(err)
+			}
+		}},
+		{name: "orphans", drift: func(_ *workspace, f *drivertest.Fake, l string) {
+			f.Put(l, drivers.LiveObject{Addr: "agent.ghost", Kind: "container", ID: "fake-ghost", Name: "bf-ghost", Hash: "deadbeef", Running: true})
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join("testdata", "plans", tc.name)
+			w := newWorkspace(t)
+			if _, err := os.Stat(filepath.Join(dir, "before.hcl")); err == nil {
+				w.writeFixture(filepath.Join(dir, "before.hcl"))
+				w.must("apply", "-auto-approve")
+			}
+			w.writeFixture(filepath.Join(dir, "after.hcl"))
+			if tc.drift != nil {
+				tc.drift(w, w.fake, w.lineage())
+			}
+			human := w.must("plan", tc.args...)
+			golden(t, filepath.Join(dir, "plan.txt"), w.normalize(human))
+			asJSON := w.must("plan", append([]string{"-json"}, tc.args...)...)
+			golden(t, filepath.Join(dir, "plan.json"), w.normalize(asJSON))
+			if strings.Contains(human+asJSON, "s3cr3t") {
+				t.Errorf("a sensitive value reached the plan output")
+			}
+
+			// What the plan promises, apply does: afterwards nothing is left to do.
+			w.must("apply", append([]string{"-auto-approve"}, tc.args...)...)
+			if got := w.must("plan", tc.args...); !strings.Contains(got, "No changes.") {
+				t.Errorf("after apply, plan still has changes:\n%s", got)
+			}
+		})
+	}
+}

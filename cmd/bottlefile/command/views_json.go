@@ -1,0 +1,94 @@
+package command
+
+import (
+	"encoding/json"
+	"io"
+	"time"
+
+	"github.com/bottlefile/bottlefile/planner"
+)
+
+// planFormatVersion is the version of the JSON plan document.
+const planFormatVersion = "1.0"
+
+// jsonPlan is the document plan -json and show -json print.
+type jsonPlan struct {
+	FormatVersion   string       `json:"format_version"`
+	Lineage         string       `json:"lineage,omitempty"`
+	Serial          uint64       `json:"serial"`
+	Destroy         bool         `json:"destroy,omitempty"`
+	ResourceChanges []jsonChange `json:"resource_changes"`
+	Summary         jsonSummary  `json:"summary"`
+}
+
+type jsonChange struct {
+	Address string                     `json:"address"`
+	Kind    string                     `json:"kind"`
+	Runtime string                     `json:"runtime"`
+	Action  string                     `json:"action"`
+	Reasons []string                   `json:"reasons"`
+	Changed []string                   `json:"changed,omitempty"`
+	Forcing []string                   `json:"forces_replacement,omitempty"`
+	Before  map[string]json.RawMessage `json:"before"`
+	After   map[string]json.RawMessage `json:"after"`
+}
+
+type jsonSummary struct {
+	Add     int `json:"add"`
+	Change  int `json:"change"`
+	Destroy int `json:"destroy"`
+	Start   int `json:"start"`
+	Adopt   int `json:"adopt"`
+}
+
+func planDocument(p *planner.Plan) jsonPlan {
+	doc := jsonPlan{FormatVersion: planFormatVersion, Lineage: p.Lineage, Serial: p.Serial, Destroy: p.Destroy, ResourceChanges: []jsonChange{}}
+	for _, c := range p.Changes {
+		jc := jsonChange{
+			Address: c.Addr, Kind: c.Kind, Runtime: c.Runtime, Action: c.Action.String(),
+			Reasons: append([]string{}, c.Reasons...), Changed: c.Changed, Forcing: c.Forcing,
+			Before: c.Before, After: c.After,
+		}
+		if c.Action == planner.Create || c.Action == planner.Adopt {
+			jc.Before = nil // what is not recorded has no before
+		}
+		if c.Action == planner.Delete {
+			jc.After = nil
+		}
+		doc.ResourceChanges = append(doc.ResourceChanges, jc)
+	}
+	s := p.Summary()
+	doc.Summary = jsonSummary{Add: s.Add, Change: s.Change, Destroy: s.Destroy, Start: s.Start, Adopt: s.Adopt}
+	return doc
+}
+
+// writePlanJSON prints the plan as one indented JSON document.
+func writePlanJSON(w io.Writer, p *planner.Plan) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(planDocument(p))
+}
+
+// jsonEvent is one line of apply -json.
+type jsonEvent struct {
+	Type    string       `json:"type"` // apply_start, apply_progress, apply_complete, apply_errored, apply_skipped, diagnostic, summary
+	Time    string       `json:"time"`
+	Address string       `json:"address,omitempty"`
+	Step    string       `json:"step,omitempty"`
+	Elapsed float64      `json:"elapsed_seconds,omitempty"`
+	Message string       `json:"message,omitempty"`
+	Cause   string       `json:"cause,omitempty"`
+	Summary *jsonSummary `json:"summary,omitempty"`
+}
+
+// jsonStream writes apply -json events, one object per line.
+type jsonStream struct {
+	enc *json.Encoder
+}
+
+func newJSONStream(w io.Writer) *jsonStream { return &jsonStream{enc: json.NewEncoder(w)} }
+
+func (s *jsonStream) emit(e jsonEvent) {
+	e.Time = time.Now().UTC().Format(time.RFC3339Nano)
+	s.enc.Encode(e)
+}

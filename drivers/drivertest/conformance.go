@@ -1,0 +1,343 @@
+package drivertest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/planner/dag"
+)
+
+// cleanupTimeout bounds how long TestDriver spends deleting what a failed run
+// left behind.
+const cleanupTimeout = 2 * time.Minute
+
+// TestDriver is the conformance suite every driver must pass. newDriver
+// returns a driver already configured against a runtime the test may use;
+// image is an image reference that runtime can run without a registry (a
+// local image whose command may be "sleep 600").
+//
+// The suite works in a fresh random lineage, so it never touches anything
+// else on the runtime, and deletes whatever it created when it fails. It
+// checks, in order, that:
+//   - Read of a lineage nothing was created in returns nothing;
+//   - Plan of an agent returns the agent's own object, a workload at the
+//     agent's address, and other objects below that address, whose
+//     dependencies are all in the same response and form no cycle; Plan is
+//     repeatable and changes nothing on the runtime;
+//   - Apply creates the objects in dependency order, and Read then reports
+//     each of them with the ID Apply returned and the hash it was given, with
+//     the workload running, and nothing else;
+//   - Apply deletes them in reverse order, after which Read returns nothing.
+func TestDriver(t *testing.T, newDriver func(t *testing.T) drivers.Driver, image string) {
+	t.Helper()
+	d := newDriver(t)
+	lineage := uuid.NewString()
+	agent := drivers.AgentSpec{
+		Addr:       "agent.conformance",
+		Name:       "conformance",
+		Image:      cty.StringVal(image),
+		Command:    cty.ListVal([]cty.Value{cty.StringVal("sleep"), cty.StringVal("600")}),
+		Entrypoint: cty.NullVal(cty.List(cty.String)),
+		Env:        cty.NullVal(cty.Map(cty.String)),
+		Workdir:    cty.NullVal(cty.String),
+		User:       cty.NullVal(cty.String),
+		CPUs:       cty.NullVal(cty.Number),
+		Memory:     cty.NullVal(cty.Number),
+		Labels:     cty.NullVal(cty.Map(cty.String)),
+	}
+	var planned []drivers.Object // in dependency order once Plan passed
+	t.Cleanup(func() { deleteLineage(t, d, lineage, planned) })
+
+	t.Run("Name", func(t *testing.T) {
+		if d.Name() == "" {
+			t.Error("Name() is empty")
+		}
+		_ = d.ConfigSpec()
+	})
+
+	t.Run("ReadUnknownLineage", func(t *testing.T) {
+		resp, err := d.Read(t.Context(), drivers.ReadRequest{Lineage: lineage})
+		if err != nil {
+			t.Fatalf("Read: %v", err)
+		}
+		if len(resp.Objects) != 0 {
+			t.Errorf("Read of a new lineage returned %d objects: %v", len(resp.Objects), resp.Objects)
+		}
+	})
+
+	t.Run("Plan", func(t *testing.T) {
+		resp, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: agent})
+		if err != nil {
+			t.Fatalf("Plan: %v", err)
+		}
+		order, ok := checkPlan(t, agent.Addr, resp.Objects)
+		if !ok {
+			return
+		}
+		again, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: agent})
+		if err != nil {
+			t.Fatalf("second Plan: %v", err)
+		}
+		if got, want := shape(again.Objects), shape(resp.Objects); got != want {
+			t.Errorf("Plan is not repeatable:\nfirst:\n%s\nsecond:\n%s", want, got)
+		}
+		read, err := d.Read(t.Context(), drivers.ReadRequest{Lineage: lineage})
+		if err != nil {
+			t.Fatalf("Read after Plan: %v", err)
+		}
+		if len(read.Objects) != 0 {
+			t.Fatalf("Plan changed the runtime: Read returns %v", read.Objects)
+		}
+		planned = order
+	})
+	if planned == nil {
+		t.Fatal("no usable plan: Apply not tested")
+	}
+
+	ids := map[string]string{}
+	created := t.Run("ApplyCreate", func(t *testing.T) {
+		for _, o := range planned {
+			resp, err := d.Apply(t.Context(), drivers.ApplyRequest{
+				Op: drivers.OpCreate, Lineage: lineage, Object: o, Hash: testHash(lineage, o.Addr),
+			})
+			if err != nil {
+				t.Fatalf("create %s: %v", o.Addr, err)
+			}
+			if resp.ID == "" {
+				t.Fatalf("create %s returned no ID", o.Addr)
+			}
+			ids[o.Addr] = resp.ID
+		}
+		read, err := d.Read(t.Context(), drivers.ReadRequest{Lineage: lineage})
+		if err != nil {
+			t.Fatalf("Read: %v", err)
+		}
+		live := map[string]drivers.LiveObject{}
+		for _, o := range read.Objects {
+			if _, dup := live[o.Addr]; dup {
+				t.Errorf("Read reports %s twice", o.Addr)
+			}
+			live[o.Addr] = o
+		}
+		for _, o := range planned {
+			got, ok := live[o.Addr]
+			if !ok {
+				t.Errorf("Read does not report %s", o.Addr)
+				continue
+			}
+			delete(live, o.Addr)
+			if got.Kind != o.Kind {
+				t.Errorf("%s: Kind %q, planned %q", o.Addr, got.Kind, o.Kind)
+			}
+			if got.ID != ids[o.Addr] {
+				t.Errorf("%s: ID %q, Apply returned %q", o.Addr, got.ID, ids[o.Addr])
+			}
+			if want := testHash(lineage, o.Addr); got.Hash != want {
+				t.Errorf("%s: Hash %q, want %q", o.Addr, got.Hash, want)
+			}
+			if o.Workload && !got.Running {
+				t.Errorf("%s: the workload is not running after create", o.Addr)
+			}
+		}
+		for addr := range live {
+			t.Errorf("Read reports %s, which was never created", addr)
+		}
+		other, err := d.Read(t.Context(), drivers.ReadRequest{Lineage: uuid.NewString()})
+		if err != nil {
+			t.Fatalf("Read of another lineage: %v", err)
+		}
+		if len(other.Objects) != 0 {
+			t.Errorf("Read of another lineage returned %v", other.Objects)
+		}
+	})
+	if !created {
+		return
+	}
+
+	t.Run("ApplyDelete", func(t *testing.T) {
+		for _, o := range slices.Backward(planned) {
+			_, err := d.Apply(t.Context(), drivers.ApplyRequest{
+				Op: drivers.OpDelete, Lineage: lineage, ID: ids[o.Addr],
+				Object: drivers.Object{Addr: o.Addr, Kind: o.Kind},
+			})
+			if err != nil {
+				t.Fatalf("delete %s: %v", o.Addr, err)
+			}
+		}
+		read, err := d.Read(t.Context(), drivers.ReadRequest{Lineage: lineage})
+		if err != nil {
+			t.Fatalf("Read: %v", err)
+		}
+		if len(read.Objects) != 0 {
+			t.Errorf("Read after deleting everything returned %v", read.Objects)
+		}
+	})
+}
+
+// objectVertex puts a planned object in a dag.Graph.
+type objectVertex struct{ obj drivers.Object }
+
+func (v *objectVertex) Name() string { return v.obj.Addr }
+
+// checkPlan checks the objects of one agent's plan, and returns them in
+// dependency order when they can be applied.
+func checkPlan(t *testing.T, agentAddr string, objs []drivers.Object) ([]drivers.Object, bool) {
+	t.Helper()
+	if len(objs) == 0 {
+		t.Error("Plan returned no objects")
+		return nil, false
+	}
+	ok := true
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Errorf(format, args...)
+		ok = false
+	}
+	byAddr := map[string]*objectVertex{}
+	for _, o := range objs {
+		switch {
+		case o.Addr == "":
+			fail("an object has no address: %+v", o)
+			continue
+		case byAddr[o.Addr] != nil:
+			fail("%s planned twice", o.Addr)
+		case o.Addr != agentAddr && !strings.HasPrefix(o.Addr, agentAddr+"."):
+			fail("%s is not below the agent's address %s", o.Addr, agentAddr)
+		}
+		if o.Kind == "" {
+			fail("%s has no kind", o.Addr)
+		}
+		for name, v := range o.Attrs {
+			if v == cty.NilVal {
+				fail("%s: attribute %q is cty.NilVal; use a typed null", o.Addr, name)
+			}
+		}
+		for _, name := range o.InPlace {
+			if _, found := o.Attrs[name]; !found {
+				fail("%s: InPlace names %q, which is not one of its attributes", o.Addr, name)
+			}
+		}
+		byAddr[o.Addr] = &objectVertex{obj: o}
+	}
+	switch self := byAddr[agentAddr]; {
+	case self == nil:
+		fail("no object at the agent's address %s", agentAddr)
+	case !self.obj.Workload:
+		fail("%s is not a workload", agentAddr)
+	}
+	g := &dag.Graph{}
+	for _, v := range byAddr {
+		g.Add(v)
+		for _, dep := range v.obj.DependsOn {
+			d := byAddr[dep]
+			if d == nil {
+				fail("%s depends on %s, which is not in the plan", v.obj.Addr, dep)
+				continue
+			}
+			g.Connect(v, d)
+		}
+	}
+	order, err := g.TopologicalOrder()
+	if err != nil {
+		fail("planned dependencies: %v", err)
+	}
+	if !ok {
+		return nil, false
+	}
+	out := make([]drivers.Object, len(order))
+	for i, v := range order {
+		out[i] = v.(*objectVertex).obj
+	}
+	return out, true
+}
+
+// shape renders what must not change between two plans of the same agent:
+// addresses, kinds, workloads and dependencies.
+func shape(objs []drivers.Object) string {
+	lines := make([]string, 0, len(objs))
+	for _, o := range objs {
+		deps := slices.Clone(o.DependsOn)
+		slices.Sort(deps)
+		workload := ""
+		if o.Workload {
+			workload = " workload"
+		}
+		lines = append(lines, o.Addr+" "+o.Kind+workload+" -> "+strings.Join(deps, ", "))
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+// testHash is the config hash the suite labels an object with: distinct per
+// object and per run, so a driver that mixes them up is caught.
+func testHash(lineage, addr string) string {
+	sum := sha256.Sum256([]byte(lineage + "\x00" + addr))
+	return hex.EncodeToString(sum[:8])
+}
+
+// deleteLineage deletes whatever the suite left in its lineage: planned
+// objects dependents first, then anything else, retrying while that makes
+// progress. It runs as a cleanup, after t.Context is cancelled.
+func deleteLineage(t *testing.T, d drivers.Driver, lineage string, planned []drivers.Object) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	read, err := d.Read(ctx, drivers.ReadRequest{Lineage: lineage})
+	if err != nil {
+		t.Errorf("cleanup: Read: %v", err)
+		return
+	}
+	left := map[string]drivers.LiveObject{}
+	for _, o := range read.Objects {
+		left[o.Addr] = o
+	}
+	rank := map[string]int{}
+	for i, o := range planned {
+		rank[o.Addr] = i + 1 // later in dependency order: deleted earlier
+	}
+	var lastErr error
+	for len(left) > 0 {
+		todo := make([]drivers.LiveObject, 0, len(left))
+		for _, o := range left {
+			todo = append(todo, o)
+		}
+		slices.SortFunc(todo, func(a, b drivers.LiveObject) int {
+			if ra, rb := rank[a.Addr], rank[b.Addr]; ra != rb {
+				return rb - ra
+			}
+			return strings.Compare(b.Addr, a.Addr) // longer addresses, owned objects, first
+		})
+		progress := false
+		for _, o := range todo {
+			_, err := d.Apply(ctx, drivers.ApplyRequest{
+				Op: drivers.OpDelete, Lineage: lineage, ID: o.ID,
+				Object: drivers.Object{Addr: o.Addr, Kind: o.Kind},
+			})
+			if err != nil {
+				lastErr = err
+				continue
+			}
+			delete(left, o.Addr)
+			progress = true
+		}
+		if !progress {
+			break
+		}
+	}
+	if len(left) > 0 {
+		addrs := make([]string, 0, len(left))
+		for a := range left {
+			addrs = append(addrs, a)
+		}
+		slices.Sort(addrs)
+		t.Errorf("cleanup: could not delete %s of lineage %s: %v", strings.Join(addrs, ", "), lineage, lastErr)
+	}
+}

@@ -1,0 +1,475 @@
+package drivertest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/drivers"
+)
+
+// Kinds of the objects the Fake plans.
+const (
+	KindNetwork   = "network"
+	KindContainer = "container"
+)
+
+var (
+	_ drivers.Driver = (*Fake)(nil)
+	_ drivers.Closer = (*Fake)(nil)
+)
+
+// Fake is an in-memory driver for tests. The zero value is ready to use and
+// safe for concurrent use.
+//
+// It keeps the objects Apply created per lineage, keyed by address, so Read
+// reports them with their ID, Hash and Running. Plan expands an agent as the
+// docker driver does: a network "agent.NAME.network" and a container
+// "agent.NAME" on it.
+//
+// Every method records its call (XCalled, XCalls, XRequest). A method with XFn
+// set returns what XFn returns; otherwise one with XResponse set returns a
+// copy of it; in both cases the fake's own behaviour, and its objects, are
+// left alone. Set these fields before the driver is in use, and read the
+// recorded ones once the calls have returned.
+//
+// Apply is faithful enough to catch ordering mistakes: creating an object
+// whose dependency does not exist fails, as does deleting an object others
+// still depend on (a network with a container on it). Deleting an object that
+// is already gone succeeds, as deleting a removed container does.
+type Fake struct {
+	// DriverName is what Name returns: "fake" when empty.
+	DriverName string
+
+	// FailApply makes Apply fail for the addresses that are its keys, with
+	// the error that is the value, changing nothing.
+	FailApply map[string]error
+	// BeforeApply, when set, runs at the start of every Apply that does not
+	// go to ApplyFn, outside the fake's lock, with Apply's context: it can
+	// block (until the context is cancelled, say) or fail the call with an
+	// error, in which case nothing changes.
+	BeforeApply func(ctx context.Context, req drivers.ApplyRequest) error
+
+	ConfigureCalled  bool
+	ConfigureCalls   int
+	ConfigureRequest drivers.ConfigureRequest
+	ConfigureFn      func(drivers.ConfigureRequest) error
+
+	ReadCalled   bool
+	ReadCalls    int
+	ReadRequest  drivers.ReadRequest
+	ReadResponse *drivers.ReadResponse
+	ReadFn       func(drivers.ReadRequest) (drivers.ReadResponse, error)
+
+	PlanCalled   bool
+	PlanCalls    int
+	PlanRequest  drivers.PlanRequest
+	PlanResponse *drivers.PlanResponse
+	PlanFn       func(drivers.PlanRequest) (drivers.PlanResponse, error)
+
+	ApplyCalled bool
+	ApplyCalls  int
+	// ApplyRequest is the last request; ApplyRequests holds all of them in
+	// the order Apply was called.
+	ApplyRequest  drivers.ApplyRequest
+	ApplyRequests []drivers.ApplyRequest
+	ApplyResponse *drivers.ApplyResponse
+	ApplyFn       func(drivers.ApplyRequest) (drivers.ApplyResponse, error)
+
+	CloseCalled bool
+
+	// mu guards every field of the Fake: the hooks above while a call reads
+	// or records them, and the objects below.
+	mu       sync.Mutex
+	lineages map[string]*lineage
+	lastID   uint64
+}
+
+// lineage is the live objects of one lineage.
+type lineage struct {
+	objects map[string]*object // by address
+	users   map[string]int     // address to the number of live objects that depend on it
+	sorted  []drivers.LiveObject
+}
+
+// object is one live object and what Apply must check about it.
+type object struct {
+	live      drivers.LiveObject
+	dependsOn []string
+	workload  bool
+}
+
+// Factory returns a factory that always gives f, so a test can register the
+// fake in a drivers.Registry and look at it afterwards.
+func (f *Fake) Factory() drivers.Factory {
+	return func(hclog.Logger) (drivers.Driver, error) { return f, nil }
+}
+
+// Name returns DriverName, or "fake".
+func (f *Fake) Name() string {
+	if f.DriverName == "" {
+		return "fake"
+	}
+	return f.DriverName
+}
+
+// ConfigSpec is empty: a fake runtime block takes no attributes.
+func (f *Fake) ConfigSpec() hcldec.ObjectSpec { return hcldec.ObjectSpec{} }
+
+// Configure records the request and returns what ConfigureFn returns, or nil.
+func (f *Fake) Configure(ctx context.Context, req drivers.ConfigureRequest) error {
+	f.mu.Lock()
+	f.ConfigureCalled = true
+	f.ConfigureCalls++
+	f.ConfigureRequest = req
+	fn := f.ConfigureFn
+	f.mu.Unlock()
+	if fn != nil {
+		return fn(req)
+	}
+	return ctx.Err()
+}
+
+// Close records the call.
+func (f *Fake) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.CloseCalled = true
+	return nil
+}
+
+// Read lists the live objects of the lineage, sorted by address. An unknown
+// lineage has none.
+func (f *Fake) Read(ctx context.Context, req drivers.ReadRequest) (drivers.ReadResponse, error) {
+	f.mu.Lock()
+	f.ReadCalled = true
+	f.ReadCalls++
+	f.ReadRequest = req
+	fn, canned := f.ReadFn, f.ReadResponse
+	f.mu.Unlock()
+	if fn != nil {
+		return fn(req)
+	}
+	if canned != nil {
+		return drivers.ReadResponse{Objects: slices.Clone(canned.Objects)}, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return drivers.ReadResponse{}, err
+	}
+	if req.Lineage == "" {
+		return drivers.ReadResponse{}, errors.New("fake: read: no lineage")
+	}
+	return drivers.ReadResponse{Objects: f.Objects(req.Lineage)}, nil
+}
+
+// Plan expands the agent into its network and its container.
+func (f *Fake) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.PlanResponse, error) {
+	f.mu.Lock()
+	f.PlanCalled = true
+	f.PlanCalls++
+	f.PlanRequest = req
+	fn, canned := f.PlanFn, f.PlanResponse
+	f.mu.Unlock()
+	if fn != nil {
+		return fn(req)
+	}
+	if canned != nil {
+		return drivers.PlanResponse{Objects: slices.Clone(canned.Objects)}, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return drivers.PlanResponse{}, err
+	}
+	return Expand(req.Agent)
+}
+
+// Expand is what the Fake plans for an agent: the network "ADDR.network"
+// (internal) and the container ADDR on it, a workload whose attributes are the
+// agent's values as they are (a value left unset becomes a typed null), plus
+// "network", the network's address. cpus and memory change in place. A build
+// block adds "build_context" and "build_dockerfile".
+func Expand(a drivers.AgentSpec) (drivers.PlanResponse, error) {
+	if a.Addr == "" {
+		return drivers.PlanResponse{}, errors.New("fake: plan: the agent has no address")
+	}
+	if a.Build == nil && (a.Image == cty.NilVal || a.Image.IsNull()) {
+		return drivers.PlanResponse{}, fmt.Errorf("fake: plan: %s has neither an image nor a build", a.Addr)
+	}
+	network := a.Addr + ".network"
+	attrs := map[string]cty.Value{
+		"image":      orNull(a.Image, cty.String),
+		"command":    orNull(a.Command, cty.List(cty.String)),
+		"entrypoint": orNull(a.Entrypoint, cty.List(cty.String)),
+		"env":        orNull(a.Env, cty.Map(cty.String)),
+		"workdir":    orNull(a.Workdir, cty.String),
+		"user":       orNull(a.User, cty.String),
+		"cpus":       orNull(a.CPUs, cty.Number),
+		"memory":     orNull(a.Memory, cty.Number),
+		"labels":     orNull(a.Labels, cty.Map(cty.String)),
+		"network":    cty.StringVal(network),
+	}
+	if b := a.Build; b != nil {
+		dockerfile := b.Dockerfile
+		if dockerfile == "" {
+			dockerfile = "Dockerfile"
+		}
+		attrs["build_context"] = cty.StringVal(b.Context)
+		attrs["build_dockerfile"] = cty.StringVal(dockerfile)
+	}
+	return drivers.PlanResponse{Objects: []drivers.Object{
+		{
+			Addr:  network,
+			Kind:  KindNetwork,
+			Attrs: map[string]cty.Value{"internal": cty.True},
+		},
+		{
+			Addr:      a.Addr,
+			Kind:      KindContainer,
+			Attrs:     attrs,
+			InPlace:   []string{"cpus", "memory"},
+			DependsOn: []string{network},
+			Workload:  true,
+		},
+	}}, nil
+}
+
+// orNull turns an unset value (cty.NilVal) into a null of type ty.
+func orNull(v cty.Value, ty cty.Type) cty.Value {
+	if v == cty.NilVal {
+		return cty.NullVal(ty)
+	}
+	return v
+}
+
+// Apply performs one operation on the fake's objects.
+func (f *Fake) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	f.mu.Lock()
+	f.ApplyCalled = true
+	f.ApplyCalls++
+	f.ApplyRequest = req
+	f.ApplyRequests = append(f.ApplyRequests, req)
+	fn, canned, before := f.ApplyFn, f.ApplyResponse, f.BeforeApply
+	f.mu.Unlock()
+	if fn != nil {
+		return fn(req)
+	}
+	if canned != nil {
+		resp := *canned
+		resp.Computed = cloneMap(canned.Computed)
+		return resp, nil
+	}
+	if before != nil {
+		if err := before(ctx, req); err != nil {
+			return drivers.ApplyResponse{}, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return drivers.ApplyResponse{}, err
+	}
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	addr := req.Object.Addr
+	if err, ok := f.FailApply[addr]; ok {
+		return drivers.ApplyResponse{}, err
+	}
+	if req.Lineage == "" {
+		return drivers.ApplyResponse{}, fmt.Errorf("fake: %s %s: no lineage", req.Op, addr)
+	}
+	if addr == "" {
+		return drivers.ApplyResponse{}, fmt.Errorf("fake: %s: the object has no address", req.Op)
+	}
+	l := f.lineageLocked(req.Lineage)
+	obj := l.objects[addr]
+	switch req.Op {
+	case drivers.OpCreate:
+		if obj != nil {
+			return drivers.ApplyResponse{}, fmt.Errorf("fake: create %s: it already exists as %s", addr, obj.live.ID)
+		}
+		if req.Object.Kind == "" {
+			return drivers.ApplyResponse{}, fmt.Errorf("fake: create %s: the object has no kind", addr)
+		}
+		for _, dep := range req.Object.DependsOn {
+			if l.objects[dep] == nil {
+				return drivers.ApplyResponse{}, fmt.Errorf("fake: create %s: it depends on %s, which does not exist", addr, dep)
+			}
+		}
+		f.lastID++
+		obj = &object{
+			live: drivers.LiveObject{
+				Addr:    addr,
+				Kind:    req.Object.Kind,
+				ID:      "fake-" + strconv.FormatUint(f.lastID, 10),
+				Name:    objectName(req.Lineage, addr),
+				Hash:    req.Hash,
+				Running: req.Object.Workload,
+			},
+			dependsOn: slices.Clone(req.Object.DependsOn),
+			workload:  req.Object.Workload,
+		}
+		if obj.workload {
+			obj.live.ImageID = imageID(req.Object.Attrs["image"])
+		}
+		l.objects[addr] = obj
+		for _, dep := range obj.dependsOn {
+			l.users[dep]++
+		}
+	case drivers.OpUpdate, drivers.OpStart:
+		if obj == nil {
+			return drivers.ApplyResponse{}, fmt.Errorf("fake: %s %s: no such object", req.Op, addr)
+		}
+		if req.ID != "" && req.ID != obj.live.ID {
+			return drivers.ApplyResponse{}, fmt.Errorf("fake: %s %s: no object with id %s (it is %s)", req.Op, addr, req.ID, obj.live.ID)
+		}
+		if req.Op == drivers.OpStart {
+			if !obj.workload {
+				return drivers.ApplyResponse{}, fmt.Errorf("fake: start %s: a %s is not a workload", addr, obj.live.Kind)
+			}
+			obj.live.Running = true
+		} else {
+			obj.live.Hash = req.Hash
+		}
+	case drivers.OpDelete:
+		if obj == nil || req.ID != "" && req.ID != obj.live.ID {
+			return drivers.ApplyResponse{ID: req.ID}, nil // already gone
+		}
+		if n := l.users[addr]; n > 0 {
+			return drivers.ApplyResponse{}, fmt.Errorf("fake: delete %s: %d objects still depend on it", addr, n)
+		}
+		l.removeLocked(addr)
+		return drivers.ApplyResponse{ID: obj.live.ID}, nil
+	default:
+		return drivers.ApplyResponse{}, fmt.Errorf("fake: %s: unknown operation %q", addr, req.Op)
+	}
+	l.sorted = nil
+	return drivers.ApplyResponse{ID: obj.live.ID}, nil
+}
+
+// Objects returns the live objects of a lineage, sorted by address, without
+// recording a call.
+func (f *Fake) Objects(lineage string) []drivers.LiveObject {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.objectsLocked(lineage)
+}
+
+// Stop stops a workload out of band, as a crash or `docker stop` would. It
+// reports whether the object exists.
+func (f *Fake) Stop(lineage, addr string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.lineages[lineage]
+	if l == nil || l.objects[addr] == nil {
+		return false
+	}
+	l.objects[addr].live.Running = false
+	l.sorted = nil
+	return true
+}
+
+// Remove deletes an object out of band, as `docker rm -f` would, even when
+// other objects depend on it. It reports whether the object existed.
+func (f *Fake) Remove(lineage, addr string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.lineages[lineage]
+	if l == nil || l.objects[addr] == nil {
+		return false
+	}
+	l.removeLocked(addr)
+	return true
+}
+
+// Put stores obj in the lineage out of band, replacing any object at its
+// address: an object left by a crash between create and record, or one whose
+// live facts (image id, hash) changed. A new object is a workload when its
+// Kind is KindContainer; a replaced one keeps its dependencies.
+func (f *Fake) Put(lineage string, obj drivers.LiveObject) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.lineageLocked(lineage)
+	if old := l.objects[obj.Addr]; old != nil {
+		old.live = obj
+	} else {
+		l.objects[obj.Addr] = &object{live: obj, workload: obj.Kind == KindContainer}
+	}
+	l.sorted = nil
+}
+
+func (f *Fake) lineageLocked(name string) *lineage {
+	l := f.lineages[name]
+	if l == nil {
+		if f.lineages == nil {
+			f.lineages = make(map[string]*lineage)
+		}
+		l = &lineage{objects: make(map[string]*object), users: make(map[string]int)}
+		f.lineages[name] = l
+	}
+	return l
+}
+
+// objectsLocked returns a copy of the lineage's objects sorted by address. The
+// sorted list is kept until the next change, so repeated reads of a large
+// lineage cost one copy each.
+func (f *Fake) objectsLocked(name string) []drivers.LiveObject {
+	l := f.lineages[name]
+	if l == nil || len(l.objects) == 0 {
+		return nil
+	}
+	if l.sorted == nil {
+		l.sorted = make([]drivers.LiveObject, 0, len(l.objects))
+		for _, o := range l.objects {
+			l.sorted = append(l.sorted, o.live)
+		}
+		slices.SortFunc(l.sorted, func(a, b drivers.LiveObject) int { return strings.Compare(a.Addr, b.Addr) })
+	}
+	return slices.Clone(l.sorted)
+}
+
+// removeLocked forgets the object at addr and releases its dependencies.
+func (l *lineage) removeLocked(addr string) {
+	obj := l.objects[addr]
+	delete(l.objects, addr)
+	for _, dep := range obj.dependsOn {
+		if l.users[dep]--; l.users[dep] <= 0 {
+			delete(l.users, dep)
+		}
+	}
+	l.sorted = nil
+}
+
+// objectName is the runtime name of an object: a short lineage prefix, as
+// the real drivers use, so that two checkouts never collide.
+func objectName(lineage, addr string) string {
+	return "bf-" + lineage[:min(8, len(lineage))] + "-" + addr
+}
+
+// imageID stands in for the id an engine gives an image reference.
+func imageID(image cty.Value) string {
+	image, _ = image.Unmark()
+	if image == cty.NilVal || image.IsNull() || !image.IsKnown() || image.Type() != cty.String {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(image.AsString()))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
