@@ -141,8 +141,12 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 			return nil
 		}
 		return e.State.Delete(c.Addr)
+	case planner.StepForget:
+		return e.State.Delete(c.Addr)
 	case planner.StepAdopt:
 		return e.record(c, c.Live.ID, nil)
+	case planner.StepRecord:
+		return e.record(c, c.ID(), c.Prior.Computed)
 	}
 	if c.Fingerprint.Hash == "" {
 		return fmt.Errorf("%s has values that are still unknown; run plan again", c.Addr)
@@ -175,5 +179,6 @@ func (e *Executor) record(c *planner.Change, id string, computed map[string]stri
 		Addr: c.Addr, Kind: c.Kind, Driver: c.Driver, Runtime: c.Runtime, ID: id,
 		Hash: c.Fingerprint.Hash, Workload: c.Object.Workload, DependsOn: c.Object.DependsOn,
 		Attrs: c.After, AttrHashes: c.Fingerprint.Attrs, Computed: computed,
+		PreventDestroy: c.PreventDestroy,
 	})
 }

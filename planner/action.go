@@ -10,6 +10,7 @@ package planner
 //	Delete   recorded attrs    null              delete
 //	Start    recorded attrs    desired attrs     start (a stopped workload)
 //	Adopt    null              desired attrs     record only (found live, not in state)
+//	Forget   recorded attrs    null              remove the record only (already gone)
 type Action rune
 
 const (
@@ -20,6 +21,7 @@ const (
 	Delete  Action = '-'
 	Start   Action = '>'
 	Adopt   Action = '&'
+	Forget  Action = 'x'
 )
 
 func (a Action) String() string {
@@ -38,6 +40,8 @@ func (a Action) String() string {
 		return "start"
 	case Adopt:
 		return "adopt"
+	case Forget:
+		return "forget"
 	}
 	return "Action(" + string(a) + ")"
 }

@@ -40,6 +40,11 @@ type Change struct {
 	Prior *state.Record
 	// Live is what the runtime reported, if anything.
 	Live *drivers.LiveObject
+	// PreventDestroy is the desired lifecycle.prevent_destroy, recorded so
+	// it keeps protecting the object after its block is removed.
+	PreventDestroy bool
+	// StateOnly marks an update that changes only the record.
+	StateOnly bool
 }
 
 // ID is the runtime's id of the existing object, if there is one.
@@ -60,8 +65,8 @@ type Plan struct {
 	// Lineage and Serial identify the state the plan was made against.
 	Lineage string
 	Serial  uint64
-	// Destroy is set for a plan that removes everything.
-	Destroy bool
+	// Options are the modes the plan was made with.
+	Options Options
 }
 
 // Applyable reports whether the plan has anything to do.
@@ -76,7 +81,7 @@ func (p *Plan) Applyable() bool {
 
 // Summary counts the changes the way the closing Plan: line reports them.
 type Summary struct {
-	Add, Change, Destroy, Start, Adopt int
+	Add, Change, Destroy, Start, Adopt, Forget int
 }
 
 // Summary counts pending changes; a replacement counts as one add and one destroy.
@@ -97,6 +102,8 @@ func (p *Plan) Summary() Summary {
 			s.Start++
 		case Adopt:
 			s.Adopt++
+		case Forget:
+			s.Forget++
 		}
 	}
 	return s
@@ -110,6 +117,9 @@ func (s Summary) String() string {
 	}
 	if s.Adopt > 0 {
 		line += fmt.Sprintf(", %d to adopt", s.Adopt)
+	}
+	if s.Forget > 0 {
+		line += fmt.Sprintf(", %d to forget", s.Forget)
 	}
 	return line + "."
 }
@@ -144,7 +154,9 @@ const (
 	StepUpdate StepOp = "update"
 	StepStart  StepOp = "start"
 	StepDelete StepOp = "delete"
-	StepAdopt  StepOp = "adopt"
+	StepAdopt  StepOp = "adopt"  // record an object found live
+	StepRecord StepOp = "record" // rewrite a record; nothing on the runtime changes
+	StepForget StepOp = "forget" // remove a record; the object is already gone
 )
 
 // Name identifies the step in the graph.
@@ -162,13 +174,19 @@ func (p *Plan) Graph() *dag.Graph {
 		case Create:
 			ups[c.Addr] = &Step{Op: StepCreate, Change: c}
 		case Update:
-			ups[c.Addr] = &Step{Op: StepUpdate, Change: c}
+			op := StepUpdate
+			if c.StateOnly {
+				op = StepRecord
+			}
+			ups[c.Addr] = &Step{Op: op, Change: c}
 		case Start:
 			ups[c.Addr] = &Step{Op: StepStart, Change: c}
 		case Adopt:
 			ups[c.Addr] = &Step{Op: StepAdopt, Change: c}
 		case Delete:
 			downs[c.Addr] = &Step{Op: StepDelete, Change: c}
+		case Forget:
+			downs[c.Addr] = &Step{Op: StepForget, Change: c}
 		case Replace:
 			ups[c.Addr] = &Step{Op: StepCreate, Change: c}
 			downs[c.Addr] = &Step{Op: StepDelete, Change: c}

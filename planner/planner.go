@@ -1,8 +1,8 @@
 package planner
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -31,16 +31,16 @@ type Planner struct {
 	Runtimes Runtimes
 	State    StateReader
 	Log      hclog.Logger
-	// Destroy plans the removal of everything recorded or found live.
-	Destroy bool
+	Options  Options
 }
 
 // desired is one object the configuration asks for.
 type desired struct {
-	runtime string
-	driver  string
-	object  drivers.Object
-	decl    hcl.Range
+	runtime   string
+	driver    string
+	object    drivers.Object
+	agent     *lang.Agent
+	lifecycle lang.Lifecycle
 }
 
 // Plan refreshes every runtime (one Read each), expands each agent through
@@ -51,25 +51,29 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
+	opts := p.Options
 	records, err := p.State.Records()
 	if err != nil {
 		return nil, append(diags, errorDiag("Cannot read state", err.Error(), nil))
 	}
-	plan := &Plan{Lineage: p.State.Lineage(), Serial: p.State.Serial(), Destroy: p.Destroy}
+	plan := &Plan{Lineage: p.State.Lineage(), Serial: p.State.Serial(), Options: opts}
 
-	live, moreDiags := p.refresh(ctx, plan.Lineage)
-	diags = append(diags, moreDiags...)
-	if diags.HasErrors() {
-		return nil, diags
+	var live liveSet
+	if opts.NoRefresh {
+		live = p.assumeLive(records)
+	} else {
+		var moreDiags hcl.Diagnostics
+		live, moreDiags = p.refresh(ctx, plan.Lineage)
+		diags = append(diags, moreDiags...)
 	}
-
 	want := map[string]*desired{}
-	if !p.Destroy {
+	if !opts.Destroy {
+		var moreDiags hcl.Diagnostics
 		want, moreDiags = p.expand(ctx, records)
 		diags = append(diags, moreDiags...)
-		if diags.HasErrors() {
-			return nil, diags
-		}
+	}
+	if diags.HasErrors() {
+		return nil, diags
 	}
 
 	recorded := make(map[string]*state.Record, len(records))
@@ -78,12 +82,17 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 	}
 	changes := make(map[string]*Change, len(want)+len(records))
 	for addr, d := range want {
-		c := diffObject(d, recorded[addr], live.take(d.runtime, addr))
-		changes[addr] = c
+		changes[addr] = diffObject(d, recorded[addr], live.take(d.runtime, addr))
+	}
+	for _, c := range changes {
+		if slices.Contains(opts.Replace, c.Addr) && (c.Prior != nil || c.Live != nil) && c.Action != Replace {
+			c.Action = Replace
+			c.Reasons = append(c.Reasons, "replacement was requested with -replace")
+		}
 	}
 	propagateReplacement(changes)
 
-	// What is recorded or live but no longer wanted is deleted.
+	// What is recorded or live but no longer wanted goes.
 	for _, r := range records {
 		if _, ok := want[r.Addr]; ok {
 			continue
@@ -93,9 +102,10 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 				fmt.Sprintf("%s was created on runtime %q, which the configuration no longer declares. Declare the runtime again so bottlefile can remove it, or forget it with `bottlefile state rm %s`.", r.Addr, r.Runtime, r.Addr), nil))
 			continue
 		}
-		c := &Change{Addr: r.Addr, Kind: r.Kind, Runtime: r.Runtime, Driver: r.Driver, Action: Delete, Prior: &records[indexOf(records, r.Addr)], Before: r.Attrs}
+		c := &Change{Addr: r.Addr, Kind: r.Kind, Runtime: r.Runtime, Driver: r.Driver, Action: Delete, Prior: recorded[r.Addr], Before: r.Attrs, PreventDestroy: r.PreventDestroy}
 		c.Live = live.take(r.Runtime, r.Addr)
 		if c.Live == nil {
+			c.Action = Forget
 			c.Reasons = append(c.Reasons, "it no longer exists on the runtime; only its record is removed")
 		}
 		changes[r.Addr] = c
@@ -104,9 +114,25 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		if _, ok := changes[lo.obj.Addr]; ok {
 			continue
 		}
-		c := &Change{Addr: lo.obj.Addr, Kind: lo.obj.Kind, Runtime: lo.runtime, Driver: lo.driver, Action: Delete, Live: lo.obj,
+		changes[lo.obj.Addr] = &Change{Addr: lo.obj.Addr, Kind: lo.obj.Kind, Runtime: lo.runtime, Driver: lo.driver, Action: Delete, Live: lo.obj,
 			Reasons: []string{fmt.Sprintf("%s %s carries this state's lineage but is not recorded (left by an interrupted apply)", lo.obj.Kind, lo.obj.Name)}}
-		changes[lo.obj.Addr] = c
+	}
+
+	if opts.RefreshOnly {
+		refreshOnly(changes)
+	}
+	if len(opts.Targets) > 0 {
+		if err := checkAddrs("-target", opts.Targets, changes); err != nil {
+			diags = append(diags, errorDiag("Invalid target", err.Error(), nil))
+		}
+		applyTargets(changes, opts.Targets)
+	}
+	if err := checkExact("-replace", opts.Replace, changes); err != nil {
+		diags = append(diags, errorDiag("Invalid replacement address", err.Error(), nil))
+	}
+	diags = append(diags, checkPreventDestroy(changes, want)...)
+	if diags.HasErrors() {
+		return nil, diags
 	}
 
 	for _, c := range changes {
@@ -117,13 +143,82 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 	return plan, diags
 }
 
-func indexOf(records []state.Record, addr string) int {
-	for i := range records {
-		if records[i].Addr == addr {
-			return i
+// refreshOnly keeps only what brings the state in line with the runtimes.
+func refreshOnly(changes map[string]*Change) {
+	for addr, c := range changes {
+		switch c.Action {
+		case Adopt, Forget:
+		case Create:
+			if c.Prior != nil { // recorded, but gone
+				c.Action = Forget
+				c.Reasons = []string{"it no longer exists on the runtime; only its record is removed"}
+				c.After = nil
+				continue
+			}
+			delete(changes, addr)
+		default:
+			if c.Prior == nil {
+				delete(changes, addr) // unrecorded and unmatched: a normal plan removes it
+				continue
+			}
+			c.Action, c.Reasons, c.Changed, c.Forcing = NoOp, nil, nil, nil
 		}
 	}
-	return -1
+}
+
+// checkPreventDestroy refuses a plan that would destroy a protected object.
+// The record keeps the protection after the block is removed.
+func checkPreventDestroy(changes map[string]*Change, want map[string]*desired) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, addr := range sortedKeys(changes) {
+		c := changes[addr]
+		if c.Action != Delete && c.Action != Replace {
+			continue
+		}
+		protected := c.Prior != nil && c.Prior.PreventDestroy
+		var subject *hcl.Range
+		if d, ok := want[addr]; ok {
+			protected = d.lifecycle.PreventDestroy
+			if protected {
+				subject = d.lifecycle.DeclRange.Ptr()
+			}
+		}
+		if !protected {
+			continue
+		}
+		why := "it is no longer in the configuration, and its record still carries lifecycle.prevent_destroy"
+		if c.Action == Replace {
+			why = "it must be replaced"
+			if len(c.Forcing) > 0 {
+				why += " (" + strings.Join(c.Forcing, ", ") + " changed)"
+			}
+			for _, r := range c.Reasons {
+				why += "; " + r
+			}
+		} else if subject != nil {
+			why = "the plan destroys it"
+		}
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Object has lifecycle.prevent_destroy set",
+			Detail:   fmt.Sprintf("%s is protected by lifecycle.prevent_destroy, but %s. Set prevent_destroy = false and apply first, or change the plan so it keeps %s.", addr, why, addr),
+			Subject:  subject,
+		})
+	}
+	return diags
+}
+
+func (p *Planner) assumeLive(records []state.Record) liveSet {
+	ls := liveSet{}
+	for _, r := range records {
+		if ls[r.Runtime] == nil {
+			ls[r.Runtime] = map[string]liveEntry{}
+		}
+		ls[r.Runtime][r.Addr] = liveEntry{runtime: r.Runtime, driver: r.Driver, obj: &drivers.LiveObject{
+			Addr: r.Addr, Kind: r.Kind, ID: r.ID, Hash: r.Hash, Running: true,
+		}}
+	}
+	return ls
 }
 
 // liveSet holds what refresh found, by runtime and address; take removes an
@@ -184,7 +279,7 @@ func (p *Planner) refresh(ctx context.Context, lineage string) (liveSet, hcl.Dia
 func (p *Planner) expand(ctx context.Context, records []state.Record) (map[string]*desired, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	for _, r := range records {
-		if r.Kind == "container" && r.ID != "" && strings.Count(r.Addr, ".") == 1 {
+		if r.Workload && strings.Count(r.Addr, ".") == 1 {
 			p.Scope.SetAgent(strings.TrimPrefix(r.Addr, "agent."), cty.ObjectVal(map[string]cty.Value{"id": cty.StringVal(r.ID)}))
 		}
 	}
@@ -215,22 +310,50 @@ func (p *Planner) expand(ctx context.Context, records []state.Record) (map[strin
 			continue
 		}
 		for _, o := range resp.Objects {
-			want[o.Addr] = &desired{runtime: rt.Name, driver: rt.Driver.Name(), object: o, decl: a.DeclRange}
+			want[o.Addr] = &desired{runtime: rt.Name, driver: rt.Driver.Name(), object: o, agent: a, lifecycle: a.Lifecycle}
 		}
 	}
 	return want, diags
 }
 
+// ignored names the attributes whose changes lifecycle.ignore_changes
+// hides, for the agent's own workload object.
+func (d *desired) ignored() []string {
+	if d.agent == nil || d.object.Addr != d.agent.Addr() {
+		return nil
+	}
+	if d.lifecycle.IgnoreAllChanges {
+		return keys(d.object.Attrs)
+	}
+	return d.lifecycle.IgnoreChanges
+}
+
 // diffObject decides the action for one wanted object from its record and
 // what is live. Drift is judged on the config hash and a few live facts.
 func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
-	fp := fingerprint(d.object.Kind, d.object.Attrs)
+	var keep map[string]string
+	if rec != nil {
+		for _, name := range d.ignored() {
+			if h, ok := rec.AttrHashes[name]; ok {
+				if keep == nil {
+					keep = map[string]string{}
+				}
+				keep[name] = h
+			}
+		}
+	}
+	fp := fingerprint(d.object.Kind, d.object.Attrs, keep)
 	c := &Change{
 		Addr: d.object.Addr, Kind: d.object.Kind, Runtime: d.runtime, Driver: d.driver,
 		Object: d.object, Fingerprint: fp, Prior: rec, Live: lo,
-		After: make(map[string]json.RawMessage, len(d.object.Attrs)),
+		After:          make(map[string]json.RawMessage, len(d.object.Attrs)),
+		PreventDestroy: d.lifecycle.PreventDestroy,
 	}
 	for name, v := range d.object.Attrs {
+		if _, ok := keep[name]; ok {
+			c.After[name] = rec.Attrs[name] // held at its recorded value
+			continue
+		}
 		c.After[name] = RedactedJSON(v)
 	}
 	if rec != nil {
@@ -278,6 +401,10 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 		case d.object.Workload && !lo.Running:
 			c.Action = Start
 			c.Reasons = append(c.Reasons, "it was stopped outside bottlefile; it will be started, not replaced")
+		case rec.PreventDestroy != d.lifecycle.PreventDestroy:
+			c.Action = Update
+			c.StateOnly = true
+			c.Reasons = append(c.Reasons, fmt.Sprintf("lifecycle.prevent_destroy changes to %t; only the record changes", d.lifecycle.PreventDestroy))
 		}
 	}
 	return c
@@ -320,6 +447,7 @@ func propagateReplacement(changes map[string]*Change) {
 					continue
 				}
 				c.Action = Replace
+				c.StateOnly = false
 				c.Reasons = append(c.Reasons, fmt.Sprintf("%s, which it depends on, will be %s", dep, pastTense(d.Action)))
 				changed = true
 				break

@@ -25,15 +25,18 @@ type Fingerprint struct {
 	Attrs map[string]string // attribute name to hash; missing when unknown
 }
 
-// fingerprint hashes the kind and the unmarked attribute values.
-func fingerprint(kind string, attrs map[string]cty.Value) Fingerprint {
+// fingerprint hashes the kind and the unmarked attribute values. An
+// attribute named in keep takes the given hash instead of its own: that is
+// how lifecycle.ignore_changes holds an attribute at its recorded value.
+func fingerprint(kind string, attrs map[string]cty.Value, keep map[string]string) Fingerprint {
 	fp := Fingerprint{Attrs: make(map[string]string, len(attrs))}
-	names := sortedKeys(attrs)
-	whole := sha256.New()
-	whole.Write([]byte(kind))
 	known := true
-	for _, name := range names {
-		v, _ := attrs[name].UnmarkDeep()
+	for name, v := range attrs {
+		if h, ok := keep[name]; ok {
+			fp.Attrs[name] = h
+			continue
+		}
+		v, _ = v.UnmarkDeep()
 		if !v.IsWhollyKnown() {
 			known = false
 			continue
@@ -45,11 +48,14 @@ func fingerprint(kind string, attrs map[string]cty.Value) Fingerprint {
 		}
 		h := sha256.Sum256(append([]byte(name+"="), data...))
 		fp.Attrs[name] = hex.EncodeToString(h[:8])
-		whole.Write([]byte{0})
-		whole.Write([]byte(name))
-		whole.Write(h[:])
 	}
 	if known {
+		whole := sha256.New()
+		whole.Write([]byte(kind))
+		for _, name := range sortedKeys(fp.Attrs) {
+			whole.Write([]byte{0})
+			whole.Write([]byte(name + "=" + fp.Attrs[name]))
+		}
 		fp.Hash = hex.EncodeToString(whole.Sum(nil)[:16])
 	}
 	return fp

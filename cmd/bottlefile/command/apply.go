@@ -68,7 +68,7 @@ func (c *ApplyCommand) Run(args []string) int {
 	if m.showDiags(op.files(), diags) {
 		return 1
 	}
-	p, diags := op.plan(m.Ctx, m, a.Destroy)
+	p, diags := op.plan(m.Ctx, m, a.options())
 	if m.showDiags(op.files(), diags) {
 		return 1
 	}

@@ -4,9 +4,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/bottlefile/bottlefile/planner"
 )
 
 // planArgs are the options plan, apply and destroy share.
@@ -15,15 +18,29 @@ type planArgs struct {
 	DetailedExitCode bool
 	JSON             bool
 	NoColor          bool
+	Refresh          bool
+	RefreshOnly      bool
 	LockTimeout      time.Duration
 	Parallelism      int
+	Targets          stringList
+	Replace          stringList
+	Vars             stringList // -var name=value, in order
+	VarFiles         stringList
+	Out              string // plan -out=FILE
 }
 
 // applyArgs are apply's and destroy's options.
 type applyArgs struct {
 	planArgs
 	AutoApprove bool
+	PlanFile    string
 }
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -35,8 +52,42 @@ func (a *planArgs) register(fs *flag.FlagSet) {
 	fs.BoolVar(&a.NoColor, "no-color", false, "")
 	fs.BoolVar(&a.JSON, "json", false, "")
 	fs.BoolVar(&a.Destroy, "destroy", a.Destroy, "")
+	fs.BoolVar(&a.Refresh, "refresh", true, "")
+	fs.BoolVar(&a.RefreshOnly, "refresh-only", false, "")
 	fs.DurationVar(&a.LockTimeout, "lock-timeout", 0, "")
 	fs.IntVar(&a.Parallelism, "parallelism", 10, "")
+	fs.Var(&a.Targets, "target", "")
+	fs.Var(&a.Replace, "replace", "")
+	fs.Var(&a.Vars, "var", "")
+	fs.Var(&a.VarFiles, "var-file", "")
+}
+
+// options are the planner's modes the flags ask for.
+func (a *planArgs) options() planner.Options {
+	return planner.Options{
+		Destroy: a.Destroy, NoRefresh: !a.Refresh, RefreshOnly: a.RefreshOnly,
+		Targets: a.Targets, Replace: a.Replace,
+	}
+}
+
+// check reports flag combinations that make no sense together.
+func (a *planArgs) check() hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	if a.Destroy && a.RefreshOnly {
+		diags = append(diags, argError("-destroy and -refresh-only cannot be used together"))
+	}
+	if a.RefreshOnly && !a.Refresh {
+		diags = append(diags, argError("-refresh-only and -refresh=false cannot be used together"))
+	}
+	if a.Destroy && len(a.Replace) > 0 {
+		diags = append(diags, argError("-destroy and -replace cannot be used together"))
+	}
+	for _, v := range a.Vars {
+		if !strings.Contains(v, "=") {
+			diags = append(diags, argError(fmt.Sprintf("-var %q must be name=value", v)))
+		}
+	}
+	return diags
 }
 
 func parsePlanArgs(args []string) (*planArgs, hcl.Diagnostics) {
@@ -44,7 +95,9 @@ func parsePlanArgs(args []string) (*planArgs, hcl.Diagnostics) {
 	fs := newFlagSet("plan")
 	a.register(fs)
 	fs.BoolVar(&a.DetailedExitCode, "detailed-exitcode", false, "")
-	return a, finishParse(fs, args, 0)
+	fs.StringVar(&a.Out, "out", "", "")
+	diags := finishParse(fs, args, 0)
+	return a, append(diags, a.check()...)
 }
 
 func parseApplyArgs(args []string, destroy bool) (*applyArgs, hcl.Diagnostics) {
@@ -53,7 +106,22 @@ func parseApplyArgs(args []string, destroy bool) (*applyArgs, hcl.Diagnostics) {
 	fs := newFlagSet("apply")
 	a.register(fs)
 	fs.BoolVar(&a.AutoApprove, "auto-approve", false, "")
-	return a, finishParse(fs, args, 0)
+	max := 1
+	if destroy {
+		max = 0
+	}
+	diags := finishParse(fs, args, max)
+	if fs.NArg() == 1 {
+		a.PlanFile = fs.Arg(0)
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for _, name := range []string{"destroy", "refresh", "refresh-only", "target", "replace", "var-file"} {
+			if set[name] {
+				diags = append(diags, argError(fmt.Sprintf("-%s cannot be used with a saved plan: the plan already fixes it", name)))
+			}
+		}
+	}
+	return a, append(diags, a.check()...)
 }
 
 // finishParse parses and checks the flags, allowing at most maxArgs positional arguments.

@@ -58,8 +58,8 @@ func (m *Meta) openOperation(ctx context.Context, readOnly bool, lockTimeout tim
 	return op, diags
 }
 
-func (op *operation) plan(ctx context.Context, m *Meta, destroy bool) (*planner.Plan, hcl.Diagnostics) {
-	p := &planner.Planner{Config: op.config, Scope: op.scope, Runtimes: op.runtimes, State: op.store, Log: m.Log, Destroy: destroy}
+func (op *operation) plan(ctx context.Context, m *Meta, opts planner.Options) (*planner.Plan, hcl.Diagnostics) {
+	p := &planner.Planner{Config: op.config, Scope: op.scope, Runtimes: op.runtimes, State: op.store, Log: m.Log, Options: opts}
 	return p.Plan(ctx)
 }
 

@@ -21,6 +21,9 @@ func TestPlanGolden(t *testing.T) {
 		name  string
 		drift func(w *workspace, f *drivertest.Fake, lineage string)
 		args  []string
+		// check are the plan arguments that must show no changes after the
+		// apply; nil means args.
+		check []string
 	}{
 		{name: "create"},
 		{name: "no-changes"},
@@ -50,6 +53,14 @@ func TestPlanGolden(t *testing.T) {
 				w.t.Fatal(err)
 			}
 		}},
+		{name: "target", args: []string{"-target=agent.reviewer"}},
+		{name: "replace-requested", args: []string{"-replace=agent.coder"}, check: []string{}},
+		{name: "refresh-false", args: []string{"-refresh=false"}, drift: func(_ *workspace, f *drivertest.Fake, l string) { f.Stop(l, "agent.coder") }},
+		{name: "refresh-only", args: []string{"-refresh-only"}, drift: func(_ *workspace, f *drivertest.Fake, l string) {
+			f.Remove(l, "agent.coder")
+		}},
+		{name: "forget", drift: func(_ *workspace, f *drivertest.Fake, l string) { f.Remove(l, "agent.reviewer") }},
+		{name: "ignore-changes"},
 		{name: "orphans", drift: func(_ *workspace, f *drivertest.Fake, l string) {
 			f.Put(l, drivers.LiveObject{Addr: "agent.ghost", Kind: "container", ID: "fake-ghost", Name: "bf-ghost", Hash: "deadbeef", Running: true})
 		}},
@@ -76,7 +87,11 @@ func TestPlanGolden(t *testing.T) {
 
 			// What the plan promises, apply does: afterwards nothing is left to do.
 			w.must("apply", append([]string{"-auto-approve"}, tc.args...)...)
-			if got := w.must("plan", tc.args...); !strings.Contains(got, "No changes.") {
+			check := tc.check
+			if check == nil {
+				check = tc.args
+			}
+			if got := w.must("plan", check...); !strings.Contains(got, "No changes.") {
 				t.Errorf("after apply, plan still has changes:\n%s", got)
 			}
 		})

@@ -19,6 +19,12 @@ import (
 // line for every action not driven by the configuration, and the closing
 // Plan: line, or "No changes.".
 func renderPlan(w io.Writer, p *planner.Plan) {
+	if len(p.Options.Targets) > 0 {
+		fmt.Fprintf(w, "Note: -target is in effect: this plan covers only %s and what they depend on.\nThe rest of the configuration may still differ; use -target only to recover from mistakes.\n\n", strings.Join(p.Options.Targets, ", "))
+	}
+	if p.Options.NoRefresh {
+		fmt.Fprint(w, "Note: -refresh=false: the runtimes were not asked what is live; drift is not shown.\n\n")
+	}
 	if !p.Applyable() {
 		fmt.Fprintln(w, "No changes. Your bottles match the configuration.")
 		return
@@ -51,6 +57,8 @@ func headline(c *planner.Change) string {
 		return "will be started"
 	case planner.Adopt:
 		return "will be adopted into state"
+	case planner.Forget:
+		return "will be forgotten (removed from state only)"
 	}
 	return "is unchanged"
 }
@@ -70,7 +78,7 @@ func renderChange(w io.Writer, c *planner.Change) {
 			}
 			lines = append(lines, attrLine{"+", name, planner.FormatJSON(c.After[name]), ""})
 		}
-	case planner.Delete:
+	case planner.Delete, planner.Forget:
 		for _, name := range sortedNames(c.Before) {
 			if isNull(c.Before[name]) {
 				continue
@@ -153,6 +161,8 @@ var stepVerbs = map[planner.StepOp][3]string{
 	planner.StepStart:  {"Starting...", "Start complete", "starting"},
 	planner.StepDelete: {"Destroying...", "Destruction complete", "destroying"},
 	planner.StepAdopt:  {"Adopting...", "Adoption complete", "adopting"},
+	planner.StepRecord: {"Recording...", "Record updated", "recording"},
+	planner.StepForget: {"Forgetting...", "Record removed", "forgetting"},
 }
 
 func (h *progressHook) printf(format string, args ...any) {

@@ -39,10 +39,11 @@ type jsonSummary struct {
 	Destroy int `json:"destroy"`
 	Start   int `json:"start"`
 	Adopt   int `json:"adopt"`
+	Forget  int `json:"forget"`
 }
 
 func planDocument(p *planner.Plan) jsonPlan {
-	doc := jsonPlan{FormatVersion: planFormatVersion, Lineage: p.Lineage, Serial: p.Serial, Destroy: p.Destroy, ResourceChanges: []jsonChange{}}
+	doc := jsonPlan{FormatVersion: planFormatVersion, Lineage: p.Lineage, Serial: p.Serial, Destroy: p.Options.Destroy, ResourceChanges: []jsonChange{}}
 	for _, c := range p.Changes {
 		jc := jsonChange{
 			Address: c.Addr, Kind: c.Kind, Runtime: c.Runtime, Action: c.Action.String(),
@@ -52,13 +53,13 @@ func planDocument(p *planner.Plan) jsonPlan {
 		if c.Action == planner.Create || c.Action == planner.Adopt {
 			jc.Before = nil // what is not recorded has no before
 		}
-		if c.Action == planner.Delete {
+		if c.Action == planner.Delete || c.Action == planner.Forget {
 			jc.After = nil
 		}
 		doc.ResourceChanges = append(doc.ResourceChanges, jc)
 	}
 	s := p.Summary()
-	doc.Summary = jsonSummary{Add: s.Add, Change: s.Change, Destroy: s.Destroy, Start: s.Start, Adopt: s.Adopt}
+	doc.Summary = jsonSummary{Add: s.Add, Change: s.Change, Destroy: s.Destroy, Start: s.Start, Adopt: s.Adopt, Forget: s.Forget}
 	return doc
 }
 

@@ -1,0 +1,9 @@
+agent "coder" {
+  image   = "busybox:1"
+  command = ["sleep", "600"]
+  env     = { ROLE = "reviewer" }
+
+  lifecycle {
+    ignore_changes = [env]
+  }
+}

@@ -1,0 +1,99 @@
+package planner
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Options are the plan's modes, as the command line sets them.
+type Options struct {
+	// Destroy plans the removal of everything recorded or found live.
+	Destroy bool
+	// NoRefresh trusts the state instead of asking the runtimes
+	// (-refresh=false): drift goes unseen.
+	NoRefresh bool
+	// RefreshOnly plans only to bring the state in line with the runtimes:
+	// records of objects that are gone are forgotten, unrecorded objects
+	// that match are adopted; nothing on a runtime changes.
+	RefreshOnly bool
+	// Targets limits the plan to these addresses, the objects below them
+	// ("agent.x" covers "agent.x.network") and what they depend on.
+	Targets []string
+	// Replace forces replacement of these addresses.
+	Replace []string
+}
+
+// covers reports whether addr is one of addrs or below one of them.
+func covers(addrs []string, addr string) bool {
+	for _, a := range addrs {
+		if addr == a || strings.HasPrefix(addr, a+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// applyTargets drops every change not targeted, keeping what targeted
+// changes depend on.
+func applyTargets(changes map[string]*Change, targets []string) {
+	keep := map[string]bool{}
+	var visit func(addr string)
+	visit = func(addr string) {
+		if keep[addr] {
+			return
+		}
+		keep[addr] = true
+		c, ok := changes[addr]
+		if !ok {
+			return
+		}
+		for _, dep := range c.Object.DependsOn {
+			visit(dep)
+		}
+		if c.Prior != nil {
+			for _, dep := range c.Prior.DependsOn {
+				visit(dep)
+			}
+		}
+	}
+	for addr := range changes {
+		if covers(targets, addr) {
+			visit(addr)
+		}
+	}
+	for addr := range changes {
+		if !keep[addr] {
+			delete(changes, addr)
+		}
+	}
+}
+
+// checkAddrs reports addresses given on the command line that match nothing.
+func checkAddrs(flag string, addrs []string, changes map[string]*Change) error {
+	for _, a := range addrs {
+		found := slices.ContainsFunc(keys(changes), func(addr string) bool { return covers([]string{a}, addr) })
+		if !found {
+			return fmt.Errorf("%s=%s matches nothing in the configuration or the state", flag, a)
+		}
+	}
+	return nil
+}
+
+// checkExact reports addresses given on the command line that name no object.
+func checkExact(flag string, addrs []string, changes map[string]*Change) error {
+	for _, a := range addrs {
+		if _, ok := changes[a]; !ok {
+			return fmt.Errorf("%s=%s names no object in the configuration or the state", flag, a)
+		}
+	}
+	return nil
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
