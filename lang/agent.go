@@ -35,6 +35,10 @@ type Agent struct {
 	FromSnapshotRange hcl.Range
 
 	DeclRange, TypeRange hcl.Range
+
+	// refCache is refs(), computed once when the block is decoded; nil for
+	// an Agent built by hand.
+	refCache []*reference
 }
 
 // Sidecar is a `sidecar "NAME"` block inside an agent: a helper workload in
@@ -98,6 +102,9 @@ func (a *Agent) References() []string {
 }
 
 func (a *Agent) refs() []*reference {
+	if a.refCache != nil {
+		return a.refCache
+	}
 	refs := exprRefs(a.exprs()...)
 	for _, t := range a.DependsOn {
 		if ref, _ := parseReference(t); ref != nil {
@@ -239,6 +246,7 @@ func decodeAgentBlock(block *hcl.Block) (*Agent, hcl.Diagnostics) {
 			a.Lifecycle = l
 		}
 	}
+	a.refCache = append(make([]*reference, 0, 8), a.refs()...)
 	return a, diags
 }
 

@@ -21,6 +21,9 @@ type Config struct {
 
 	baseDir string // Dir made absolute (or cleaned, inside fsys): what relative paths resolve against
 	fsys    fs.FS  // nil: the OS filesystem
+	// invalid holds the ranges of expressions with invalid references,
+	// already reported: evaluating them would report the same in other words.
+	invalid map[hcl.Range]bool
 }
 
 func newConfig(dir, baseDir string, fsys fs.FS) *Config {
@@ -34,6 +37,7 @@ func newConfig(dir, baseDir string, fsys fs.FS) *Config {
 		Outputs:   map[string]*Output{},
 		baseDir:   baseDir,
 		fsys:      fsys,
+		invalid:   map[hcl.Range]bool{},
 	}
 }
 
@@ -158,15 +162,8 @@ func (c *Config) finish() hcl.Diagnostics {
 		c.Runtimes[DefaultRuntime] = implicitRuntime()
 	}
 	diags = append(diags, c.checkReferences()...)
-	if diags.HasErrors() {
-		// Cycles and evaluation over dangling references would only repeat
-		// the errors above in other words.
-		return diags
-	}
 	diags = append(diags, c.CheckCycles()...)
-	if diags.HasErrors() {
-		return diags
-	}
+	// Expressions with invalid references are left out of this.
 	diags = append(diags, c.validateValues()...)
 	return diags
 }

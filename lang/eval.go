@@ -83,7 +83,7 @@ func (s *Scope) EvalAgent(a *Agent) (AgentValue, hcl.Diagnostics) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 
-	ctx, moreDiags := s.evalContext(exprRefs(a.exprs()...), nil)
+	ctx, moreDiags := s.evalContext(a.refs(), nil)
 	diags = append(diags, moreDiags...)
 
 	w, moreDiags := s.evalWorkload(ctx, a.workload())
@@ -150,6 +150,9 @@ func (s *Scope) EvalOutput(o *Output) (cty.Value, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	if o.Value == nil {
 		return cty.NullVal(cty.DynamicPseudoType), nil
+	}
+	if s.cfg.invalid[o.Value.Range()] {
+		return cty.DynamicVal, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -244,7 +247,9 @@ func (s *Scope) evalWorkload(ctx *hcl.EvalContext, w workload) (SidecarValue, hc
 	}
 
 	out.Memory = cty.NullVal(cty.Number)
-	if w.Memory != nil {
+	if w.Memory != nil && s.cfg.invalid[w.Memory.Range()] {
+		out.Memory = cty.UnknownVal(cty.Number)
+	} else if w.Memory != nil {
 		v, moreDiags := w.Memory.Value(ctx)
 		diags = append(diags, withExpr(moreDiags, w.Memory, ctx)...)
 		if moreDiags.HasErrors() {
@@ -422,6 +427,9 @@ func (s *Scope) evalSnapshotPolicy(ctx *hcl.EvalContext, p *SnapshotPolicy) (*Sn
 func (s *Scope) evalAttr(ctx *hcl.EvalContext, expr hcl.Expression, name string, ty cty.Type) (cty.Value, hcl.Diagnostics) {
 	if expr == nil {
 		return cty.NullVal(ty), nil
+	}
+	if s.cfg.invalid[expr.Range()] {
+		return cty.UnknownVal(ty), nil
 	}
 	v, diags := expr.Value(ctx)
 	diags = withExpr(diags, expr, ctx)

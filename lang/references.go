@@ -125,14 +125,19 @@ func (c *Config) checkRefs(where string, allowed []string, exprs ...hcl.Expressi
 		if expr == nil {
 			continue
 		}
+		var exprDiags hcl.Diagnostics
 		for _, t := range expr.Variables() {
 			ref, moreDiags := parseReference(t)
-			diags = append(diags, moreDiags...)
+			exprDiags = append(exprDiags, moreDiags...)
 			if ref == nil {
 				continue
 			}
-			diags = append(diags, c.checkRef(where, allowed, ref)...)
+			exprDiags = append(exprDiags, c.checkRef(where, allowed, ref)...)
 		}
+		if exprDiags.HasErrors() {
+			c.invalid[expr.Range()] = true
+		}
+		diags = append(diags, exprDiags...)
 	}
 	return diags
 }

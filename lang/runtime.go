@@ -38,7 +38,9 @@ func (r *Runtime) References() []string { return addrs(r.refs()) }
 func (r *Runtime) refs() []*reference {
 	var refs []*reference
 	for _, t := range bodyVariables(r.Config) {
-		if ref, _ := parseReference(t); ref != nil {
+		// Only variables and locals are allowed; others are reported by
+		// checkReferences and are no dependencies.
+		if ref, _ := parseReference(t); ref != nil && contains(runtimeKinds, ref.kind) {
 			refs = append(refs, ref)
 		}
 	}

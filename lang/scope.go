@@ -135,7 +135,7 @@ func (c *Config) NewScope(vars map[string]cty.Value) (*Scope, hcl.Diagnostics) {
 }
 
 func (c *Config) newScope() *Scope {
-	return &Scope{
+	s := &Scope{
 		cfg:       c,
 		vars:      map[string]cty.Value{},
 		funcs:     c.Functions(),
@@ -143,6 +143,23 @@ func (c *Config) newScope() *Scope {
 		snapshots: map[string]cty.Value{},
 		locals:    map[string]cty.Value{},
 	}
+	s.redact.names = functionNames(s.funcs)
+	return s
+}
+
+// functionNames is the names of funcs and of their parameters.
+func functionNames(funcs map[string]function.Function) map[string]bool {
+	names := map[string]bool{}
+	for name, f := range funcs {
+		names[name] = true
+		for _, p := range f.Params() {
+			names[p.Name] = true
+		}
+		if p := f.VarParam(); p != nil {
+			names[p.Name] = true
+		}
+	}
+	return names
 }
 
 // validationScope is a scope where every input variable is unknown (of its
@@ -271,7 +288,7 @@ func (s *Scope) local(name string, visiting map[string]bool) (cty.Value, hcl.Dia
 	if !ok {
 		return cty.DynamicVal, nil
 	}
-	if visiting[name] {
+	if visiting[name] || s.cfg.invalid[l.Expr.Range()] {
 		return cty.DynamicVal, nil
 	}
 	if visiting == nil {

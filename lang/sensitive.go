@@ -27,7 +27,8 @@ const Redacted = "(sensitive value)"
 // redactor hides sensitive strings that found their way into diagnostic
 // text, such as a function's error quoting its argument.
 type redactor struct {
-	secrets []string // the string leaves of sensitive values, longest first
+	secrets []string        // the string leaves of sensitive values, longest first
+	names   map[string]bool // quoted words that are never secrets: function and parameter names
 }
 
 // add remembers every string inside v, if v is sensitive.
@@ -68,7 +69,7 @@ func (r *redactor) redact(diags hcl.Diagnostics) hcl.Diagnostics {
 			c.Detail = strings.ReplaceAll(c.Detail, s, Redacted)
 		}
 		if usesSensitive(d) {
-			c.Detail = redactQuoted(c.Detail)
+			c.Detail = redactQuoted(c.Detail, r.names)
 		}
 		out[i] = &c
 	}
@@ -95,8 +96,9 @@ func usesSensitive(d *hcl.Diagnostic) bool {
 	return false
 }
 
-// redactQuoted replaces every double-quoted string in s.
-func redactQuoted(s string) string {
+// redactQuoted replaces every double-quoted string in s but the names
+// given.
+func redactQuoted(s string, names map[string]bool) string {
 	var b strings.Builder
 	for {
 		i := strings.IndexByte(s, '"')
@@ -116,7 +118,11 @@ func redactQuoted(s string) string {
 			return b.String()
 		}
 		b.WriteString(s[:i])
-		b.WriteString(Redacted)
+		if names[s[i+1:j]] {
+			b.WriteString(s[i : j+1])
+		} else {
+			b.WriteString(Redacted)
+		}
 		s = s[j+1:]
 	}
 }

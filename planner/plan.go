@@ -167,7 +167,7 @@ func (s *Step) Name() string { return string(s.Op) + " " + s.Change.Addr }
 // deletes before it creates, since names are fixed.
 func (p *Plan) Graph() *dag.Graph {
 	g := &dag.Graph{}
-	ups := map[string]*Step{}  // address to its create/update/start/adopt step
+	ups := map[string]*Step{}   // address to its create/update/start/adopt step
 	downs := map[string]*Step{} // address to its delete step
 	for _, c := range p.Changes {
 		switch c.Action {

@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -123,6 +124,14 @@ func BusyboxImage(t testing.TB, cli *client.Client) string {
 	sum := sha256.Sum256(append(bin, rootfsVersion...))
 	digest := hex.EncodeToString(sum[:])
 
+	// Test processes of several packages run at once: one imports, the
+	// others wait and reuse its image instead of leaving untagged copies.
+	unlock, err := lockFile(filepath.Join(os.TempDir(), "bottlefile-dockertest-busybox.lock"))
+	if err != nil {
+		t.Fatalf("locking the busybox image build: %v", err)
+	}
+	defer unlock()
+
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if info, err := cli.ImageInspect(ctx, BusyboxTag); err == nil && info.Config != nil && info.Config.Labels[busyboxDigestLabel] == digest {
@@ -148,12 +157,14 @@ func BusyboxImage(t testing.TB, cli *client.Client) string {
 			fmt.Sprintf("LABEL %s=1 %s=%s", TestLabel, busyboxDigestLabel, digest),
 		},
 	})
+	var id string
 	if err == nil {
-		err = drain(rc)
+		id, err = drain(rc)
 	}
 	if err != nil {
 		t.Fatalf("importing the busybox test image %s: %v", BusyboxTag, err)
 	}
+	t.Logf("dockertest: imported %s as %s", BusyboxTag, id)
 	busybox.tag = BusyboxTag
 	return busybox.tag
 }
@@ -224,12 +235,15 @@ func busyboxRootfs(bin []byte, applets []string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// drain reads a progress stream to its end and returns the error it reports.
-func drain(rc io.ReadCloser) error {
+// drain reads a progress stream to its end and returns its last status
+// (for an import, the new image's id) or the error it reports.
+func drain(rc io.ReadCloser) (string, error) {
 	defer rc.Close()
 	dec := json.NewDecoder(rc)
+	status := ""
 	for {
 		var m struct {
+			Status      string `json:"status"`
 			Error       string `json:"error"`
 			ErrorDetail *struct {
 				Message string `json:"message"`
@@ -237,15 +251,18 @@ func drain(rc io.ReadCloser) error {
 		}
 		if err := dec.Decode(&m); err != nil {
 			if errors.Is(err, io.EOF) {
-				return nil
+				return status, nil
 			}
-			return err
+			return "", err
 		}
 		if m.ErrorDetail != nil && m.ErrorDetail.Message != "" {
-			return errors.New(m.ErrorDetail.Message)
+			return "", errors.New(m.ErrorDetail.Message)
 		}
 		if m.Error != "" {
-			return errors.New(m.Error)
+			return "", errors.New(m.Error)
+		}
+		if m.Status != "" {
+			status = strings.TrimSpace(m.Status)
 		}
 	}
 }
