@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hashicorp/hcl/v2"
-
 	"github.com/bottlefile/bottlefile/executor"
 	"github.com/bottlefile/bottlefile/planner"
 )
@@ -63,6 +61,9 @@ func (c *ApplyCommand) Run(args []string) int {
 	if m.showDiags(nil, diags) {
 		return 1
 	}
+	if a.PlanFile != "" {
+		return c.applySaved(a)
+	}
 	op, diags := m.openOperation(m.Ctx, false, a.LockTimeout)
 	defer op.close()
 	if m.showDiags(op.files(), diags) {
@@ -80,20 +81,62 @@ func (c *ApplyCommand) Run(args []string) int {
 		fmt.Fprintln(m.Stdout, "\nApply cancelled.")
 		return 1
 	}
-	lineage, err := op.store.Init()
+	fmt.Fprintln(m.Stdout)
+	return c.execute(op, p, a)
+}
+
+// applySaved applies a plan file, refusing it when anything it was made
+// from has changed: the configuration, the state, or what is live.
+func (c *ApplyCommand) applySaved(a *applyArgs) int {
+	m := c.Meta
+	saved, err := planner.ReadPlanFile(a.PlanFile)
 	if err != nil {
-		m.showDiags(nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot write state", Detail: err.Error()}})
+		return m.fail("Cannot read the saved plan", err)
+	}
+	op, diags := m.openOperation(m.Ctx, false, a.LockTimeout)
+	defer op.close()
+	if m.showDiags(op.files(), diags) {
 		return 1
 	}
-	fmt.Fprintln(m.Stdout)
+	stale := func(err error) int {
+		return m.fail("Saved plan is stale", fmt.Errorf("%w. Run plan again.", err))
+	}
+	if err := saved.CheckConfig(op.configHashes()); err != nil {
+		return stale(err)
+	}
+	if err := saved.CheckState(op.store.Lineage(), op.store.Serial()); err != nil {
+		return stale(err)
+	}
+	p, diags := op.plan(m.Ctx, m, saved.Options)
+	if m.showDiags(op.files(), diags) {
+		return 1
+	}
+	if err := saved.CheckFresh(p); err != nil {
+		return stale(err)
+	}
+	if !p.Applyable() {
+		fmt.Fprintln(m.Stdout, "The saved plan has no changes.")
+		return 0
+	}
+	a.Destroy = saved.Options.Destroy
+	return c.execute(op, p, a)
+}
+
+// execute applies a plan and reports what was and was not done.
+func (c *ApplyCommand) execute(op *operation, p *planner.Plan, a *applyArgs) int {
+	m := c.Meta
+	lineage, err := op.store.Init()
+	if err != nil {
+		return m.fail("Cannot write state", err)
+	}
 	ex := &executor.Executor{
 		State: op.store, Lineage: lineage, Runtimes: op.runtimes,
 		Parallelism: a.Parallelism, Hook: newProgressHook(m.Stdout), Log: m.Log, Abandon: m.Abandon,
 	}
 	res, diags := ex.Apply(m.Ctx, p)
-	failed := m.showDiags(op.files(), diags)
-	c.summarize(res, a.Destroy, failed || m.Ctx.Err() != nil)
-	if failed || m.Ctx.Err() != nil {
+	failed := m.showDiags(op.files(), diags) || m.Ctx.Err() != nil
+	c.summarize(res, a.Destroy, failed)
+	if failed {
 		return 1
 	}
 	return 0

@@ -1,6 +1,8 @@
 package command
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"context"
 	"path/filepath"
 	"time"
@@ -78,4 +80,15 @@ func (op *operation) files() map[string]*hcl.File {
 		return nil
 	}
 	return op.parser.Files()
+}
+
+// configHashes maps each configuration file's name to its content hash, so
+// a saved plan can tell whether the configuration changed.
+func (op *operation) configHashes() map[string]string {
+	out := map[string]string{}
+	for name, f := range op.parser.Files() {
+		sum := sha256.Sum256(f.Bytes)
+		out[filepath.Base(name)] = hex.EncodeToString(sum[:])
+	}
+	return out
 }

@@ -1,7 +1,10 @@
 package command
 
 import (
+	"fmt"
 	"strings"
+
+	"github.com/bottlefile/bottlefile/planner"
 )
 
 // PlanCommand shows what apply would do. It changes nothing on any runtime.
@@ -24,6 +27,14 @@ Options:
   -destroy             Plan the removal of every object in the state.
   -detailed-exitcode   Exit 0 with no changes, 1 on error, 2 with changes.
   -json                Print the plan as one JSON document.
+  -out=FILE            Save the plan; apply FILE performs exactly it.
+  -refresh=false       Trust the state; do not ask the runtimes what is live.
+  -refresh-only        Only bring the state in line with the runtimes.
+  -replace=ADDR        Replace this object even if it has not changed.
+  -target=ADDR         Plan only this object, those below it, and what
+                       they depend on. Repeatable.
+  -var NAME=VALUE      Set a variable. Repeatable.
+  -var-file=FILE       Set variables from an HCL or JSON file.
   -lock-timeout=DUR    Wait this long for the state lock (default 0s).
   -no-color            Print without color.
   -parallelism=N       Accepted for symmetry with apply (default 10).
@@ -45,12 +56,20 @@ func (c *PlanCommand) Run(args []string) int {
 	if m.showDiags(op.files(), diags) {
 		return 1
 	}
+	if a.Out != "" {
+		if err := planner.Save(p, op.configHashes(), nil).WriteFile(a.Out); err != nil {
+			return m.fail("Cannot save the plan", err)
+		}
+	}
 	if a.JSON {
 		if err := writePlanJSON(m.Stdout, p); err != nil {
 			return m.fail("Cannot write the plan", err)
 		}
 	} else {
 		renderPlan(m.Stdout, p)
+	}
+	if a.Out != "" && !a.JSON {
+		fmt.Fprintf(m.Stdout, "\nSaved the plan to %s. To perform exactly these actions, run:\n  bottlefile apply %s\n", a.Out, a.Out)
 	}
 	if a.DetailedExitCode && p.Applyable() {
 		return 2
