@@ -1,9 +1,9 @@
 package command
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"context"
 	"path/filepath"
 	"time"
 
