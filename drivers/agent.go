@@ -23,7 +23,22 @@ type AgentSpec struct {
 	CPUs       cty.Value // number, or null
 	Memory     cty.Value // number of bytes, or null
 	Labels     cty.Value // map of string, or null
+	// Egress is the allowlist, a list of rule strings ("host",
+	// "host:port", "*.suffix:port"); null when there is no egress block.
+	// Null and empty both mean the agent reaches nothing outside its bottle.
+	Egress cty.Value
 }
+
+// RuleError is a driver's complaint about one egress rule, so the planner
+// can point the diagnostic at that rule in the Bottlefile.
+type RuleError struct {
+	Index int    // position in the allow list
+	Rule  string // the rule as written
+	Err   error
+}
+
+func (e *RuleError) Error() string { return fmt.Sprintf("egress rule %q: %v", e.Rule, e.Err) }
+func (e *RuleError) Unwrap() error { return e.Err }
 
 // BuildSpec is an image built from a local context directory. The driver
 // hashes the context at plan time, so a change in it shows up in the plan.

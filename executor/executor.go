@@ -144,7 +144,7 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 	case planner.StepForget:
 		return e.State.Delete(c.Addr)
 	case planner.StepAdopt:
-		return e.record(c, c.Live.ID, nil)
+		return e.record(c, c.Live.ID, map[string]string{"name": c.Live.Name})
 	case planner.StepRecord:
 		return e.record(c, c.ID(), c.Prior.Computed)
 	}

@@ -76,7 +76,7 @@ func CheckEgressRule(rule string) string {
 func checkEgressRules(v cty.Value, expr hcl.Expression) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	sensitive := IsSensitive(v)
-	v, _ = v.UnmarkDeep()
+	v = unmarkDeep(v)
 	if !v.IsKnown() || v.IsNull() {
 		return nil
 	}

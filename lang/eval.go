@@ -285,7 +285,7 @@ func (s *Scope) evalBuild(ctx *hcl.EvalContext, b *Build) (*BuildValue, hcl.Diag
 	if b.Context != nil {
 		v, moreDiags := s.evalAttr(ctx, b.Context, "context", cty.String)
 		diags = append(diags, moreDiags...)
-		v, _ = v.UnmarkDeep()
+		v = unmarkDeep(v)
 		switch {
 		case moreDiags.HasErrors():
 		case !v.IsKnown():
@@ -304,7 +304,7 @@ func (s *Scope) evalBuild(ctx *hcl.EvalContext, b *Build) (*BuildValue, hcl.Diag
 	if b.Dockerfile != nil {
 		v, moreDiags := s.evalAttr(ctx, b.Dockerfile, "dockerfile", cty.String)
 		diags = append(diags, moreDiags...)
-		v, _ = v.UnmarkDeep()
+		v = unmarkDeep(v)
 		switch {
 		case moreDiags.HasErrors():
 		case !v.IsKnown():
@@ -345,7 +345,7 @@ func (s *Scope) evalSnapshotPolicy(ctx *hcl.EvalContext, p *SnapshotPolicy) (*Sn
 		v, moreDiags := s.evalAttr(ctx, p.Before, "before", listOfString)
 		diags = append(diags, moreDiags...)
 		diags = append(diags, checkElements(v, p.Before, "before", nil)...)
-		v, _ = v.UnmarkDeep()
+		v = unmarkDeep(v)
 		switch {
 		case moreDiags.HasErrors():
 		case !v.IsWhollyKnown():
@@ -377,7 +377,7 @@ func (s *Scope) evalSnapshotPolicy(ctx *hcl.EvalContext, p *SnapshotPolicy) (*Sn
 	if p.KeepLast != nil {
 		v, moreDiags := s.evalAttr(ctx, p.KeepLast, "keep_last", cty.Number)
 		diags = append(diags, moreDiags...)
-		v, _ = v.UnmarkDeep()
+		v = unmarkDeep(v)
 		switch {
 		case moreDiags.HasErrors():
 		case !v.IsKnown():
@@ -400,7 +400,7 @@ func (s *Scope) evalSnapshotPolicy(ctx *hcl.EvalContext, p *SnapshotPolicy) (*Sn
 	if p.MaxAge != nil {
 		v, moreDiags := s.evalAttr(ctx, p.MaxAge, "max_age", cty.String)
 		diags = append(diags, moreDiags...)
-		v, _ = v.UnmarkDeep()
+		v = unmarkDeep(v)
 		switch {
 		case moreDiags.HasErrors():
 		case !v.IsKnown():
@@ -492,7 +492,7 @@ func typeString(ty cty.Type) string {
 // error about the attribute.
 func checkString(v cty.Value, expr hcl.Expression, name string, check func(string) string) hcl.Diagnostics {
 	sensitive := IsSensitive(v)
-	v, _ = v.UnmarkDeep()
+	v = unmarkDeep(v)
 	if expr == nil || !v.IsKnown() || v.IsNull() {
 		return nil
 	}
@@ -516,7 +516,7 @@ func checkString(v cty.Value, expr hcl.Expression, name string, check func(strin
 func checkElements(v cty.Value, expr hcl.Expression, name string, checkKey func(string) string) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	sensitive := IsSensitive(v)
-	v, _ = v.UnmarkDeep()
+	v = unmarkDeep(v)
 	if expr == nil || !v.IsKnown() || v.IsNull() {
 		return nil
 	}
@@ -708,7 +708,7 @@ func (s *Scope) checkValidations(v *Variable, val cty.Value, subject hcl.Range, 
 		if moreDiags.HasErrors() {
 			continue
 		}
-		cond, _ = cond.UnmarkDeep()
+		cond = unmarkDeep(cond)
 		if !cond.IsKnown() {
 			continue
 		}

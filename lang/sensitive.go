@@ -36,7 +36,7 @@ func (r *redactor) add(v cty.Value) {
 	if !IsSensitive(v) {
 		return
 	}
-	v, _ = v.UnmarkDeep()
+	v = unmarkDeep(v)
 	_ = cty.Walk(v, func(_ cty.Path, x cty.Value) (bool, error) {
 		if x.IsKnown() && !x.IsNull() && x.Type() == cty.String {
 			s := x.AsString()
@@ -125,4 +125,14 @@ func redactQuoted(s string, names map[string]bool) string {
 		}
 		s = s[j+1:]
 	}
+}
+
+// unmarkDeep removes every mark from v, without copying a value that has
+// none.
+func unmarkDeep(v cty.Value) cty.Value {
+	if !v.ContainsMarked() {
+		return v
+	}
+	v, _ = v.UnmarkDeep()
+	return v
 }

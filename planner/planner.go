@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -278,11 +279,7 @@ func (p *Planner) refresh(ctx context.Context, lineage string) (liveSet, hcl.Dia
 // objects it needs.
 func (p *Planner) expand(ctx context.Context, records []state.Record) (map[string]*desired, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
-	for _, r := range records {
-		if r.Workload && strings.Count(r.Addr, ".") == 1 {
-			p.Scope.SetAgent(strings.TrimPrefix(r.Addr, "agent."), cty.ObjectVal(map[string]cty.Value{"id": cty.StringVal(r.ID)}))
-		}
-	}
+	SetKnownAgents(p.Scope, records)
 	want := map[string]*desired{}
 	for _, name := range p.Config.AgentNames() {
 		a := p.Config.Agents[name]
@@ -300,13 +297,14 @@ func (p *Planner) expand(ctx context.Context, records []state.Record) (map[strin
 			Addr: a.Addr(), Name: a.Name,
 			Image: val.Image, Command: val.Command, Entrypoint: val.Entrypoint, Env: val.Env,
 			Workdir: val.Workdir, User: val.User, CPUs: val.CPUs, Memory: val.Memory, Labels: val.Labels,
+			Egress: val.Egress,
 		}
 		if val.Build != nil {
 			spec.Build = &drivers.BuildSpec{Context: val.Build.Context, Dockerfile: val.Build.Dockerfile}
 		}
 		resp, err := rt.Driver.Plan(ctx, drivers.PlanRequest{Agent: spec})
 		if err != nil {
-			diags = append(diags, errorDiag(fmt.Sprintf("Cannot plan %s", a.Addr()), err.Error(), a.DeclRange.Ptr()))
+			diags = append(diags, planError(a, err))
 			continue
 		}
 		for _, o := range resp.Objects {
@@ -380,9 +378,11 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 	default:
 		c.Changed = changedAttrs(rec.AttrHashes, fp.Attrs, d.object.Attrs)
 		switch {
-		case lo.Hash != rec.Hash:
+		case lo.ID != rec.ID:
+			// Judged by id, not by the hash label: labels cannot change, so
+			// an object updated in place keeps the hash it was created with.
 			c.Action = Replace
-			c.Reasons = append(c.Reasons, fmt.Sprintf("the live %s carries config hash %s, not the recorded %s (re-created outside bottlefile)", lo.Kind, shortID(lo.Hash), shortID(rec.Hash)))
+			c.Reasons = append(c.Reasons, fmt.Sprintf("the live %s is %s, not the recorded %s (re-created outside bottlefile)", lo.Kind, shortID(lo.ID), shortID(rec.ID)))
 		case len(c.Changed) > 0:
 			for _, name := range c.Changed {
 				if !slices.Contains(d.object.InPlace, name) {
@@ -471,4 +471,32 @@ func shortID(id string) string {
 		return "(none)"
 	}
 	return id
+}
+
+// SetKnownAgents gives the scope what the state knows of each agent's
+// workload (its id and name), so expressions like agent.x.id evaluate.
+func SetKnownAgents(scope *lang.Scope, records []state.Record) {
+	for _, r := range records {
+		if !r.Workload || strings.Count(r.Addr, ".") != 1 || !strings.HasPrefix(r.Addr, "agent.") {
+			continue
+		}
+		attrs := map[string]cty.Value{"id": cty.StringVal(r.ID)}
+		if name, ok := r.Computed["name"]; ok {
+			attrs["name"] = cty.StringVal(name)
+		}
+		scope.SetAgent(strings.TrimPrefix(r.Addr, "agent."), cty.ObjectVal(attrs))
+	}
+}
+
+// planError turns a driver's Plan error into a diagnostic, pointing at the
+// egress rule it names when it names one.
+func planError(a *lang.Agent, err error) *hcl.Diagnostic {
+	subject := a.DeclRange.Ptr()
+	var re *drivers.RuleError
+	if errors.As(err, &re) && a.Egress != nil {
+		subject = a.Egress.RuleRange(re.Index).Ptr()
+		return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Egress rule not supported by this runtime",
+			Detail: fmt.Sprintf("%s runs on runtime %q: %v", a.Addr(), a.RuntimeName, err), Subject: subject}
+	}
+	return errorDiag(fmt.Sprintf("Cannot plan %s", a.Addr()), err.Error(), subject)
 }

@@ -12,6 +12,7 @@ declare -A allowed=(
   [drivers/docker]="drivers egress"
   [drivers/docker/dockertest]="drivers"
   [drivers/smolvm]="drivers egress"
+  [drivers/smolvm/fakesmolvm]=""
   [drivers/drivertest]="drivers planner/dag"
   [planner]="lang planner/dag drivers state"
   [executor]="planner planner/dag drivers lang state"

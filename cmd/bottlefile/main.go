@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"syscall"
 
@@ -50,7 +51,7 @@ func run(args []string) int {
 		Version:      command.Version,
 		Args:         args,
 		Commands:     Commands(meta),
-		HelpFunc:     cli.FilteredHelpFunc(PrimaryCommands, cli.BasicHelpFunc("bottlefile")),
+		HelpFunc:     helpFunc,
 		HelpWriter:   os.Stdout,
 		ErrorWriter:  os.Stderr,
 		Autocomplete: false,
@@ -123,4 +124,40 @@ func colorWanted() bool {
 	}
 	fi, err := os.Stdout.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// helpFunc lists the main commands first, then the others, as Terraform does.
+func helpFunc(commands map[string]cli.CommandFactory) string {
+	var b strings.Builder
+	b.WriteString("Usage: bottlefile [-chdir=DIR] <command> [options] [args]\n\n")
+	b.WriteString("Main commands:\n")
+	width := 0
+	for name := range commands {
+		width = max(width, len(name))
+	}
+	line := func(name string) {
+		c, err := commands[name]()
+		if err != nil {
+			return
+		}
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, name, c.Synopsis())
+	}
+	primary := map[string]bool{}
+	for _, name := range PrimaryCommands {
+		primary[name] = true
+		line(name)
+	}
+	b.WriteString("\nAll other commands:\n")
+	var others []string
+	for name := range commands {
+		if !primary[name] && !strings.Contains(name, " ") {
+			others = append(others, name)
+		}
+	}
+	sort.Strings(others)
+	for _, name := range others {
+		line(name)
+	}
+	b.WriteString("\nGlobal options:\n  -chdir=DIR  Use the Bottlefile in DIR (its state lives in DIR/.bottlefile).\n")
+	return b.String()
 }

@@ -129,7 +129,7 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 		return fail("%v", err)
 	}
 	if _, err := d.ensureImage(ctx, api, addr, spec.image, spec.built); err != nil {
-		return drivers.ApplyResponse{}, err
+		return fail("%v", err)
 	}
 
 	// A crash between create and record leaves our own container behind:

@@ -117,17 +117,18 @@ func (d *Driver) deleteImage(ctx context.Context, api dockerAPI, req drivers.App
 
 // ensureImage makes sure ref is on the engine and returns its id. A built
 // image must already be there (its image object was applied first); a
-// reference is pulled when missing.
+// reference is pulled when missing. Errors name the image; the caller names
+// the object.
 func (d *Driver) ensureImage(ctx context.Context, api dockerAPI, addr, ref string, built bool) (string, error) {
 	info, err := api.ImageInspect(ctx, ref)
 	if err == nil {
 		return info.ID, nil
 	}
 	if !cerrdefs.IsNotFound(err) {
-		return "", fmt.Errorf("inspecting image %q for %s: %w", ref, addr, err)
+		return "", fmt.Errorf("inspecting image %q: %w", ref, err)
 	}
 	if built {
-		return "", fmt.Errorf("the built image %q for %s is not on the engine (removed out of band?); plan and apply again to rebuild it", ref, addr)
+		return "", fmt.Errorf("the built image %q is not on the engine (removed outside bottlefile?); plan and apply again to rebuild it", ref)
 	}
 	d.log.Info("pulling image", "addr", addr, "image", ref)
 	body, err := api.ImagePull(ctx, ref, image.PullOptions{})
@@ -136,11 +137,11 @@ func (d *Driver) ensureImage(ctx context.Context, api dockerAPI, addr, ref strin
 		body.Close()
 	}
 	if err != nil {
-		return "", fmt.Errorf("image %q for %s is not on the engine and pulling it failed: %w (build it locally or load it with docker load when no registry is reachable)", ref, addr, err)
+		return "", fmt.Errorf("image %q is not on the engine and pulling it failed: %w (where no registry is reachable, build the image locally or docker load it)", ref, err)
 	}
 	info, err = api.ImageInspect(ctx, ref)
 	if err != nil {
-		return "", fmt.Errorf("inspecting image %q for %s after pulling it: %w", ref, addr, err)
+		return "", fmt.Errorf("inspecting image %q after pulling it: %w", ref, err)
 	}
 	return info.ID, nil
 }

@@ -475,7 +475,8 @@ func TestIntegrationMissingImage(t *testing.T) {
 	if err == nil {
 		t.Fatal("creating a container from a missing image succeeded")
 	}
-	for _, want := range []string{ref, "agent.lost", "pulling it failed"} {
+	t.Logf("the error: %v", err)
+	for _, want := range []string{ref, "creating container bf-", "for agent.lost", "pulling it failed"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}

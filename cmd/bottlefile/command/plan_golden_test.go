@@ -35,9 +35,10 @@ func TestPlanGolden(t *testing.T) {
 		{name: "start", drift: func(_ *workspace, f *drivertest.Fake, l string) { f.Stop(l, "agent.coder") }},
 		{name: "deleted-out-of-band", drift: func(_ *workspace, f *drivertest.Fake, l string) { f.Remove(l, "agent.coder") }},
 		{name: "network-replaced", drift: func(_ *workspace, f *drivertest.Fake, l string) {
+			// The network was re-created outside bottlefile: same address, new id.
 			for _, o := range f.Objects(l) {
 				if o.Addr == "agent.coder.network" {
-					o.Hash = "0000000000000000"
+					o.ID = "fake-recreated"
 					f.Put(l, o)
 				}
 			}

@@ -1,0 +1,60 @@
+package command
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/bottlefile/bottlefile/planner"
+)
+
+// GraphCommand prints the action graph in DOT.
+type GraphCommand struct {
+	Meta *Meta
+}
+
+func (c *GraphCommand) Synopsis() string { return "Print the action graph in DOT" }
+
+func (c *GraphCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: bottlefile [global options] graph [-plan=FILE]
+
+  Prints the steps apply would take and their order as a DOT digraph (an
+  edge points from a step to the step it waits for). Without -plan it
+  plans now, which changes nothing on any runtime. Render with, for
+  example, "bottlefile graph | dot -Tsvg > graph.svg".
+
+Options:
+
+  -plan=FILE   Print the graph of a saved plan.
+`)
+}
+
+func (c *GraphCommand) Run(args []string) int {
+	m := c.Meta
+	fs := newFlagSet("graph")
+	planFile := fs.String("plan", "", "")
+	if m.showDiags(nil, finishParse(fs, args, 0)) {
+		return 1
+	}
+	var p *planner.Plan
+	if *planFile != "" {
+		saved, err := planner.ReadPlanFile(*planFile)
+		if err != nil {
+			return m.fail("Cannot read the saved plan", err)
+		}
+		p = saved.Plan()
+	} else {
+		op, diags := m.openOperation(m.Ctx, true, 0)
+		defer op.close()
+		if m.showDiags(op.files(), diags) {
+			return 1
+		}
+		var moreDiags = diags
+		p, moreDiags = op.plan(m.Ctx, m, planner.Options{})
+		if m.showDiags(op.files(), moreDiags) {
+			return 1
+		}
+	}
+	fmt.Fprint(m.Stdout, p.Graph().Dot())
+	return 0
+}

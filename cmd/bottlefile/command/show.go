@@ -1,0 +1,140 @@
+package command
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/bottlefile/bottlefile/planner"
+	"github.com/bottlefile/bottlefile/state"
+)
+
+// ShowCommand shows a saved plan, or the state.
+type ShowCommand struct {
+	Meta *Meta
+}
+
+func (c *ShowCommand) Synopsis() string { return "Show a saved plan or the state" }
+
+func (c *ShowCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: bottlefile [global options] show [-json] [PLANFILE]
+
+  With PLANFILE, shows the saved plan as plan would. Without, shows what
+  the state records. Sensitive values are never shown.
+
+Options:
+
+  -json   Print one JSON document (the plan -json format for a plan file,
+          the state pull format for the state).
+`)
+}
+
+func (c *ShowCommand) Run(args []string) int {
+	m := c.Meta
+	fs := newFlagSet("show")
+	asJSON := fs.Bool("json", false, "")
+	if m.showDiags(nil, finishParse(fs, args, 1)) {
+		return 1
+	}
+	if fs.NArg() == 1 {
+		saved, err := planner.ReadPlanFile(fs.Arg(0))
+		if err != nil {
+			return m.fail("Cannot read the saved plan", err)
+		}
+		if *asJSON {
+			if err := writePlanJSON(m.Stdout, saved.Plan()); err != nil {
+				return m.fail("Cannot write the plan", err)
+			}
+			return 0
+		}
+		renderPlan(m.Stdout, saved.Plan())
+		return 0
+	}
+	dir, err := m.dir()
+	if err != nil {
+		return m.fail("Cannot find the directory", err)
+	}
+	s, err := state.Open(dir, state.Options{ReadOnly: true})
+	if err != nil {
+		return m.fail("Cannot open state", err)
+	}
+	defer s.Close()
+	recs, err := s.Records()
+	if err != nil {
+		return m.fail("Cannot read state", err)
+	}
+	if *asJSON {
+		return writeStateJSON(m, s, recs)
+	}
+	if len(recs) == 0 {
+		fmt.Fprintln(m.Stdout, "The state is empty: nothing has been applied here.")
+		return 0
+	}
+	for i, r := range recs {
+		if i > 0 {
+			fmt.Fprintln(m.Stdout)
+		}
+		renderRecord(m, r)
+	}
+	return 0
+}
+
+// renderRecord prints one state record for humans.
+func renderRecord(m *Meta, r state.Record) {
+	w := m.Stdout
+	fmt.Fprintf(w, "# %s (%s)\n", r.Addr, r.Kind)
+	rows := [][2]string{
+		{"id", r.ID}, {"driver", r.Driver}, {"runtime", r.Runtime}, {"config_hash", r.Hash},
+		{"created_at", r.CreatedAt.Format("2006-01-02T15:04:05Z07:00")}, {"updated_at", r.UpdatedAt.Format("2006-01-02T15:04:05Z07:00")},
+	}
+	if len(r.DependsOn) > 0 {
+		rows = append(rows, [2]string{"depends_on", strings.Join(r.DependsOn, ", ")})
+	}
+	if r.PreventDestroy {
+		rows = append(rows, [2]string{"prevent_destroy", "true"})
+	}
+	for _, k := range sortedNames(r.Attrs) {
+		if !isNull(r.Attrs[k]) {
+			rows = append(rows, [2]string{k, planner.FormatJSON(r.Attrs[k])})
+		}
+	}
+	for _, k := range sortedKeysOf(r.Computed) {
+		rows = append(rows, [2]string{k, r.Computed[k]})
+	}
+	width := 0
+	for _, row := range rows {
+		width = max(width, len(row[0]))
+	}
+	for _, row := range rows {
+		fmt.Fprintf(w, "  %-*s = %s\n", width, row[0], row[1])
+	}
+}
+
+// stateDocument is what state pull and show -json print.
+type stateDocument struct {
+	FormatVersion string         `json:"format_version"`
+	Lineage       string         `json:"lineage"`
+	Serial        uint64         `json:"serial"`
+	Objects       []state.Record `json:"objects"`
+}
+
+func writeStateJSON(m *Meta, s *state.Store, recs []state.Record) int {
+	if recs == nil {
+		recs = []state.Record{}
+	}
+	enc := json.NewEncoder(m.Stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(stateDocument{FormatVersion: "1", Lineage: s.Lineage(), Serial: s.Serial(), Objects: recs}); err != nil {
+		return m.fail("Cannot write the state", err)
+	}
+	return 0
+}
+
+func sortedKeysOf(m map[string]string) []string {
+	raw := make(map[string]json.RawMessage, len(m))
+	for k := range m {
+		raw[k] = nil
+	}
+	return sortedNames(raw)
+}

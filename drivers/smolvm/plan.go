@@ -1,0 +1,174 @@
+package smolvm
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/drivers"
+)
+
+// Limits smolvm puts on resources: --cpus is a u8, --mem a u32 of MiB.
+const (
+	maxCPUs   = 255
+	mib       = 1 << 20
+	maxMemMiB = math.MaxUint32
+)
+
+// Plan expands one agent into its machine. It never calls the CLI: the
+// checks it makes are on the agent's values alone.
+func (d *Driver) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.PlanResponse, error) {
+	a := req.Agent
+	addr := a.Addr
+	if addr == "" {
+		addr = "agent." + a.Name
+	}
+	fail := func(format string, args ...any) (drivers.PlanResponse, error) {
+		return drivers.PlanResponse{}, fmt.Errorf("%s: %s", addr, fmt.Sprintf(format, args...))
+	}
+	if err := checkPlanName(addr, a.Name); err != nil {
+		return fail("%v", err)
+	}
+	if a.Build != nil {
+		return fail("build blocks are docker-only for now; give the agent an image (a registry reference, a docker-save tar or a .smolmachine) to run it on smolvm")
+	}
+	if a.Image == cty.NilVal || a.Image.IsNull() {
+		return fail("needs an image: a registry reference, a docker-save tar or a .smolmachine")
+	}
+	if a.Image.IsWhollyKnown() {
+		s, err := drivers.String(a.Image)
+		if err != nil {
+			return fail("image: %v", err)
+		}
+		if _, _, err := imageSource(s, ""); err != nil {
+			return fail("image: %v", err)
+		}
+	}
+	if a.User != cty.NilVal && a.User.IsWhollyKnown() {
+		u, err := drivers.String(a.User)
+		if err != nil {
+			return fail("user: %v", err)
+		}
+		if u != "" {
+			return fail("user %q cannot be honoured: smolvm machines have no user setting, so the agent would run as the image's default user; remove user or run the agent on docker", u)
+		}
+	}
+	if err := checkEgress(a.Egress); err != nil {
+		return drivers.PlanResponse{}, err // a *drivers.RuleError: the planner points at the rule
+	}
+	if err := checkKeys("labels", a.Labels, true); err != nil {
+		return fail("%v", err)
+	}
+	if err := checkKeys("env", a.Env, false); err != nil {
+		return fail("%v", err)
+	}
+	if a.CPUs != cty.NilVal && a.CPUs.IsWhollyKnown() {
+		f, err := drivers.Float(a.CPUs)
+		if err != nil {
+			return fail("cpus: %v", err)
+		}
+		if _, err := cpuCount(f); err != nil {
+			return fail("%v", err)
+		}
+	}
+	if a.Memory != cty.NilVal && a.Memory.IsWhollyKnown() {
+		m, err := drivers.Int(a.Memory)
+		if err != nil {
+			return fail("memory: %v", err)
+		}
+		if _, err := memoryMiB(m); err != nil {
+			return fail("%v", err)
+		}
+	}
+
+	return drivers.PlanResponse{Objects: []drivers.Object{{
+		Addr:     addr,
+		Kind:     kindMachine,
+		Workload: true,
+		// No attribute changes in place: "machine update" needs a stopped
+		// machine and cannot change the image, workload or labels, so
+		// every change replaces the machine.
+		InPlace: nil,
+		Attrs: map[string]cty.Value{
+			"image":      orNull(a.Image, cty.String),
+			"command":    orNull(a.Command, cty.List(cty.String)),
+			"entrypoint": orNull(a.Entrypoint, cty.List(cty.String)),
+			"env":        orNull(a.Env, cty.Map(cty.String)),
+			"workdir":    orNull(a.Workdir, cty.String),
+			"cpus":       orNull(a.CPUs, cty.Number),
+			"memory":     orNull(a.Memory, cty.Number),
+			"labels":     orNull(a.Labels, cty.Map(cty.String)),
+			"egress":     orNull(a.Egress, cty.List(cty.String)),
+		},
+	}}}, nil
+}
+
+// orNull gives a typed null for a value the core left unset (cty.NilVal),
+// and the value itself, marks and unknowns included, otherwise.
+func orNull(v cty.Value, ty cty.Type) cty.Value {
+	if v == cty.NilVal {
+		return cty.NullVal(ty)
+	}
+	return v
+}
+
+// checkKeys rejects map keys that cannot be passed as KEY=VALUE, and, for
+// labels, keys that would shadow bottlefile's own. Values still unknown
+// are left for apply.
+func checkKeys(what string, v cty.Value, labels bool) error {
+	if v == cty.NilVal || !v.IsWhollyKnown() {
+		return nil
+	}
+	m, err := drivers.StringMap(v)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	for k, val := range m {
+		if err := checkKey(what, k, val, labels); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkKey(what, k, v string, labels bool) error {
+	switch {
+	case k == "":
+		return fmt.Errorf("%s: a key is empty", what)
+	case strings.ContainsAny(k, "=\x00"):
+		return fmt.Errorf("%s: key %q contains '=' or a NUL byte, which smolvm's KEY=VALUE form cannot carry", what, k)
+	case strings.ContainsRune(v, 0):
+		return fmt.Errorf("%s: the value of %q contains a NUL byte", what, k)
+	case labels && strings.HasPrefix(k, "io.bottlefile."):
+		return fmt.Errorf("%s: label %q is reserved: io.bottlefile.* labels are set by bottlefile", what, k)
+	}
+	return nil
+}
+
+// cpuCount checks cpus: whole vCPUs from 1 to 255, or 0 for smolvm's
+// default.
+func cpuCount(f float64) (int, error) {
+	if f < 0 || f > maxCPUs || f != math.Trunc(f) || math.IsNaN(f) {
+		return 0, fmt.Errorf("cpus: smolvm gives a machine whole vCPUs from 1 to %d; %g is not one of them", maxCPUs, f)
+	}
+	return int(f), nil
+}
+
+// memoryMiB turns memory in bytes into smolvm's MiB, rounding up; 0 is
+// smolvm's default.
+func memoryMiB(bytes int64) (int64, error) {
+	if bytes < 0 {
+		return 0, fmt.Errorf("memory: must not be negative, got %d", bytes)
+	}
+	m := bytes / mib
+	if bytes%mib != 0 {
+		m++
+	}
+	if m > maxMemMiB {
+		return 0, fmt.Errorf("memory: %d bytes is more than smolvm's limit of %d MiB", bytes, int64(maxMemMiB))
+	}
+	return m, nil
+}

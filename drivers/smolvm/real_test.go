@@ -1,0 +1,60 @@
+package smolvm
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/drivertest"
+)
+
+// realImageEnv names the image the real-binary tests run; smolvm pulls it
+// at start, so it must be reachable from the test host.
+const realImageEnv = "BOTTLEFILE_SMOLVM_TEST_IMAGE"
+
+// realSmolvm returns the real smolvm on PATH, or skips the test where it
+// cannot run.
+func realSmolvm(t *testing.T) (path, image string) {
+	t.Helper()
+	path, err := exec.LookPath("smolvm")
+	_, kvmErr := os.Stat("/dev/kvm")
+	if err != nil || kvmErr != nil {
+		t.Skip("smolvm real-binary test skipped: no smolvm on PATH / no /dev/kvm")
+	}
+	// The fake is named smolvm too; never mistake it for the real one.
+	if out, err := exec.Command(path, "--version").Output(); err != nil || len(out) == 0 {
+		t.Skipf("smolvm real-binary test skipped: %s --version failed: %v", path, err)
+	}
+	image = os.Getenv(realImageEnv)
+	if image == "" {
+		image = "alpine:3"
+	}
+	return path, image
+}
+
+func realDriver(t *testing.T) drivers.Driver {
+	t.Helper()
+	d := newDriver(testLogger(t), func(binary string) runner { return execRunner{binary: binary} })
+	if err := d.Configure(context.Background(), drivers.ConfigureRequest{Runtime: "vm"}); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+	return d
+}
+
+// TestRealSmolvm runs the conformance suite and the scenario against a
+// real smolvm, where one and /dev/kvm exist.
+func TestRealSmolvm(t *testing.T) {
+	bin, image := realSmolvm(t)
+	t.Run("Conformance", func(t *testing.T) {
+		drivertest.TestDriver(t, realDriver, image)
+	})
+	t.Run("Scenario", func(t *testing.T) {
+		runScenario(t, realDriver(t), image, func(name string) {
+			if out, err := exec.Command(bin, "machine", "stop", "--name", name).CombinedOutput(); err != nil {
+				t.Fatalf("smolvm machine stop --name %s: %v\n%s", name, err, out)
+			}
+		})
+	})
+}
