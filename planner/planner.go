@@ -2,8 +2,8 @@ package planner
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"

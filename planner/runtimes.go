@@ -7,7 +7,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hcldec"
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/lang"
@@ -34,7 +33,7 @@ func (rs Runtimes) Close() {
 // ConfigureRuntimes makes and configures one driver per runtime block,
 // decoding each block's driver-specific attributes against the schema the
 // driver declares. It changes nothing on any runtime.
-func ConfigureRuntimes(ctx context.Context, cfg *lang.Config, evalCtx *hcl.EvalContext, reg drivers.Registry, stateDir string, log hclog.Logger) (Runtimes, hcl.Diagnostics) {
+func ConfigureRuntimes(ctx context.Context, cfg *lang.Config, scope *lang.Scope, reg drivers.Registry, stateDir string, log hclog.Logger) (Runtimes, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	out := Runtimes{}
 	names := make([]string, 0, len(cfg.Runtimes))
@@ -59,11 +58,7 @@ func ConfigureRuntimes(ctx context.Context, cfg *lang.Config, evalCtx *hcl.EvalC
 			diags = append(diags, errorDiag(fmt.Sprintf("Cannot start the %s driver", rt.Driver), err.Error(), rt.DeclRange.Ptr()))
 			continue
 		}
-		var body hcl.Body = rt.Config
-		if body == nil {
-			body = hcl.EmptyBody()
-		}
-		val, moreDiags := hcldec.Decode(body, d.ConfigSpec(), evalCtx)
+		val, moreDiags := scope.EvalRuntime(rt, d.ConfigSpec())
 		diags = append(diags, moreDiags...)
 		if moreDiags.HasErrors() {
 			continue

@@ -20,6 +20,7 @@ func Commands(meta *command.Meta) map[string]cli.CommandFactory {
 		"apply":      func() (cli.Command, error) { return &command.ApplyCommand{Meta: meta}, nil },
 		"destroy":    func() (cli.Command, error) { return &command.ApplyCommand{Meta: meta, Destroy: true}, nil },
 		"version":    func() (cli.Command, error) { return &command.VersionCommand{Meta: meta}, nil },
+		"fmt":        func() (cli.Command, error) { return &command.FmtCommand{Meta: meta}, nil },
 		"show":       func() (cli.Command, error) { return &command.ShowCommand{Meta: meta}, nil },
 		"graph":      func() (cli.Command, error) { return &command.GraphCommand{Meta: meta}, nil },
 		"output":     func() (cli.Command, error) { return &command.OutputCommand{Meta: meta}, nil },

@@ -64,7 +64,7 @@ func (c *ApplyCommand) Run(args []string) int {
 	if a.PlanFile != "" {
 		return c.applySaved(a)
 	}
-	op, diags := m.openOperation(m.Ctx, false, a.LockTimeout)
+	op, diags := m.openOperation(m.Ctx, false, a.LockTimeout, a.inputs())
 	defer op.close()
 	if m.showDiags(op.files(), diags) {
 		return 1
@@ -93,7 +93,9 @@ func (c *ApplyCommand) applySaved(a *applyArgs) int {
 	if err != nil {
 		return m.fail("Cannot read the saved plan", err)
 	}
-	op, diags := m.openOperation(m.Ctx, false, a.LockTimeout)
+	in := a.inputs()
+	in.Saved = saved.Variables
+	op, diags := m.openOperation(m.Ctx, false, a.LockTimeout, in)
 	defer op.close()
 	if m.showDiags(op.files(), diags) {
 		return 1

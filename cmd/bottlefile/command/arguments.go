@@ -70,6 +70,9 @@ func (a *planArgs) options() planner.Options {
 	}
 }
 
+// inputs are the variable values the flags give.
+func (a *planArgs) inputs() inputs { return inputs{Vars: a.Vars, VarFiles: a.VarFiles} }
+
 // check reports flag combinations that make no sense together.
 func (a *planArgs) check() hcl.Diagnostics {
 	var diags hcl.Diagnostics
@@ -115,7 +118,7 @@ func parseApplyArgs(args []string, destroy bool) (*applyArgs, hcl.Diagnostics) {
 		a.PlanFile = fs.Arg(0)
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for _, name := range []string{"destroy", "refresh", "refresh-only", "target", "replace", "var-file"} {
+		for _, name := range []string{"destroy", "refresh", "refresh-only", "target", "replace"} {
 			if set[name] {
 				diags = append(diags, argError(fmt.Sprintf("-%s cannot be used with a saved plan: the plan already fixes it", name)))
 			}

@@ -25,6 +25,8 @@ Usage: bottlefile [global options] graph [-plan=FILE]
 
 Options:
 
+  -var NAME=VALUE, -var-file=FILE
+          Set variables the configuration needs, as for plan.
   -plan=FILE   Print the graph of a saved plan.
 `)
 }
@@ -33,6 +35,9 @@ func (c *GraphCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("graph")
 	planFile := fs.String("plan", "", "")
+	var in inputs
+	fs.Var((*stringList)(&in.Vars), "var", "")
+	fs.Var((*stringList)(&in.VarFiles), "var-file", "")
 	if m.showDiags(nil, finishParse(fs, args, 0)) {
 		return 1
 	}
@@ -44,7 +49,7 @@ func (c *GraphCommand) Run(args []string) int {
 		}
 		p = saved.Plan()
 	} else {
-		op, diags := m.openOperation(m.Ctx, true, 0)
+		op, diags := m.openOperation(m.Ctx, true, 0, in)
 		defer op.close()
 		if m.showDiags(op.files(), diags) {
 			return 1

@@ -2,6 +2,7 @@ package command
 
 import (
 	"bytes"
+	"io"
 	"context"
 	"flag"
 	"os"
@@ -25,6 +26,8 @@ type workspace struct {
 	t    *testing.T
 	dir  string
 	fake *drivertest.Fake
+	// log, when set, receives the commands' logs (BOTTLEFILE_LOG).
+	log io.Writer
 }
 
 func newWorkspace(t *testing.T) *workspace {
@@ -55,7 +58,7 @@ func (w *workspace) run(name string, args ...string) (code int, stdout, stderr s
 	var out, errb bytes.Buffer
 	m := &Meta{
 		Stdout: &out, Stderr: &errb, Stdin: strings.NewReader(""),
-		Log:      hclog.NewNullLogger(),
+		Log:      w.logger(),
 		Registry: drivers.Registry{"docker": w.fake.Factory()},
 		Ctx:      context.Background(), Abandon: context.Background(),
 		Dir: w.dir,
@@ -70,6 +73,24 @@ func (w *workspace) run(name string, args ...string) (code int, stdout, stderr s
 		c = &ApplyCommand{Meta: m, Destroy: true}
 	case "validate":
 		c = &ValidateCommand{Meta: m}
+	case "fmt":
+		c = &FmtCommand{Meta: m}
+	case "show":
+		c = &ShowCommand{Meta: m}
+	case "output":
+		c = &OutputCommand{Meta: m}
+	case "graph":
+		c = &GraphCommand{Meta: m}
+	case "state":
+		c = &StateCommand{Meta: m}
+	case "state list":
+		c = &StateListCommand{Meta: m}
+	case "state show":
+		c = &StateShowCommand{Meta: m}
+	case "state rm":
+		c = &StateRmCommand{Meta: m}
+	case "state pull":
+		c = &StatePullCommand{Meta: m}
 	default:
 		w.t.Fatalf("no command %q in the harness", name)
 	}
@@ -124,4 +145,11 @@ func golden(t *testing.T, path, got string) {
 	if diff := cmp.Diff(string(want), got); diff != "" {
 		t.Errorf("%s differs (-want +got):\n%s", path, diff)
 	}
+}
+
+func (w *workspace) logger() hclog.Logger {
+	if w.log == nil {
+		return hclog.NewNullLogger()
+	}
+	return hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: w.log})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/zclconf/go-cty/cty"
 	"path/filepath"
 	"time"
 
@@ -23,12 +24,14 @@ type operation struct {
 	scope    *lang.Scope
 	store    *state.Store
 	runtimes planner.Runtimes
+	// vars are the input variable values given (not defaults), for -out.
+	vars map[string]cty.Value
 }
 
 // openOperation loads the Bottlefile in the working directory, opens the
 // state (read-only for plan, locked for apply) and configures the runtimes.
 // Nothing on any runtime changes.
-func (m *Meta) openOperation(ctx context.Context, readOnly bool, lockTimeout time.Duration) (*operation, hcl.Diagnostics) {
+func (m *Meta) openOperation(ctx context.Context, readOnly bool, lockTimeout time.Duration, in inputs) (*operation, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	dir, err := m.dir()
 	if err != nil {
@@ -41,7 +44,13 @@ func (m *Meta) openOperation(ctx context.Context, readOnly bool, lockTimeout tim
 		return op, diags
 	}
 	op.config = cfg
-	scope, moreDiags := cfg.NewScope(nil)
+	vals, moreDiags := variableValues(op.parser, cfg, in)
+	diags = append(diags, moreDiags...)
+	if diags.HasErrors() {
+		return op, diags
+	}
+	op.vars = vals
+	scope, moreDiags := cfg.NewScope(vals)
 	diags = append(diags, moreDiags...)
 	if diags.HasErrors() {
 		return op, diags
@@ -54,7 +63,7 @@ func (m *Meta) openOperation(ctx context.Context, readOnly bool, lockTimeout tim
 	}
 	op.store = store
 
-	rts, moreDiags := planner.ConfigureRuntimes(ctx, cfg, nil, m.Registry, filepath.Join(dir, state.Dir), m.Log)
+	rts, moreDiags := planner.ConfigureRuntimes(ctx, cfg, scope, m.Registry, filepath.Join(dir, state.Dir), m.Log)
 	diags = append(diags, moreDiags...)
 	op.runtimes = rts
 	return op, diags

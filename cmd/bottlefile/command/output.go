@@ -28,6 +28,8 @@ Usage: bottlefile [global options] output [-json] [NAME]
 
 Options:
 
+  -var NAME=VALUE, -var-file=FILE
+          Set variables the configuration needs, as for plan.
   -json   Print the outputs (or the one named) as JSON.
 `)
 }
@@ -36,10 +38,13 @@ func (c *OutputCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("output")
 	asJSON := fs.Bool("json", false, "")
+	var in inputs
+	fs.Var((*stringList)(&in.Vars), "var", "")
+	fs.Var((*stringList)(&in.VarFiles), "var-file", "")
 	if m.showDiags(nil, finishParse(fs, args, 1)) {
 		return 1
 	}
-	op, diags := m.openOperation(m.Ctx, true, 0)
+	op, diags := m.openOperation(m.Ctx, true, 0, in)
 	defer op.close()
 	if m.showDiags(op.files(), diags) {
 		return 1

@@ -47,7 +47,7 @@ func (c *PlanCommand) Run(args []string) int {
 	if m.showDiags(nil, diags) {
 		return 1
 	}
-	op, diags := m.openOperation(m.Ctx, true, a.LockTimeout)
+	op, diags := m.openOperation(m.Ctx, true, a.LockTimeout, a.inputs())
 	defer op.close()
 	if m.showDiags(op.files(), diags) {
 		return 1
@@ -57,7 +57,7 @@ func (c *PlanCommand) Run(args []string) int {
 		return 1
 	}
 	if a.Out != "" {
-		if err := planner.Save(p, op.configHashes(), nil).WriteFile(a.Out); err != nil {
+		if err := planner.Save(p, op.configHashes(), saveValues(op.config, op.vars)).WriteFile(a.Out); err != nil {
 			return m.fail("Cannot save the plan", err)
 		}
 	}

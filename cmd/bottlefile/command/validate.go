@@ -1,11 +1,22 @@
 package command
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
+	"github.com/hashicorp/hcl/v2"
+
 	"github.com/bottlefile/bottlefile/lang"
 )
+
+// validateDocument is what validate -json prints.
+type validateDocument struct {
+	Valid        bool                  `json:"valid"`
+	ErrorCount   int                   `json:"error_count"`
+	WarningCount int                   `json:"warning_count"`
+	Diagnostics  []lang.JSONDiagnostic `json:"diagnostics"`
+}
 
 // ValidateCommand checks the Bottlefile without touching state or runtimes.
 type ValidateCommand struct {
@@ -16,25 +27,48 @@ func (c *ValidateCommand) Synopsis() string { return "Check that the Bottlefile 
 
 func (c *ValidateCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: bottlefile [global options] validate
+Usage: bottlefile [global options] validate [-json]
 
   Checks the Bottlefile and any *.bottle.hcl and *.bottle.json beside it:
   syntax, blocks, attributes, types and references. It reads no state and
-  contacts no runtime.
+  contacts no runtime. Variables need no values: every expression is
+  checked with unknown ones.
+
+Options:
+
+  -json   Print the result as one JSON document with every diagnostic and
+          its range.
 `)
 }
 
 func (c *ValidateCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("validate")
+	asJSON := fs.Bool("json", false, "")
 	if m.showDiags(nil, finishParse(fs, args, 0)) {
 		return 1
 	}
 	parser := lang.NewParser()
-	cfg, diags := parser.LoadDir(m.loadDir())
-	if !diags.HasErrors() {
-		_, moreDiags := cfg.NewScope(nil)
-		diags = append(diags, moreDiags...)
+	_, diags := parser.LoadDir(m.loadDir())
+	if *asJSON {
+		doc := validateDocument{Valid: !diags.HasErrors(), Diagnostics: lang.JSONDiagnostics(parser.Files(), diags)}
+		for _, d := range diags {
+			if d.Severity == hcl.DiagError {
+				doc.ErrorCount++
+			} else {
+				doc.WarningCount++
+			}
+		}
+		if doc.Diagnostics == nil {
+			doc.Diagnostics = []lang.JSONDiagnostic{}
+		}
+		enc := json.NewEncoder(m.Stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(doc)
+		if !doc.Valid {
+			return 1
+		}
+		return 0
 	}
 	if m.showDiags(parser.Files(), diags) {
 		return 1

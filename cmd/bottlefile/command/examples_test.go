@@ -1,0 +1,35 @@
+package command
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestExamples: every directory under examples/ validates with no error and
+// is formatted.
+func TestExamples(t *testing.T) {
+	dirs, err := filepath.Glob(filepath.Join("..", "..", "..", "examples", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, dir := range dirs {
+		if info, err := os.Stat(filepath.Join(dir, "Bottlefile")); err != nil || info.IsDir() {
+			continue
+		}
+		found++
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			w := &workspace{t: t, dir: dir}
+			if code, out, errs := w.run("validate"); code != 0 {
+				t.Errorf("validate: exit %d\n%s%s", code, out, errs)
+			}
+			if code, out, errs := w.run("fmt", "-check", "-recursive"); code != 0 {
+				t.Errorf("fmt -check: exit %d (run bottlefile fmt on it)\n%s%s", code, out, errs)
+			}
+		})
+	}
+	if found == 0 {
+		t.Fatal("no examples found")
+	}
+}

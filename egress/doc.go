@@ -1,0 +1,99 @@
+// Package egress is the egress gateway of a bottle: an HTTP proxy that lets an
+// agent reach the destinations of its allowlist and nothing else.
+//
+// The agent reaches the gateway on its private network and has HTTP_PROXY and
+// HTTPS_PROXY pointing at it. The gateway accepts
+//
+//   - CONNECT host:port, for TLS and any other TCP protocol on an allowed port;
+//   - absolute-form plain HTTP requests (GET http://host:port/path), which it
+//     forwards with the hop-by-hop headers (Proxy-Authorization among them)
+//     removed.
+//
+// Anything else (an origin-form request such as GET /, an https:// URL in
+// absolute form, OPTIONS *) is answered 400. A refusal is answered 403 with a
+// one-line text body that gives the reason:
+//
+//	bottlefile egress: github.com:22 is not in the allowlist of agent.coder (allowed ports for github.com: 80, 443)
+//
+// # Rules
+//
+// A rule names a destination, with an optional port:
+//
+//	github.com               the name github.com, ports 80 and 443
+//	github.com:22            the name github.com, port 22 only
+//	*.pythonhosted.org:443   every name below pythonhosted.org (files.pythonhosted.org,
+//	                         a.b.pythonhosted.org), port 443; NOT pythonhosted.org itself
+//	140.82.112.3:443         the address itself
+//	10.0.0.0/8:443           every address of the CIDR; IPv6 as [2001:db8::1]:443 or [2001:db8::/32]:443
+//
+// A rule without a port allows ports 80 and 443 only, never "any port": that is
+// what someone who writes github.com means (the web site and its API), and an
+// agent that needs SSH to github.com must say github.com:22. To allow several
+// ports, list several rules.
+//
+// Names are compared case-insensitively and a trailing dot is ignored, so
+// GitHub.COM. and github.com are the same rule. A wildcard is only allowed as
+// the whole first label ("*.example.com"); "*" alone, "a.*.com", "*example.com"
+// are rejected. Name rules match names and address rules match addresses: a
+// CONNECT to 140.82.112.3:443 does not match the rule github.com:443, and a
+// CONNECT to github.com:443 does not match the rule 140.82.112.3:443 (but see
+// the address policy below). Rules are not URLs: a scheme, a path, user info,
+// a query or whitespace is an error that says so. [Rule.String] is the canonical
+// form (lower case, no trailing dot, IPv6 in brackets), and it parses back to
+// the same rule.
+//
+// # Address policy
+//
+// The gateway resolves an allowed name itself, checks every address the name
+// resolves to, and then dials one of those checked addresses (it never
+// resolves twice, so DNS rebinding cannot swap the address after the check).
+// A name that is not allowed is never resolved: a proxy request cannot be used
+// to smuggle data out through DNS lookups. (A wildcard rule does allow lookups
+// of any name below its suffix, which reach that domain's DNS servers.)
+//
+// If any address is refused, the request is refused:
+//
+//   - never, whatever the rules say: loopback (127.0.0.0/8, ::1), link-local
+//     (169.254.0.0/16 with the cloud metadata address 169.254.169.254,
+//     fe80::/10), unspecified and "this network" (0.0.0.0/8, ::), multicast,
+//     reserved (240.0.0.0/4, broadcast), IPv6 transition prefixes that embed
+//     IPv4 addresses (::/96, 6to4 2002::/16, Teredo 2001::/32), and the extra
+//     prefixes of [Gateway.Forbidden] (the docker host's own addresses, the
+//     bottle networks);
+//   - private addresses (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, the shared
+//     100.64.0.0/10, unique local fc00::/7, site-local fec0::/10) only when a rule
+//     names the address itself: an address or CIDR rule that contains it and
+//     allows the port. The allowlist ["registry.corp:443", "10.1.2.3:443"]
+//     lets registry.corp through when it resolves to 10.1.2.3, and
+//     ["registry.corp:443"] alone does not;
+//   - any other address (public) is allowed when the rule matched.
+//
+// IPv4-mapped IPv6 addresses are checked as the IPv4 address they carry, and a
+// NAT64 address (64:ff9b::/96) as its embedded IPv4 address.
+//
+// # Decisions
+//
+// Every proxy request is one decision and one JSON line ([Decision]) on
+// [Gateway.Log]:
+//
+//	{"time":"2025-01-02T03:04:05.123456789Z","source":"172.30.0.3:51234","destination":"github.com:22","rule":"","allowed":false,"reason":"github.com:22 is not in the allowlist of agent.coder (allowed ports for github.com: 80, 443)"}
+//
+// allowed reports the policy: true when a rule matched and every address passed
+// the address policy. A request that was allowed but could not be served (the
+// name does not resolve, the destination refuses the connection) is logged
+// with allowed true, a reason that says what failed, and answered 502.
+// allowed false is always a 400 or 403 from the gateway itself.
+//
+// # Live reload
+//
+// [Gateway.SetRules] swaps the allowlist atomically; requests already being
+// served keep the decision they got. [WatchRulesFile] polls a [RulesFile]
+// (JSON, written by the docker driver into the gateway container) and applies
+// it when its content changes; an invalid file is reported and the rules in
+// force are kept.
+//
+// # Command
+//
+// [Main] is the hidden "bottlefile gateway" command. It needs no shell and no
+// file but its rules file, so it runs as PID 1 in a FROM scratch image.
+package egress

@@ -1,0 +1,673 @@
+package egress
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Resolver looks up the addresses of a name. *net.Resolver is one.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Dialer opens connections. *net.Dialer is one. The gateway only ever dials
+// "tcp" to an IP address and port it has checked.
+type Dialer interface {
+	DialContext(ctx context.Context, network, address string) (net.Conn, error)
+}
+
+// Defaults for the zero values of the Gateway's settings.
+const (
+	DefaultConnectTimeout    = 10 * time.Second
+	DefaultIdleTimeout       = 5 * time.Minute
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultMaxHeaderBytes    = 64 << 10
+)
+
+// healthPath is the one origin-form request the gateway answers (200 "ok"),
+// for health checks; it is not a decision and is not logged.
+const healthPath = "/.bottlefile/health"
+
+// Gateway is the egress proxy of one agent. Set its fields before serving and
+// do not change them afterwards; change the allowlist with [Gateway.SetRules].
+// The zero Gateway denies everything.
+type Gateway struct {
+	// Agent names the agent in refusals ("... is not in the allowlist of
+	// agent.coder"). A rules file with an agent name overrides it.
+	Agent string
+	// Forbidden are prefixes the gateway never connects to, in addition to
+	// the built-in ones (loopback, link-local, ...): the docker host's own
+	// addresses, the bottle networks. An address rule does not override them.
+	Forbidden []netip.Prefix
+	// Resolver resolves allowed names; nil means net.DefaultResolver.
+	Resolver Resolver
+	// Dialer connects to checked addresses; nil means a net.Dialer.
+	Dialer Dialer
+	// Log receives one JSON line ([Decision]) per decision, in one Write each;
+	// nil discards them. The gateway serializes its writes.
+	Log io.Writer
+	// Now is the clock of the decision log; nil means time.Now.
+	Now func() time.Time
+
+	// ConnectTimeout bounds resolving a name and, separately, connecting to
+	// its addresses.
+	ConnectTimeout time.Duration
+	// IdleTimeout closes a tunnel or a forwarded exchange when no byte moved
+	// either way for that long, and a client connection idle between requests.
+	IdleTimeout time.Duration
+	// ReadHeaderTimeout bounds reading a request's header.
+	ReadHeaderTimeout time.Duration
+	// MaxHeaderBytes bounds a request's header (and request line).
+	MaxHeaderBytes int
+
+	// loopbackByRule treats loopback like a private range (dialed when an
+	// address rule names it) instead of forbidding it. Tests only: their
+	// servers listen on loopback, where in a bottle only the gateway is.
+	loopbackByRule bool
+
+	ruleset atomic.Pointer[ruleset]
+	logMu   sync.Mutex
+}
+
+type ruleset struct {
+	agent string // from a rules file; "" means Gateway.Agent
+	rules []Rule
+}
+
+// SetRules replaces the allowlist atomically. Requests already admitted keep
+// going; every later decision uses the new rules.
+func (g *Gateway) SetRules(rules []Rule) {
+	agent := ""
+	if rs := g.ruleset.Load(); rs != nil {
+		agent = rs.agent
+	}
+	g.setRuleset(agent, rules)
+}
+
+func (g *Gateway) setRuleset(agent string, rules []Rule) {
+	g.ruleset.Store(&ruleset{agent: agent, rules: slices.Clone(rules)})
+}
+
+// Rules returns a copy of the allowlist in force.
+func (g *Gateway) Rules() []Rule {
+	return slices.Clone(g.current().rules)
+}
+
+func (g *Gateway) current() *ruleset {
+	if rs := g.ruleset.Load(); rs != nil {
+		return rs
+	}
+	return &ruleset{}
+}
+
+// Decision is one line of the decision log.
+type Decision struct {
+	Time        time.Time `json:"time"`        // RFC 3339 with nanoseconds, UTC
+	Source      string    `json:"source"`      // the client, ip:port
+	Destination string    `json:"destination"` // host:port as requested
+	Rule        string    `json:"rule"`        // the matching rule, canonical; "" for none
+	Allowed     bool      `json:"allowed"`     // rules and address policy passed
+	Reason      string    `json:"reason"`      // why, or what happened
+}
+
+// Serve accepts proxy connections on l until ctx is done, then closes l and
+// every connection (tunnels included), waits for its handlers to return, and
+// returns nil. It returns an error if l fails first.
+func (g *Gateway) Serve(ctx context.Context, l net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var hs handlerSet
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !hs.enter() {
+				http.Error(w, "bottlefile egress: the gateway is shutting down", http.StatusServiceUnavailable)
+				return
+			}
+			defer hs.leave()
+			g.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout:            g.readHeaderTimeout(),
+		IdleTimeout:                  g.idleTimeout(),
+		MaxHeaderBytes:               g.maxHeaderBytes(),
+		ErrorLog:                     log.New(io.Discard, "", 0),
+		BaseContext:                  func(net.Listener) context.Context { return ctx },
+		DisableGeneralOptionsHandler: true,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	cancel() // ends tunnels and forwarded requests
+	srv.Close()
+	if err == nil {
+		<-errc
+	}
+	hs.wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// handlerSet counts running handlers so that Serve can wait for them,
+// hijacked ones included, which http.Server does not track.
+type handlerSet struct {
+	mu      sync.Mutex
+	n       int
+	closing bool
+	idle    chan struct{}
+}
+
+func (h *handlerSet) enter() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing {
+		return false
+	}
+	h.n++
+	return true
+}
+
+func (h *handlerSet) leave() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n--
+	if h.closing && h.n == 0 {
+		close(h.idle)
+	}
+}
+
+func (h *handlerSet) wait() {
+	h.mu.Lock()
+	h.closing = true
+	if h.n == 0 {
+		h.mu.Unlock()
+		return
+	}
+	h.idle = make(chan struct{})
+	h.mu.Unlock()
+	<-h.idle
+}
+
+// ServeHTTP serves one proxy request: CONNECT host:port, or an absolute-form
+// http:// request. It answers anything else 400. Under [Gateway.Serve], a
+// tunnel ends when Serve stops; served by another http.Server, it ends when a
+// side closes it or it is idle.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method == http.MethodConnect:
+		g.serveConnect(w, r)
+	case r.URL.IsAbs():
+		g.serveForward(w, r)
+	case (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path == healthPath:
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		io.WriteString(w, "ok\n")
+	default:
+		g.refuse(w, r, verdict{
+			dest:   r.Host,
+			status: http.StatusBadRequest,
+			reason: fmt.Sprintf("%s %s is not a proxy request; this is an HTTP proxy: send CONNECT host:port, or an absolute URL (GET http://host/path)", r.Method, r.RequestURI),
+		})
+	}
+}
+
+// verdict is the outcome of a decision.
+type verdict struct {
+	dest    string // host:port for the log
+	rule    string
+	allowed bool
+	status  int    // when refused: 400 or 403
+	reason  string // when refused: why
+	addrs   []netip.Addr
+	port    int
+}
+
+// target is a parsed, normalized destination.
+type target struct {
+	host hostKey
+	port int
+}
+
+func (t target) String() string {
+	h := t.host.name
+	if t.host.addr.IsValid() {
+		h = t.host.addr.String()
+	}
+	return net.JoinHostPort(h, strconv.Itoa(t.port))
+}
+
+// parseTarget parses the host and port of a request; the error is a reason
+// to answer 400.
+func parseTarget(host, port string) (target, error) {
+	p, err := parsePort(port)
+	if err != nil {
+		return target{}, err
+	}
+	if host == "" {
+		return target{}, errors.New("missing host")
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if a.Zone() != "" {
+			return target{}, fmt.Errorf("%q: an IPv6 zone is not allowed", host)
+		}
+		return target{host: hostKey{addr: a.Unmap()}, port: p}, nil
+	}
+	name := strings.TrimSuffix(asciiLower(host), ".")
+	if err := checkName(name); err != nil {
+		return target{}, fmt.Errorf("invalid host %q: %v", host, err)
+	}
+	return target{host: hostKey{name: name}, port: p}, nil
+}
+
+// decide applies the rules and the address policy to t, resolving its name
+// when a rule allows it.
+func (g *Gateway) decide(ctx context.Context, t target) verdict {
+	rs := g.current()
+	v := verdict{dest: t.String(), port: t.port}
+	rule, ok := matchKey(rs.rules, t.host, t.port)
+	if !ok {
+		v.status = http.StatusForbidden
+		v.reason = fmt.Sprintf("%s is not in the allowlist%s%s", v.dest, g.of(rs), portHint(rs.rules, t))
+		return v
+	}
+	v.rule = rule.String()
+	addrs := []netip.Addr{t.host.addr}
+	if !t.host.addr.IsValid() {
+		rctx, cancel := context.WithTimeout(ctx, g.connectTimeout())
+		defer cancel()
+		ips, err := g.resolver().LookupNetIP(rctx, "ip", t.host.name)
+		if err == nil && len(ips) == 0 {
+			err = errors.New("no addresses")
+		}
+		if err != nil {
+			v.allowed = true
+			v.status = http.StatusBadGateway
+			v.reason = fmt.Sprintf("cannot resolve %s: %v", t.host.name, err)
+			return v
+		}
+		addrs = ips
+	}
+	var checked []netip.Addr
+	for _, a := range addrs {
+		a = a.Unmap().WithZone("")
+		if why := g.checkAddr(a, t.port, rs.rules); why != "" {
+			v.status = http.StatusForbidden
+			if t.host.addr.IsValid() {
+				v.reason = fmt.Sprintf("%s is %s", v.dest, why)
+			} else {
+				v.reason = fmt.Sprintf("%s resolves to %s, %s", v.dest, a, why)
+			}
+			return v
+		}
+		if !slices.Contains(checked, a) {
+			checked = append(checked, a)
+		}
+	}
+	// IPv4 first: a bottle's egress network rarely routes IPv6.
+	slices.SortStableFunc(checked, func(a, b netip.Addr) int {
+		switch {
+		case a.Is4() == b.Is4():
+			return 0
+		case a.Is4():
+			return -1
+		default:
+			return 1
+		}
+	})
+	v.allowed = true
+	v.addrs = checked
+	return v
+}
+
+func matchKey(rules []Rule, h hostKey, port int) (Rule, bool) {
+	for _, r := range rules {
+		if r.matchesHost(h) && r.allowsPort(port) {
+			return r, true
+		}
+	}
+	return Rule{}, false
+}
+
+// portHint lists the ports the rules allow for t's host, if any.
+func portHint(rules []Rule, t target) string {
+	var ports []int
+	for _, r := range rules {
+		if r.matchesHost(t.host) {
+			for _, p := range r.ports() {
+				if !slices.Contains(ports, p) {
+					ports = append(ports, p)
+				}
+			}
+		}
+	}
+	if len(ports) == 0 {
+		return ""
+	}
+	slices.Sort(ports)
+	h := t.host.name
+	if t.host.addr.IsValid() {
+		h = t.host.addr.String()
+	}
+	return fmt.Sprintf(" (allowed ports for %s: %s)", h, portsString(ports))
+}
+
+func (g *Gateway) of(rs *ruleset) string {
+	agent := rs.agent
+	if agent == "" {
+		agent = g.Agent
+	}
+	if agent == "" {
+		return ""
+	}
+	return " of " + agent
+}
+
+// dial connects to the first of v's checked addresses that answers.
+func (g *Gateway) dial(ctx context.Context, v verdict) (net.Conn, netip.AddrPort, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.connectTimeout())
+	defer cancel()
+	var first error
+	for _, a := range v.addrs {
+		ap := netip.AddrPortFrom(a, uint16(v.port))
+		c, err := g.dialer().DialContext(ctx, "tcp", ap.String())
+		if err == nil {
+			return c, ap, nil
+		}
+		if first == nil {
+			first = err
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if first == nil {
+		first = errors.New("no address to connect to")
+	}
+	return nil, netip.AddrPort{}, first
+}
+
+// admit decides and, when allowed, connects. It logs the decision and answers
+// the client itself unless it returns a connection, with the address it
+// connected to.
+func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, t target) (net.Conn, netip.AddrPort) {
+	v := g.decide(r.Context(), t)
+	if !v.allowed {
+		g.refuse(w, r, v)
+		return nil, netip.AddrPort{}
+	}
+	if v.status != 0 { // allowed, but the name did not resolve
+		g.fail(w, r, v)
+		return nil, netip.AddrPort{}
+	}
+	c, ap, err := g.dial(r.Context(), v)
+	if err != nil {
+		v.status = http.StatusBadGateway
+		v.reason = fmt.Sprintf("cannot connect to %s: %v", v.dest, err)
+		g.fail(w, r, v)
+		return nil, netip.AddrPort{}
+	}
+	v.reason = "connected to " + ap.String()
+	g.logDecision(r, v)
+	return c, ap
+}
+
+// refuse logs a refusal and answers it.
+func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, v verdict) {
+	v.allowed = false
+	g.logDecision(r, v)
+	g.answer(w, v.status, v.reason)
+}
+
+// fail logs an allowed request that could not be served and answers 502.
+func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, v verdict) {
+	g.logDecision(r, v)
+	g.answer(w, v.status, v.reason)
+}
+
+func (g *Gateway) answer(w http.ResponseWriter, status int, reason string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	io.WriteString(w, "bottlefile egress: "+reason+"\n")
+}
+
+func (g *Gateway) logDecision(r *http.Request, v verdict) {
+	if g.Log == nil {
+		return
+	}
+	line, err := json.Marshal(Decision{
+		Time:        g.now().UTC(),
+		Source:      r.RemoteAddr,
+		Destination: v.dest,
+		Rule:        v.rule,
+		Allowed:     v.allowed,
+		Reason:      v.reason,
+	})
+	if err != nil {
+		return
+	}
+	line = append(line, '\n')
+	g.logMu.Lock()
+	defer g.logMu.Unlock()
+	g.Log.Write(line)
+}
+
+func (g *Gateway) serveConnect(w http.ResponseWriter, r *http.Request) {
+	host, port, err := net.SplitHostPort(r.URL.Host)
+	if err != nil {
+		g.refuse(w, r, verdict{dest: r.URL.Host, status: http.StatusBadRequest,
+			reason: fmt.Sprintf("CONNECT needs host:port, not %q", r.URL.Host)})
+		return
+	}
+	t, err := parseTarget(host, port)
+	if err != nil {
+		g.refuse(w, r, verdict{dest: r.URL.Host, status: http.StatusBadRequest, reason: err.Error()})
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		g.refuse(w, r, verdict{dest: t.String(), status: http.StatusBadRequest, reason: "CONNECT is not possible on this connection"})
+		return
+	}
+	upstream, _ := g.admit(w, r, t)
+	if upstream == nil {
+		return
+	}
+	client, brw, err := hj.Hijack()
+	if err != nil {
+		upstream.Close()
+		return
+	}
+	act := new(activity)
+	c := &idleConn{Conn: client, idle: g.idleTimeout(), act: act}
+	u := &idleConn{Conn: upstream, idle: g.idleTimeout(), act: act}
+	stop := context.AfterFunc(r.Context(), func() {
+		client.Close()
+		upstream.Close()
+	})
+	defer stop()
+	client.SetDeadline(time.Time{})
+	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		client.Close()
+		upstream.Close()
+		return
+	}
+	// Bytes the client sent right after its CONNECT (a TLS ClientHello).
+	if n := brw.Reader.Buffered(); n > 0 {
+		b, _ := brw.Reader.Peek(n)
+		if _, err := u.Write(b); err != nil {
+			client.Close()
+			upstream.Close()
+			return
+		}
+	}
+	splice(c, u)
+}
+
+func (g *Gateway) serveForward(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Scheme != "http" {
+		reason := fmt.Sprintf("%s:// URLs are not proxied", r.URL.Scheme)
+		if r.URL.Scheme == "https" {
+			reason = "https:// URLs go through CONNECT (set HTTPS_PROXY, not a plain request to the proxy)"
+		}
+		g.refuse(w, r, verdict{dest: r.URL.Host, status: http.StatusBadRequest, reason: reason})
+		return
+	}
+	port := r.URL.Port()
+	if port == "" {
+		port = "80"
+	}
+	t, err := parseTarget(r.URL.Hostname(), port)
+	if err != nil {
+		g.refuse(w, r, verdict{dest: r.URL.Host, status: http.StatusBadRequest, reason: err.Error()})
+		return
+	}
+	conn, ap := g.admit(w, r, t)
+	if conn == nil {
+		return
+	}
+	checked := &idleConn{Conn: conn, idle: g.idleTimeout(), act: new(activity)}
+	var once atomic.Bool
+	defer func() {
+		if once.CompareAndSwap(false, true) {
+			conn.Close() // the transport never took it
+		}
+	}()
+	v := verdict{addrs: []netip.Addr{ap.Addr()}, port: t.port}
+	tr := &http.Transport{
+		Proxy: nil, // never the environment's proxy
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			if once.CompareAndSwap(false, true) {
+				return checked, nil
+			}
+			c, _, err := g.dial(ctx, v) // the checked address again, never a new lookup
+			if err != nil {
+				return nil, err
+			}
+			return &idleConn{Conn: c, idle: g.idleTimeout(), act: new(activity)}, nil
+		},
+		DisableKeepAlives:      true,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: 1 << 20,
+		ExpectContinueTimeout:  time.Second,
+		TLSNextProto:           map[string]func(string, *tls.Conn) http.RoundTripper{},
+	}
+	defer tr.CloseIdleConnections()
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.Header.Del("Proxy-Authorization")
+			pr.Out.Header.Del("Proxy-Connection")
+		},
+		Transport:     tr,
+		FlushInterval: -1,
+		ErrorLog:      log.New(io.Discard, "", 0),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() != nil {
+				return
+			}
+			g.answer(w, http.StatusBadGateway, fmt.Sprintf("%s: %v", t, err))
+		},
+	}
+	// The client side gets the same idle bound: a client that stops reading
+	// the response or sending its body does not hold the handler forever.
+	rc := http.NewResponseController(w)
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &idleBody{ReadCloser: r.Body, rc: rc, idle: g.idleTimeout()}
+	}
+	rp.ServeHTTP(&idleResponseWriter{ResponseWriter: w, rc: rc, idle: g.idleTimeout()}, r)
+}
+
+// idleResponseWriter gives each write to the client the idle timeout.
+type idleResponseWriter struct {
+	http.ResponseWriter
+	rc   *http.ResponseController
+	idle time.Duration
+}
+
+func (w *idleResponseWriter) Write(p []byte) (int, error) {
+	w.rc.SetWriteDeadline(time.Now().Add(w.idle))
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController (flushes, upgrades) reach the server's writer.
+func (w *idleResponseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// idleBody gives each read of the request body from the client the idle timeout.
+type idleBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	idle time.Duration
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	b.rc.SetReadDeadline(time.Now().Add(b.idle))
+	return b.ReadCloser.Read(p)
+}
+
+func (g *Gateway) now() time.Time {
+	if g.Now != nil {
+		return g.Now()
+	}
+	return time.Now()
+}
+
+func (g *Gateway) resolver() Resolver {
+	if g.Resolver != nil {
+		return g.Resolver
+	}
+	return net.DefaultResolver
+}
+
+func (g *Gateway) dialer() Dialer {
+	if g.Dialer != nil {
+		return g.Dialer
+	}
+	return &net.Dialer{KeepAlive: 30 * time.Second}
+}
+
+func (g *Gateway) connectTimeout() time.Duration {
+	return orDefault(g.ConnectTimeout, DefaultConnectTimeout)
+}
+
+func (g *Gateway) idleTimeout() time.Duration {
+	return orDefault(g.IdleTimeout, DefaultIdleTimeout)
+}
+
+func (g *Gateway) readHeaderTimeout() time.Duration {
+	return orDefault(g.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+}
+
+func (g *Gateway) maxHeaderBytes() int {
+	if g.MaxHeaderBytes > 0 {
+		return g.MaxHeaderBytes
+	}
+	return DefaultMaxHeaderBytes
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}

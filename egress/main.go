@@ -1,0 +1,243 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Main is the "bottlefile gateway" command. It serves the proxy on -listen
+// until ctx is done (or SIGTERM/SIGINT arrives: it may run as PID 1), and
+// returns the exit code: 0 after a clean stop, 1 when it cannot serve, 2 for
+// bad usage. Decisions go to stdout, one JSON line each; its own events
+// (listening, rules loaded or rejected) to stderr, also as JSON lines.
+//
+//	-listen ADDR    proxy address (default ":3128")
+//	-rules FILE     rules file (RulesFile JSON) to load and watch; without it,
+//	                or while it is missing or invalid, every request is denied
+//	-forbid CIDR    an address or CIDR never to connect to (repeatable)
+//	-poll DURATION  how often to check the rules file (default 1s); SIGHUP checks at once
+//	-health         check that a gateway answers on -listen, exit 0 if so, 1 if not
+//
+// Besides -forbid, the gateway never connects to its own interface addresses
+// nor to its default gateway (on a docker network, the docker host).
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bottlefile gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", ":3128", "`address` the proxy listens on")
+	rulesPath := fs.String("rules", "", "rules `file` (JSON) to load and watch; without one every request is denied")
+	var forbid prefixList
+	fs.Var(&forbid, "forbid", "`CIDR` or address the gateway never connects to (repeatable)")
+	poll := fs.Duration("poll", time.Second, "how often to check the rules file")
+	health := fs.Bool("health", false, "check that a gateway answers on -listen, then exit 0 (healthy) or 1")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bottlefile gateway: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if *poll <= 0 {
+		fmt.Fprintf(stderr, "bottlefile gateway: -poll %v is not positive\n", *poll)
+		return 2
+	}
+	if *health {
+		if err := checkHealth(ctx, *listen); err != nil {
+			fmt.Fprintf(stderr, "bottlefile gateway: unhealthy: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	events := &lockedWriter{w: stderr}
+	g := &Gateway{
+		Forbidden: append(forbid, ownAddresses()...),
+		Log:       stdout,
+	}
+	forbidden := make([]string, len(g.Forbidden))
+	for i, p := range g.Forbidden {
+		forbidden[i] = p.String()
+	}
+
+	var wg sync.WaitGroup
+	if *rulesPath != "" {
+		// Load the rules before the first request can come.
+		w := &rulesWatcher{path: *rulesPath, g: g, log: events}
+		w.check()
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		now := make(chan struct{}, 1)
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-hup:
+					select {
+					case now <- struct{}{}:
+					default:
+					}
+				}
+			}
+		})
+		wg.Go(func() { w.run(ctx, *poll, now) })
+	}
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		stop()
+		wg.Wait()
+		fmt.Fprintf(stderr, "bottlefile gateway: %v\n", err)
+		return 1
+	}
+	writeJSONLine(events, struct {
+		Time      time.Time `json:"time"`
+		Event     string    `json:"event"`
+		Address   string    `json:"address"`
+		Forbidden []string  `json:"forbidden"`
+	}{time.Now().UTC(), "listening", l.Addr().String(), forbidden})
+	err = g.Serve(ctx, l)
+	stop()
+	wg.Wait()
+	if err != nil {
+		fmt.Fprintf(stderr, "bottlefile gateway: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// prefixList is a repeatable -forbid flag.
+type prefixList []netip.Prefix
+
+func (p *prefixList) String() string {
+	if p == nil {
+		return ""
+	}
+	s := make([]string, len(*p))
+	for i, x := range *p {
+		s[i] = x.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (p *prefixList) Set(s string) error {
+	x, err := ParsePrefixOrAddr(s)
+	if err != nil {
+		return err
+	}
+	*p = append(*p, x)
+	return nil
+}
+
+// checkHealth asks the gateway on listen for its health path.
+func checkHealth(ctx context.Context, listen string) error {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return err
+	}
+	if a, err := netip.ParseAddr(host); host == "" || (err == nil && a.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, port))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\n\r\n", healthPath); err != nil {
+		return err
+	}
+	status, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if f := strings.Fields(status); len(f) < 2 || f[1] != "200" {
+		return fmt.Errorf("answer %q", strings.TrimSpace(status))
+	}
+	return nil
+}
+
+// ownAddresses are the gateway's own interface addresses and its default
+// gateways, as full-length prefixes.
+func ownAddresses() []netip.Prefix {
+	var out []netip.Prefix
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(ipn.IP); ok {
+					ip = ip.Unmap()
+					out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
+				}
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/net/route"); err == nil {
+		for _, a := range defaultGateways(string(b)) {
+			out = append(out, netip.PrefixFrom(a, 32))
+		}
+	}
+	return out
+}
+
+// defaultGateways parses /proc/net/route: the gateways of default routes.
+func defaultGateways(route string) []netip.Addr {
+	var out []netip.Addr
+	for _, line := range strings.Split(route, "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[1] != "00000000" {
+			continue
+		}
+		b, err := hex.DecodeString(f[2])
+		if err != nil || len(b) != 4 {
+			continue
+		}
+		// The kernel prints the network-order word as a host-order number.
+		var a [4]byte
+		binary.NativeEndian.PutUint32(a[:], binary.BigEndian.Uint32(b))
+		if ip := netip.AddrFrom4(a); !ip.IsUnspecified() {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func writeJSONLine(w io.Writer, v any) {
+	if b, err := json.Marshal(v); err == nil {
+		w.Write(append(b, '\n'))
+	}
+}

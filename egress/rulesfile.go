@@ -1,0 +1,225 @@
+package egress
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// RulesFile is the allowlist file the gateway watches, written by the docker
+// driver into the gateway container:
+//
+//	{"agent": "agent.coder", "allow": ["github.com:443"]}
+//
+// "allow" must be present; [] allows nothing.
+type RulesFile struct {
+	Agent string   `json:"agent"`
+	Allow []string `json:"allow"`
+}
+
+// maxRulesFileSize bounds what the watcher reads.
+const maxRulesFileSize = 1 << 20
+
+// NewRulesFile makes the file for agent's rules, in canonical form.
+func NewRulesFile(agent string, rules []Rule) RulesFile {
+	f := RulesFile{Agent: agent, Allow: make([]string, 0, len(rules))}
+	for _, r := range rules {
+		f.Allow = append(f.Allow, r.String())
+	}
+	return f
+}
+
+// Rules parses the allowlist.
+func (f RulesFile) Rules() ([]Rule, error) {
+	return ParseRules(f.Allow)
+}
+
+// Marshal returns the file's JSON, indented and ending in a newline. It fails
+// on an invalid rule, so that the gateway never gets a file it would reject.
+func (f RulesFile) Marshal() ([]byte, error) {
+	if _, err := f.Rules(); err != nil {
+		return nil, err
+	}
+	if f.Allow == nil {
+		f.Allow = []string{}
+	}
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// UnmarshalRulesFile parses and checks a rules file: unknown fields, a missing
+// "allow", trailing data and invalid rules are errors.
+func UnmarshalRulesFile(data []byte) (RulesFile, error) {
+	var raw struct {
+		Agent string    `json:"agent"`
+		Allow *[]string `json:"allow"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return RulesFile{}, fmt.Errorf("rules file: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return RulesFile{}, errors.New("rules file: unexpected data after the JSON object")
+	}
+	if raw.Allow == nil {
+		return RulesFile{}, errors.New(`rules file: missing "allow" (use [] to allow nothing)`)
+	}
+	f := RulesFile{Agent: raw.Agent, Allow: *raw.Allow}
+	if _, err := f.Rules(); err != nil {
+		return RulesFile{}, fmt.Errorf("rules file: %w", err)
+	}
+	return f, nil
+}
+
+// RulesEvent is a line the rules watcher logs.
+type RulesEvent struct {
+	Time  time.Time `json:"time"`
+	Event string    `json:"event"` // "rules-loaded", "rules-invalid" or "rules-unreadable"
+	File  string    `json:"file"`
+	Agent string    `json:"agent,omitempty"`
+	Allow []string  `json:"allow"`           // the rules in force after the event
+	Error string    `json:"error,omitempty"` // why the file was not applied
+}
+
+// WatchRulesFile applies the rules file at path to g now, then whenever its
+// content changes, checking every poll, until ctx is done (then it returns nil).
+// It compares content hashes rather than modification times and sizes, which
+// a copy (docker cp keeps the source's mtime) or an edit of the same length
+// leave unchanged; the file is small, and reading it is cheap. When the file is
+// missing, unreadable or invalid, g keeps its rules and one line says so, once
+// the problem has lasted two checks (docker cp removes the file and writes it
+// anew, and a check may fall in between). Each event is one JSON line
+// ([RulesEvent]) on log (nil discards them). It returns an error only for
+// invalid arguments.
+func WatchRulesFile(ctx context.Context, path string, g *Gateway, poll time.Duration, log io.Writer) error {
+	return watchRulesFile(ctx, path, g, poll, log, nil)
+}
+
+// watchRulesFile is WatchRulesFile with an extra trigger: a receive on now
+// checks the file at once (Main sends one on SIGHUP).
+func watchRulesFile(ctx context.Context, path string, g *Gateway, poll time.Duration, log io.Writer, now <-chan struct{}) error {
+	if g == nil {
+		return errors.New("egress: WatchRulesFile needs a Gateway")
+	}
+	if poll <= 0 {
+		return fmt.Errorf("egress: WatchRulesFile: poll interval %v is not positive", poll)
+	}
+	w := &rulesWatcher{path: path, g: g, log: log}
+	w.check()
+	w.run(ctx, poll, now)
+	return nil
+}
+
+// run checks the file every poll, and at once on a receive on now, until ctx
+// is done.
+func (w *rulesWatcher) run(ctx context.Context, poll time.Duration, now <-chan struct{}) {
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-now:
+		}
+		w.check()
+	}
+}
+
+type rulesWatcher struct {
+	path     string
+	g        *Gateway
+	log      io.Writer
+	applied  [32]byte // hash of the content in force
+	have     bool     // applied is set
+	pending  string   // the problem seen at the last check, not yet reported
+	reported string   // the problem reported last
+}
+
+// check reads the file once and applies it if its content changed. A problem
+// (missing, unreadable, invalid) is reported once it was seen at two checks
+// in a row: docker cp removes the file and writes it anew, and a check may
+// fall in between. A truncated file is never valid JSON, so a half-written
+// file is never applied.
+func (w *rulesWatcher) check() {
+	event, msg, key := "", "", ""
+	data, err := readSmallFile(w.path)
+	if err != nil {
+		event, msg = "rules-unreadable", err.Error()
+		key = event + ":" + msg
+	} else {
+		sum := sha256.Sum256(data)
+		if w.have && sum == w.applied {
+			w.pending, w.reported = "", ""
+			return
+		}
+		f, err := UnmarshalRulesFile(data)
+		if err == nil {
+			rules, _ := f.Rules() // checked by UnmarshalRulesFile
+			w.g.setRuleset(f.Agent, rules)
+			w.have, w.applied = true, sum
+			w.pending, w.reported = "", ""
+			w.emit("rules-loaded", f.Agent, "")
+			return
+		}
+		event, msg = "rules-invalid", err.Error()
+		key = event + ":" + hex.EncodeToString(sum[:])
+	}
+	switch key {
+	case w.reported:
+	case w.pending:
+		w.reported = key
+		w.emit(event, "", msg)
+	default:
+		w.pending = key
+	}
+}
+
+func (w *rulesWatcher) emit(event, agent, msg string) {
+	if w.log == nil {
+		return
+	}
+	rs := w.g.current()
+	if agent == "" {
+		agent = rs.agent
+	}
+	line, err := json.Marshal(RulesEvent{
+		Time:  w.g.now().UTC(),
+		Event: event,
+		File:  w.path,
+		Agent: agent,
+		Allow: NewRulesFile("", rs.rules).Allow,
+		Error: msg,
+	})
+	if err != nil {
+		return
+	}
+	w.log.Write(append(line, '\n'))
+}
+
+func readSmallFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxRulesFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxRulesFileSize {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxRulesFileSize)
+	}
+	return data, nil
+}
