@@ -2,9 +2,9 @@ package command
 
 import (
 	"bytes"
-	"io"
 	"context"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
