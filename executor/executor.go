@@ -17,8 +17,15 @@ import (
 
 // StateWriter is the part of the state store applying needs.
 type StateWriter interface {
+	Records() ([]state.Record, error)
 	Put(state.Record) error
 	Delete(addr string) error
+}
+
+// Resolver evaluates again, at apply, a change whose values were unknown
+// at plan time; the planner implements it.
+type Resolver interface {
+	Resolve(ctx context.Context, records []state.Record, c *planner.Change) error
 }
 
 // Hook observes the apply; the command layer turns it into progress lines.
@@ -47,6 +54,8 @@ type Executor struct {
 	Log         hclog.Logger
 	// Abandon, when done, cancels steps already running (a second Ctrl-C).
 	Abandon context.Context
+	// Resolver fills in values that were unknown at plan time.
+	Resolver Resolver
 }
 
 // Result says what was done and what was not.
@@ -149,7 +158,16 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 		return e.record(c, c.ID(), c.Prior.Computed)
 	}
 	if c.Fingerprint.Hash == "" {
-		return fmt.Errorf("%s has values that are still unknown; run plan again", c.Addr)
+		if e.Resolver == nil {
+			return fmt.Errorf("%s has values that are still unknown; run plan again", c.Addr)
+		}
+		records, err := e.State.Records()
+		if err != nil {
+			return err
+		}
+		if err := e.Resolver.Resolve(ctx, records, c); err != nil {
+			return err
+		}
 	}
 	op := map[planner.StepOp]drivers.Op{
 		planner.StepCreate: drivers.OpCreate,

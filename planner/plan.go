@@ -14,6 +14,7 @@ import (
 // Change is what the plan does to one object.
 type Change struct {
 	Addr    string // "agent.coder", "agent.coder.network"
+	Agent   string // the name of the agent block it belongs to; "" for orphans
 	Kind    string // driver-defined: "container", "network", "image"
 	Runtime string // runtime block name
 	Driver  string // driver name

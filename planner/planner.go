@@ -288,26 +288,23 @@ func (p *Planner) expand(ctx context.Context, records []state.Record) (map[strin
 			diags = append(diags, errorDiag("Runtime not available", fmt.Sprintf("%s runs on runtime %q, which could not be configured.", a.Addr(), a.RuntimeName), a.DeclRange.Ptr()))
 			continue
 		}
-		val, moreDiags := p.Scope.EvalAgent(a)
+		resp, moreDiags := p.planAgent(ctx, a, rt)
 		diags = append(diags, moreDiags...)
 		if moreDiags.HasErrors() {
 			continue
 		}
-		spec := drivers.AgentSpec{
-			Addr: a.Addr(), Name: a.Name,
-			Image: val.Image, Command: val.Command, Entrypoint: val.Entrypoint, Env: val.Env,
-			Workdir: val.Workdir, User: val.User, CPUs: val.CPUs, Memory: val.Memory, Labels: val.Labels,
-			Egress: val.Egress,
-		}
-		if val.Build != nil {
-			spec.Build = &drivers.BuildSpec{Context: val.Build.Context, Dockerfile: val.Build.Dockerfile}
-		}
-		resp, err := rt.Driver.Plan(ctx, drivers.PlanRequest{Agent: spec})
-		if err != nil {
-			diags = append(diags, planError(a, err))
-			continue
+		// An agent that refers to another (agent.x.id, depends_on) waits
+		// for that agent's workload.
+		var after []string
+		for _, ref := range a.References() {
+			if strings.HasPrefix(ref, "agent.") && ref != a.Addr() {
+				after = append(after, ref)
+			}
 		}
 		for _, o := range resp.Objects {
+			if len(after) > 0 {
+				o.DependsOn = append(slices.Clone(o.DependsOn), after...)
+			}
 			want[o.Addr] = &desired{runtime: rt.Name, driver: rt.Driver.Name(), object: o, agent: a, lifecycle: a.Lifecycle}
 		}
 	}
@@ -342,7 +339,7 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 	}
 	fp := fingerprint(d.object.Kind, d.object.Attrs, keep)
 	c := &Change{
-		Addr: d.object.Addr, Kind: d.object.Kind, Runtime: d.runtime, Driver: d.driver,
+		Addr: d.object.Addr, Agent: d.agent.Name, Kind: d.object.Kind, Runtime: d.runtime, Driver: d.driver,
 		Object: d.object, Fingerprint: fp, Prior: rec, Live: lo,
 		After:          make(map[string]json.RawMessage, len(d.object.Attrs)),
 		PreventDestroy: d.lifecycle.PreventDestroy,
@@ -499,4 +496,62 @@ func planError(a *lang.Agent, err error) *hcl.Diagnostic {
 			Detail: fmt.Sprintf("%s runs on runtime %q: %v", a.Addr(), a.RuntimeName, err), Subject: subject}
 	}
 	return errorDiag(fmt.Sprintf("Cannot plan %s", a.Addr()), err.Error(), subject)
+}
+
+// planAgent evaluates one agent and asks its runtime's driver for its objects.
+func (p *Planner) planAgent(ctx context.Context, a *lang.Agent, rt *Runtime) (drivers.PlanResponse, hcl.Diagnostics) {
+	val, diags := p.Scope.EvalAgent(a)
+	if diags.HasErrors() {
+		return drivers.PlanResponse{}, diags
+	}
+	spec := drivers.AgentSpec{
+		Addr: a.Addr(), Name: a.Name,
+		Image: val.Image, Command: val.Command, Entrypoint: val.Entrypoint, Env: val.Env,
+		Workdir: val.Workdir, User: val.User, CPUs: val.CPUs, Memory: val.Memory, Labels: val.Labels,
+		Egress: val.Egress,
+	}
+	if val.Build != nil {
+		spec.Build = &drivers.BuildSpec{Context: val.Build.Context, Dockerfile: val.Build.Dockerfile}
+	}
+	resp, err := rt.Driver.Plan(ctx, drivers.PlanRequest{Agent: spec})
+	if err != nil {
+		return resp, append(diags, planError(a, err))
+	}
+	return resp, diags
+}
+
+// Resolve re-evaluates a change whose desired values were unknown at plan
+// time (agent.x.id of an agent created in the same apply), now that what it
+// depends on is applied and recorded. The executor calls it just before the
+// change's create or update.
+func (p *Planner) Resolve(ctx context.Context, records []state.Record, c *Change) error {
+	a, ok := p.Config.Agents[c.Agent]
+	if !ok {
+		return fmt.Errorf("%s belongs to no agent in the configuration", c.Addr)
+	}
+	rt, ok := p.Runtimes[c.Runtime]
+	if !ok {
+		return fmt.Errorf("runtime %q is not configured", c.Runtime)
+	}
+	SetKnownAgents(p.Scope, records)
+	resp, diags := p.planAgent(ctx, a, rt)
+	if diags.HasErrors() {
+		return diags
+	}
+	for _, o := range resp.Objects {
+		if o.Addr != c.Addr {
+			continue
+		}
+		fp := fingerprint(o.Kind, o.Attrs, nil)
+		if fp.Hash == "" {
+			return fmt.Errorf("%s still has unknown values after what it depends on was applied", c.Addr)
+		}
+		o.DependsOn = c.Object.DependsOn
+		c.Object, c.Fingerprint = o, fp
+		for name, v := range o.Attrs {
+			c.After[name] = RedactedJSON(v)
+		}
+		return nil
+	}
+	return fmt.Errorf("the driver no longer plans %s", c.Addr)
 }

@@ -134,6 +134,7 @@ func (c *ApplyCommand) execute(op *operation, p *planner.Plan, a *applyArgs) int
 	ex := &executor.Executor{
 		State: op.store, Lineage: lineage, Runtimes: op.runtimes,
 		Parallelism: a.Parallelism, Hook: newProgressHook(m.Stdout), Log: m.Log, Abandon: m.Abandon,
+		Resolver: op.planner,
 	}
 	res, diags := ex.Apply(m.Ctx, p)
 	failed := m.showDiags(op.files(), diags) || m.Ctx.Err() != nil

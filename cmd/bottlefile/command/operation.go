@@ -26,6 +26,8 @@ type operation struct {
 	runtimes planner.Runtimes
 	// vars are the input variable values given (not defaults), for -out.
 	vars map[string]cty.Value
+	// planner made the last plan; apply asks it to resolve late values.
+	planner *planner.Planner
 }
 
 // openOperation loads the Bottlefile in the working directory, opens the
@@ -70,8 +72,8 @@ func (m *Meta) openOperation(ctx context.Context, readOnly bool, lockTimeout tim
 }
 
 func (op *operation) plan(ctx context.Context, m *Meta, opts planner.Options) (*planner.Plan, hcl.Diagnostics) {
-	p := &planner.Planner{Config: op.config, Scope: op.scope, Runtimes: op.runtimes, State: op.store, Log: m.Log, Options: opts}
-	return p.Plan(ctx)
+	op.planner = &planner.Planner{Config: op.config, Scope: op.scope, Runtimes: op.runtimes, State: op.store, Log: m.Log, Options: opts}
+	return op.planner.Plan(ctx)
 }
 
 func (op *operation) close() {

@@ -1,0 +1,82 @@
+package command
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+const threeAgents = `
+agent "broken" {
+  image = "busybox:1"
+}
+
+agent "follower" {
+  image      = "busybox:1"
+  env        = { LEADER = agent.broken.id }
+}
+
+agent "independent" {
+  image = "busybox:1"
+}
+`
+
+// TestPartialFailure: one agent fails to create; the agent that refers to
+// it is not started, the independent one is applied, the exit code is 1,
+// the summary says what was and was not done, and the next plan picks up
+// exactly what is left.
+func TestPartialFailure(t *testing.T) {
+	w := newWorkspace(t)
+	w.write(threeAgents)
+	w.fake.FailApply = map[string]error{"agent.broken": errors.New(`image "busybox:1" not found`)}
+	code, out, errs := w.run("apply", "-auto-approve")
+	if code != 1 {
+		t.Fatalf("want exit 1, got %d\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{
+		"agent.independent: Creation complete",
+		"agent.follower: skipped, because create agent.broken did not complete",
+		"agent.follower.network: skipped, because create agent.broken did not complete",
+		"Apply incomplete. Done: 3 added, 0 changed, 0 destroyed. Failed: 1. Not started: 2.",
+		"failed:      create agent.broken",
+		"not started: create agent.follower",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("apply output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errs, "Failed to create agent.broken") || !strings.Contains(errs, "not found") {
+		t.Errorf("the error does not name the failed step and its cause:\n%s", errs)
+	}
+	live := map[string]bool{}
+	for _, o := range w.fake.Objects(w.lineage()) {
+		live[o.Addr] = true
+	}
+	if !live["agent.independent"] || live["agent.follower"] || live["agent.broken"] {
+		t.Errorf("live objects after a partial failure: %v", live)
+	}
+
+	// State recorded everything that was done: the next plan creates only
+	// what failed or was skipped, and then converges.
+	plan := w.must("plan")
+	if !strings.Contains(plan, "Plan: 3 to add, 0 to change, 0 to destroy.") {
+		t.Errorf("plan after a partial failure:\n%s", plan)
+	}
+	w.fake.FailApply = nil
+	w.must("apply", "-auto-approve")
+	if out := w.must("plan"); !strings.Contains(out, "No changes.") {
+		t.Errorf("not converged:\n%s", out)
+	}
+	// The value known only after apply reached the follower.
+	broken := ""
+	for _, o := range w.fake.Objects(w.lineage()) {
+		if o.Addr == "agent.broken" {
+			broken = o.ID
+		}
+	}
+	for _, req := range w.fake.ApplyRequests {
+		if req.Object.Addr == "agent.follower" && !strings.Contains(req.Object.Attrs["env"].GoString(), broken) {
+			t.Errorf("agent.follower was created without agent.broken's id %s: %s", broken, req.Object.Attrs["env"].GoString())
+		}
+	}
+}
