@@ -68,6 +68,9 @@
 //     ["registry.corp:443"] alone does not;
 //   - any other address (public) is allowed when the rule matched.
 //
+// An address rule opts in the private addresses it contains, so a rule as wide
+// as 0.0.0.0/0:443 opts in every private address on port 443.
+//
 // IPv4-mapped IPv6 addresses are checked as the IPv4 address they carry, and a
 // NAT64 address (64:ff9b::/96) as its embedded IPv4 address.
 //
@@ -95,5 +98,12 @@
 // # Command
 //
 // [Main] is the hidden "bottlefile gateway" command. It needs no shell and no
-// file but its rules file, so it runs as PID 1 in a FROM scratch image.
+// file but its rules file (and the /etc/resolv.conf and /etc/hosts Docker
+// provides), so it runs as PID 1 in a FROM scratch image: it stops on SIGTERM
+// or SIGINT, and checks its rules file at once on SIGHUP. Besides the -forbid
+// prefixes, it never connects to its own interface addresses or its default
+// gateway (on a docker network, the docker host). "bottlefile gateway -health"
+// asks a running gateway for GET /.bottlefile/health (the one origin-form
+// request it answers, with 200, unlogged) and exits 0 or 1, for a Docker
+// HEALTHCHECK.
 package egress

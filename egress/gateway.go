@@ -120,7 +120,7 @@ type Decision struct {
 	Time        time.Time `json:"time"`        // RFC 3339 with nanoseconds, UTC
 	Source      string    `json:"source"`      // the client, ip:port
 	Destination string    `json:"destination"` // host:port as requested
-	Rule        string    `json:"rule"`        // the matching rule, canonical; "" for none
+	Rule        string    `json:"rule"`        // the rule that matched the destination, canonical; "" for none
 	Allowed     bool      `json:"allowed"`     // rules and address policy passed
 	Reason      string    `json:"reason"`      // why, or what happened
 }
@@ -235,8 +235,8 @@ type verdict struct {
 	dest    string // host:port for the log
 	rule    string
 	allowed bool
-	status  int    // when refused: 400 or 403
-	reason  string // when refused: why
+	status  int    // when not served: 400 or 403 (refused), 502 (failed)
+	reason  string // why, or what happened
 	addrs   []netip.Addr
 	port    int
 }
