@@ -27,6 +27,18 @@ type AgentSpec struct {
 	// "host:port", "*.suffix:port"); null when there is no egress block.
 	// Null and empty both mean the agent reaches nothing outside its bottle.
 	Egress cty.Value
+	// Sidecars are helper workloads in the agent's bottle, reachable from
+	// the agent by name, in declaration order.
+	Sidecars []SidecarSpec
+}
+
+// SidecarSpec is one evaluated sidecar block; its address is
+// "agent.AGENT.sidecar.NAME". Fields mean what they mean on AgentSpec.
+type SidecarSpec struct {
+	Addr, Name                                                            string
+	Image                                                                 cty.Value
+	Build                                                                 *BuildSpec
+	Command, Entrypoint, Env, Workdir, User, CPUs, Memory, Labels, Egress cty.Value
 }
 
 // RuleError is a driver's complaint about one egress rule, so the planner

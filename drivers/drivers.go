@@ -129,6 +129,13 @@ type ApplyRequest struct {
 	Hash string
 	// ID is the runtime's id of the existing object (update, start, delete).
 	ID string
+	// Agent is the evaluated agent the object belongs to. It is set for a
+	// snapshot create, whose image must boot like the agent.
+	Agent *AgentSpec
+	// BootImage, for a workload create, is the snapshot to boot from
+	// instead of the configured image (resume, migration): what a snapshot
+	// create returned as Computed["image"]. Empty means the configured image.
+	BootImage string
 }
 
 // ApplyResponse reports what the runtime assigned.

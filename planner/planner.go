@@ -513,6 +513,17 @@ func (p *Planner) planAgent(ctx context.Context, a *lang.Agent, rt *Runtime) (dr
 	if val.Build != nil {
 		spec.Build = &drivers.BuildSpec{Context: val.Build.Context, Dockerfile: val.Build.Dockerfile}
 	}
+	for _, sc := range val.Sidecars {
+		ss := drivers.SidecarSpec{
+			Addr: a.Addr() + ".sidecar." + sc.Name, Name: sc.Name,
+			Image: sc.Image, Command: sc.Command, Entrypoint: sc.Entrypoint, Env: sc.Env, Workdir: sc.Workdir,
+			User: sc.User, CPUs: sc.CPUs, Memory: sc.Memory, Labels: sc.Labels, Egress: sc.Egress,
+		}
+		if sc.Build != nil {
+			ss.Build = &drivers.BuildSpec{Context: sc.Build.Context, Dockerfile: sc.Build.Dockerfile}
+		}
+		spec.Sidecars = append(spec.Sidecars, ss)
+	}
 	resp, err := rt.Driver.Plan(ctx, drivers.PlanRequest{Agent: spec})
 	if err != nil {
 		return resp, append(diags, planError(a, err))
