@@ -178,7 +178,15 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 	if op != drivers.OpCreate {
 		id = c.ID()
 	}
-	resp, err := rt.Driver.Apply(ctx, drivers.ApplyRequest{Op: op, Lineage: e.Lineage, Object: c.Object, Hash: c.Fingerprint.Hash, ID: id})
+	req := drivers.ApplyRequest{Op: op, Lineage: e.Lineage, Object: c.Object, Hash: c.Fingerprint.Hash, ID: id, Agent: c.AgentSpec}
+	if op == drivers.OpCreate && c.BootFrom != "" {
+		image, err := e.snapshotImage(c.BootFrom)
+		if err != nil {
+			return err
+		}
+		req.BootImage = image
+	}
+	resp, err := rt.Driver.Apply(ctx, req)
 	if err != nil {
 		return err
 	}
@@ -199,4 +207,22 @@ func (e *Executor) record(c *planner.Change, id string, computed map[string]stri
 		Attrs: c.After, AttrHashes: c.Fingerprint.Attrs, Computed: computed,
 		PreventDestroy: c.PreventDestroy,
 	})
+}
+
+// snapshotImage is what a workload boots from to resume from a snapshot,
+// as the snapshot's record has it (it may have been taken moments ago).
+func (e *Executor) snapshotImage(addr string) (string, error) {
+	records, err := e.State.Records()
+	if err != nil {
+		return "", err
+	}
+	for _, r := range records {
+		if r.Addr == addr {
+			if image := r.Computed["image"]; image != "" {
+				return image, nil
+			}
+			return "", fmt.Errorf("snapshot %s has no image recorded", addr)
+		}
+	}
+	return "", fmt.Errorf("snapshot %s is not in the state", addr)
 }

@@ -46,6 +46,17 @@ type Change struct {
 	PreventDestroy bool
 	// StateOnly marks an update that changes only the record.
 	StateOnly bool
+
+	// Snapshot planning. SnapshotFirst is the snapshot taken before this
+	// workload is deleted (a policy's "before"); BootFrom is the snapshot
+	// this workload boots from when it is created (resume); WaitFor lists
+	// changes whose create must finish before this change's steps start.
+	SnapshotFirst string
+	BootFrom      string
+	WaitFor       []string
+	// AgentSpec is the evaluated agent a snapshot commits, so its image
+	// boots like the agent.
+	AgentSpec *drivers.AgentSpec
 }
 
 // ID is the runtime's id of the existing object, if there is one.
@@ -82,13 +93,17 @@ func (p *Plan) Applyable() bool {
 
 // Summary counts the changes the way the closing Plan: line reports them.
 type Summary struct {
-	Add, Change, Destroy, Start, Adopt, Forget int
+	Add, Change, Destroy, Start, Adopt, Forget, Snapshot int
 }
 
 // Summary counts pending changes; a replacement counts as one add and one destroy.
 func (p *Plan) Summary() Summary {
 	var s Summary
 	for _, c := range p.Changes {
+		if c.Kind == drivers.KindSnapshot && c.Action == Create {
+			s.Snapshot++
+			continue
+		}
 		switch c.Action {
 		case Create:
 			s.Add++
@@ -121,6 +136,9 @@ func (s Summary) String() string {
 	}
 	if s.Forget > 0 {
 		line += fmt.Sprintf(", %d to forget", s.Forget)
+	}
+	if s.Snapshot > 0 {
+		line += fmt.Sprintf(", %d to snapshot", s.Snapshot)
 	}
 	return line + "."
 }
@@ -203,6 +221,11 @@ func (p *Plan) Graph() *dag.Graph {
 		if down, ok := downs[addr]; ok {
 			g.Connect(up, down)
 		}
+		if up.Change.BootFrom != "" {
+			if s, ok := ups[up.Change.BootFrom]; ok {
+				g.Connect(up, s)
+			}
+		}
 		for _, dep := range up.Change.Object.DependsOn {
 			if d, ok := ups[dep]; ok {
 				g.Connect(up, d)
@@ -213,6 +236,29 @@ func (p *Plan) Graph() *dag.Graph {
 	// dependency is gone. An object found live but never recorded has no
 	// recorded dependencies: the objects an agent owns sit below its address
 	// and depend on it being gone (the container before its network).
+	for _, c := range p.Changes {
+		// A snapshot is taken before its workload goes; prunes and other
+		// late steps wait for what they name.
+		if c.SnapshotFirst != "" {
+			if d, ok := downs[c.Addr]; ok {
+				if s, ok := ups[c.SnapshotFirst]; ok {
+					g.Connect(d, s)
+				}
+			}
+		}
+		for _, after := range c.WaitFor {
+			s, ok := ups[after]
+			if !ok {
+				continue
+			}
+			if d, ok := downs[c.Addr]; ok {
+				g.Connect(d, s)
+			}
+			if u, ok := ups[c.Addr]; ok {
+				g.Connect(u, s)
+			}
+		}
+	}
 	for addr, down := range downs {
 		deps := down.Change.Object.DependsOn
 		if down.Change.Prior != nil {

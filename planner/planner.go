@@ -67,12 +67,8 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		live, moreDiags = p.refresh(ctx, plan.Lineage)
 		diags = append(diags, moreDiags...)
 	}
-	want := map[string]*desired{}
-	if !opts.Destroy {
-		var moreDiags hcl.Diagnostics
-		want, moreDiags = p.expand(ctx, records)
-		diags = append(diags, moreDiags...)
-	}
+	want, agents, moreDiags := p.expand(ctx, records, opts.Destroy)
+	diags = append(diags, moreDiags...)
 	if diags.HasErrors() {
 		return nil, diags
 	}
@@ -121,6 +117,8 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 
 	if opts.RefreshOnly {
 		refreshOnly(changes)
+	} else {
+		p.planPolicies(ctx, changes, agents, plan.Lineage)
 	}
 	if len(opts.Targets) > 0 {
 		if err := checkAddrs("-target", opts.Targets, changes); err != nil {
@@ -277,10 +275,11 @@ func (p *Planner) refresh(ctx context.Context, lineage string) (liveSet, hcl.Dia
 
 // expand evaluates every agent and asks its runtime's driver for the
 // objects it needs.
-func (p *Planner) expand(ctx context.Context, records []state.Record) (map[string]*desired, hcl.Diagnostics) {
+func (p *Planner) expand(ctx context.Context, records []state.Record, destroy bool) (map[string]*desired, map[string]*agentPlan, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
-	SetKnownAgents(p.Scope, records)
+	SetKnown(p.Scope, records)
 	want := map[string]*desired{}
+	agents := map[string]*agentPlan{}
 	for _, name := range p.Config.AgentNames() {
 		a := p.Config.Agents[name]
 		rt, ok := p.Runtimes[a.RuntimeName]
@@ -288,9 +287,18 @@ func (p *Planner) expand(ctx context.Context, records []state.Record) (map[strin
 			diags = append(diags, errorDiag("Runtime not available", fmt.Sprintf("%s runs on runtime %q, which could not be configured.", a.Addr(), a.RuntimeName), a.DeclRange.Ptr()))
 			continue
 		}
-		resp, moreDiags := p.planAgent(ctx, a, rt)
+		ap, moreDiags := p.evalAgent(a, rt)
 		diags = append(diags, moreDiags...)
 		if moreDiags.HasErrors() {
+			continue
+		}
+		agents[a.Addr()] = ap
+		if destroy {
+			continue // evaluated only for its snapshot policy
+		}
+		resp, err := rt.Driver.Plan(ctx, drivers.PlanRequest{Agent: ap.spec})
+		if err != nil {
+			diags = append(diags, planError(a, err))
 			continue
 		}
 		// An agent that refers to another (agent.x.id, depends_on) waits
@@ -308,7 +316,8 @@ func (p *Planner) expand(ctx context.Context, records []state.Record) (map[strin
 			want[o.Addr] = &desired{runtime: rt.Name, driver: rt.Driver.Name(), object: o, agent: a, lifecycle: a.Lifecycle}
 		}
 	}
-	return want, diags
+	diags = append(diags, p.expandSnapshots(want, agents, records, destroy)...)
+	return want, agents, diags
 }
 
 // ignored names the attributes whose changes lifecycle.ignore_changes
@@ -432,8 +441,8 @@ func propagateReplacement(changes map[string]*Change) {
 	for changed := true; changed; {
 		changed = false
 		for _, c := range changes {
-			if c.Action == Replace || c.Action == Create {
-				continue
+			if c.Action == Replace || c.Action == Create || c.Kind == drivers.KindSnapshot {
+				continue // a snapshot outlives the workload it was taken of
 			}
 			if c.Prior == nil && c.Live == nil {
 				continue
@@ -470,18 +479,25 @@ func shortID(id string) string {
 	return id
 }
 
-// SetKnownAgents gives the scope what the state knows of each agent's
-// workload (its id and name), so expressions like agent.x.id evaluate.
-func SetKnownAgents(scope *lang.Scope, records []state.Record) {
+// SetKnown gives the scope what the state knows of each agent's workload
+// (its id and name) and of each snapshot block (its id and image), so
+// expressions like agent.x.id and snapshot.y.image evaluate.
+func SetKnown(scope *lang.Scope, records []state.Record) {
 	for _, r := range records {
-		if !r.Workload || strings.Count(r.Addr, ".") != 1 || !strings.HasPrefix(r.Addr, "agent.") {
-			continue
+		switch {
+		case r.Workload && strings.Count(r.Addr, ".") == 1 && strings.HasPrefix(r.Addr, "agent."):
+			attrs := map[string]cty.Value{"id": cty.StringVal(r.ID)}
+			if name, ok := r.Computed["name"]; ok {
+				attrs["name"] = cty.StringVal(name)
+			}
+			scope.SetAgent(strings.TrimPrefix(r.Addr, "agent."), cty.ObjectVal(attrs))
+		case r.Kind == drivers.KindSnapshot && strings.HasPrefix(r.Addr, "snapshot."):
+			attrs := map[string]cty.Value{"id": cty.StringVal(r.ID)}
+			if image, ok := r.Computed["image"]; ok {
+				attrs["image"] = cty.StringVal(image)
+			}
+			scope.SetSnapshot(strings.TrimPrefix(r.Addr, "snapshot."), cty.ObjectVal(attrs))
 		}
-		attrs := map[string]cty.Value{"id": cty.StringVal(r.ID)}
-		if name, ok := r.Computed["name"]; ok {
-			attrs["name"] = cty.StringVal(name)
-		}
-		scope.SetAgent(strings.TrimPrefix(r.Addr, "agent."), cty.ObjectVal(attrs))
 	}
 }
 
@@ -498,11 +514,19 @@ func planError(a *lang.Agent, err error) *hcl.Diagnostic {
 	return errorDiag(fmt.Sprintf("Cannot plan %s", a.Addr()), err.Error(), subject)
 }
 
-// planAgent evaluates one agent and asks its runtime's driver for its objects.
-func (p *Planner) planAgent(ctx context.Context, a *lang.Agent, rt *Runtime) (drivers.PlanResponse, hcl.Diagnostics) {
+// agentPlan is one agent evaluated for this plan.
+type agentPlan struct {
+	agent   *lang.Agent
+	val     lang.AgentValue
+	spec    drivers.AgentSpec
+	runtime *Runtime
+}
+
+// evalAgent evaluates one agent into the spec its driver plans from.
+func (p *Planner) evalAgent(a *lang.Agent, rt *Runtime) (*agentPlan, hcl.Diagnostics) {
 	val, diags := p.Scope.EvalAgent(a)
 	if diags.HasErrors() {
-		return drivers.PlanResponse{}, diags
+		return nil, diags
 	}
 	spec := drivers.AgentSpec{
 		Addr: a.Addr(), Name: a.Name,
@@ -524,11 +548,7 @@ func (p *Planner) planAgent(ctx context.Context, a *lang.Agent, rt *Runtime) (dr
 		}
 		spec.Sidecars = append(spec.Sidecars, ss)
 	}
-	resp, err := rt.Driver.Plan(ctx, drivers.PlanRequest{Agent: spec})
-	if err != nil {
-		return resp, append(diags, planError(a, err))
-	}
-	return resp, diags
+	return &agentPlan{agent: a, val: val, spec: spec, runtime: rt}, diags
 }
 
 // Resolve re-evaluates a change whose desired values were unknown at plan
@@ -544,10 +564,14 @@ func (p *Planner) Resolve(ctx context.Context, records []state.Record, c *Change
 	if !ok {
 		return fmt.Errorf("runtime %q is not configured", c.Runtime)
 	}
-	SetKnownAgents(p.Scope, records)
-	resp, diags := p.planAgent(ctx, a, rt)
+	SetKnown(p.Scope, records)
+	ap, diags := p.evalAgent(a, rt)
 	if diags.HasErrors() {
 		return diags
+	}
+	resp, err := rt.Driver.Plan(ctx, drivers.PlanRequest{Agent: ap.spec})
+	if err != nil {
+		return err
 	}
 	for _, o := range resp.Objects {
 		if o.Addr != c.Addr {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2/hcldec"
@@ -59,6 +60,8 @@ type Fake struct {
 	// block (until the context is cancelled, say) or fail the call with an
 	// error, in which case nothing changes.
 	BeforeApply func(ctx context.Context, req drivers.ApplyRequest) error
+	// Now is the clock snapshots are stamped with; time.Now when nil.
+	Now func() time.Time
 
 	ConfigureCalled  bool
 	ConfigureCalls   int
@@ -100,6 +103,11 @@ type lineage struct {
 	objects map[string]*object // by address
 	users   map[string]int     // address to the number of live objects that depend on it
 	sorted  []drivers.LiveObject
+	// files holds what each workload wrote (WriteFile); a snapshot copies
+	// its workload's files into images, and a workload booted from that
+	// image starts with them: enough to test resume without an engine.
+	files  map[string][]string
+	images map[string][]string
 }
 
 // object is one live object and what Apply must check about it.
@@ -292,6 +300,9 @@ func (f *Fake) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.App
 	obj := l.objects[addr]
 	switch req.Op {
 	case drivers.OpCreate:
+		if req.Object.Kind == drivers.KindSnapshot && obj == nil {
+			return f.snapshotLocked(l, req)
+		}
 		if obj != nil {
 			return drivers.ApplyResponse{}, fmt.Errorf("fake: create %s: it already exists as %s", addr, obj.live.ID)
 		}
@@ -318,6 +329,14 @@ func (f *Fake) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.App
 		}
 		if obj.workload {
 			obj.live.ImageID = imageID(req.Object.Attrs["image"])
+			if req.BootImage != "" {
+				files, ok := l.images[req.BootImage]
+				if !ok {
+					return drivers.ApplyResponse{}, fmt.Errorf("fake: create %s: no snapshot image %s", addr, req.BootImage)
+				}
+				l.files[addr] = slices.Clone(files)
+				obj.live.ImageID = req.BootImage
+			}
 		}
 		l.objects[addr] = obj
 		for _, dep := range obj.dependsOn {
@@ -346,6 +365,7 @@ func (f *Fake) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.App
 			return drivers.ApplyResponse{}, fmt.Errorf("fake: delete %s: %d objects still depend on it", addr, n)
 		}
 		l.removeLocked(addr)
+		delete(l.files, addr)
 		return drivers.ApplyResponse{ID: obj.live.ID}, nil
 	default:
 		return drivers.ApplyResponse{}, fmt.Errorf("fake: %s: unknown operation %q", addr, req.Op)
@@ -411,7 +431,7 @@ func (f *Fake) lineageLocked(name string) *lineage {
 		if f.lineages == nil {
 			f.lineages = make(map[string]*lineage)
 		}
-		l = &lineage{objects: make(map[string]*object), users: make(map[string]int)}
+		l = &lineage{objects: make(map[string]*object), users: make(map[string]int), files: map[string][]string{}, images: map[string][]string{}}
 		f.lineages[name] = l
 	}
 	return l
@@ -472,4 +492,55 @@ func cloneMap(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+var _ drivers.WrittenReader = (*Fake)(nil)
+
+// snapshotLocked commits a workload: the snapshot remembers its files.
+func (f *Fake) snapshotLocked(l *lineage, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	if req.Agent == nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("fake: snapshot %s: no agent to commit", req.Object.Addr)
+	}
+	w := l.objects[req.Agent.Addr]
+	if w == nil || !w.workload {
+		return drivers.ApplyResponse{}, fmt.Errorf("fake: snapshot %s: %s has no workload to commit", req.Object.Addr, req.Agent.Addr)
+	}
+	f.lastID++
+	id := "fake-" + strconv.FormatUint(f.lastID, 10)
+	image := "fake-snapshot-" + id
+	l.images[image] = slices.Clone(l.files[req.Agent.Addr])
+	l.objects[req.Object.Addr] = &object{live: drivers.LiveObject{
+		Addr: req.Object.Addr, Kind: drivers.KindSnapshot, ID: id, Name: image, Hash: req.Hash,
+	}}
+	l.sorted = nil
+	now := time.Now
+	if f.Now != nil {
+		now = f.Now
+	}
+	return drivers.ApplyResponse{ID: id, Computed: map[string]string{
+		"image": image, "size": strconv.Itoa(1000 * len(l.images[image])),
+		"created": now().UTC().Format(time.RFC3339Nano), "source": w.live.ID,
+	}}, nil
+}
+
+// WriteFile records that the workload at addr wrote a file.
+func (f *Fake) WriteFile(lineage, addr, path string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.lineageLocked(lineage)
+	l.files[addr] = append(l.files[addr], path)
+}
+
+// Files lists what the workload at addr has written or booted with.
+func (f *Fake) Files(lineage, addr string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.lineageLocked(lineage).files[addr])
+}
+
+// Written reports 1000 bytes per file the workload wrote.
+func (f *Fake) Written(ctx context.Context, lineage string, obj drivers.LiveObject) (drivers.Written, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return drivers.Written{Bytes: int64(1000 * len(f.lineageLocked(lineage).files[obj.Addr]))}, nil
 }

@@ -53,7 +53,7 @@ func (c *OutputCommand) Run(args []string) int {
 	if err != nil {
 		return m.fail("Cannot read state", err)
 	}
-	planner.SetKnownAgents(op.scope, recs)
+	planner.SetKnown(op.scope, recs)
 	names := op.config.OutputNames()
 	if fs.NArg() == 1 {
 		name := fs.Arg(0)

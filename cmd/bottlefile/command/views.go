@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/executor"
 	"github.com/bottlefile/bottlefile/planner"
 )
@@ -43,9 +44,20 @@ func renderPlan(w io.Writer, p *planner.Plan) {
 	fmt.Fprintf(w, "\n%s\n", p.Summary())
 }
 
+// symbol marks a change in the human plan; taking a snapshot is "@".
+func symbol(c *planner.Change) string {
+	if c.Kind == drivers.KindSnapshot && c.Action == planner.Create {
+		return "@"
+	}
+	return c.Action.Symbol()
+}
+
 func headline(c *planner.Change) string {
 	switch c.Action {
 	case planner.Create:
+		if c.Kind == drivers.KindSnapshot {
+			return "will be taken"
+		}
 		return "will be created"
 	case planner.Update:
 		return "will be updated in place"
@@ -108,7 +120,7 @@ func renderChange(w io.Writer, c *planner.Change) {
 			}
 		}
 	}
-	fmt.Fprintf(w, "%3s %s (%s)", c.Action.Symbol(), c.Addr, c.Kind)
+	fmt.Fprintf(w, "%3s %s (%s)", symbol(c), c.Addr, c.Kind)
 	if len(lines) == 0 {
 		fmt.Fprintln(w)
 		return

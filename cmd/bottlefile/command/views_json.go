@@ -34,12 +34,13 @@ type jsonChange struct {
 }
 
 type jsonSummary struct {
-	Add     int `json:"add"`
-	Change  int `json:"change"`
-	Destroy int `json:"destroy"`
-	Start   int `json:"start"`
-	Adopt   int `json:"adopt"`
-	Forget  int `json:"forget"`
+	Add      int `json:"add"`
+	Change   int `json:"change"`
+	Destroy  int `json:"destroy"`
+	Start    int `json:"start"`
+	Adopt    int `json:"adopt"`
+	Forget   int `json:"forget"`
+	Snapshot int `json:"snapshot"`
 }
 
 func planDocument(p *planner.Plan) jsonPlan {
@@ -59,7 +60,7 @@ func planDocument(p *planner.Plan) jsonPlan {
 		doc.ResourceChanges = append(doc.ResourceChanges, jc)
 	}
 	s := p.Summary()
-	doc.Summary = jsonSummary{Add: s.Add, Change: s.Change, Destroy: s.Destroy, Start: s.Start, Adopt: s.Adopt, Forget: s.Forget}
+	doc.Summary = jsonSummary{Add: s.Add, Change: s.Change, Destroy: s.Destroy, Start: s.Start, Adopt: s.Adopt, Forget: s.Forget, Snapshot: s.Snapshot}
 	return doc
 }
 

@@ -1,0 +1,307 @@
+package planner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/lang"
+	"github.com/bottlefile/bottlefile/state"
+)
+
+// Policy snapshots live below their agent: agent.NAME.snapshot.N, N
+// counting up, so the newest has the highest N and the address of the next
+// one is known at plan time (a saved plan re-plans to the same address).
+const policySnapshotInfix = ".snapshot."
+
+// policySnapshotIndex returns N for "agent.X.snapshot.N" of the given agent.
+func policySnapshotIndex(agentAddr, addr string) (int, bool) {
+	rest, ok := strings.CutPrefix(addr, agentAddr+policySnapshotInfix)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil && n > 0
+}
+
+func snapshotAttrs(agentAddr string, description, triggers cty.Value, policy bool) map[string]cty.Value {
+	if description == cty.NilVal {
+		description = cty.NullVal(cty.String)
+	}
+	if triggers == cty.NilVal {
+		triggers = cty.NullVal(cty.Map(cty.String))
+	}
+	return map[string]cty.Value{
+		"agent":       cty.StringVal(agentAddr),
+		"description": description,
+		"triggers":    triggers,
+		"policy":      cty.BoolVal(policy),
+	}
+}
+
+// expandSnapshots adds the wanted snapshot objects: every snapshot block
+// (not in a destroy), and every policy snapshot already taken of an agent
+// still in the configuration (in a destroy only when its policy keeps
+// snapshots across destroy). Retention prunes some of them later.
+func (p *Planner) expandSnapshots(want map[string]*desired, agents map[string]*agentPlan, records []state.Record, destroy bool) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	if !destroy {
+		for _, name := range p.Config.SnapshotNames() {
+			sn := p.Config.Snapshots[name]
+			ap, ok := agents["agent."+sn.AgentName]
+			if !ok {
+				continue // the agent failed to evaluate; its diagnostics say why
+			}
+			val, moreDiags := p.Scope.EvalSnapshot(sn)
+			diags = append(diags, moreDiags...)
+			if moreDiags.HasErrors() {
+				continue
+			}
+			want[sn.Addr()] = &desired{
+				runtime: ap.runtime.Name, driver: ap.runtime.Driver.Name(), agent: ap.agent,
+				object: drivers.Object{
+					Addr: sn.Addr(), Kind: drivers.KindSnapshot,
+					Attrs:     snapshotAttrs(ap.agent.Addr(), val.Description, val.Triggers, false),
+					InPlace:   []string{"description"},
+					DependsOn: []string{ap.agent.Addr()},
+				},
+			}
+		}
+	}
+	for _, r := range records {
+		if r.Kind != drivers.KindSnapshot {
+			continue
+		}
+		for agentAddr, ap := range agents {
+			if _, ok := policySnapshotIndex(agentAddr, r.Addr); !ok {
+				continue
+			}
+			if destroy && (ap.val.SnapshotPolicy == nil || !slices.Contains(ap.val.SnapshotPolicy.Before, "destroy")) {
+				continue
+			}
+			want[r.Addr] = &desired{
+				runtime: r.Runtime, driver: r.Driver, agent: ap.agent,
+				object: drivers.Object{
+					Addr: r.Addr, Kind: drivers.KindSnapshot,
+					Attrs:   snapshotAttrs(agentAddr, recordedString(r, "description"), cty.NilVal, true),
+					InPlace: []string{"description"},
+				},
+			}
+		}
+	}
+	return diags
+}
+
+// recordedString reads back a string attribute of a record.
+func recordedString(r state.Record, name string) cty.Value {
+	var s *string
+	if err := json.Unmarshal(r.Attrs[name], &s); err != nil || s == nil {
+		return cty.NullVal(cty.String)
+	}
+	return cty.StringVal(*s)
+}
+
+// planPolicies adds what snapshot policies and resume ask for: a snapshot
+// before each covered replace, destroy or migrate; prunes beyond keep_last
+// and max_age; what an uncovered replace or destroy would discard; and the
+// snapshot each re-created workload boots from.
+func (p *Planner) planPolicies(ctx context.Context, changes map[string]*Change, agents map[string]*agentPlan, lineage string) {
+	for _, agentAddr := range sortedKeys(agents) {
+		ap := agents[agentAddr]
+		w := changes[agentAddr]
+		policy := ap.val.SnapshotPolicy
+		var taken *Change
+		if w != nil && w.Live != nil && w.Prior != nil {
+			if covered := policyAction(w.Action); covered != "" {
+				if policy != nil && slices.Contains(policy.Before, covered) {
+					taken = p.takeSnapshot(changes, ap, w, covered)
+				} else {
+					p.explainDiscard(ctx, w, lineage, covered)
+				}
+			}
+		}
+		if policy != nil {
+			prune(changes, agentAddr, policy, taken)
+		}
+		if w != nil && (w.Action == Create || w.Action == Replace) && ap.val.Resume {
+			resume(changes, ap, w, taken)
+		}
+	}
+	for _, c := range changes {
+		if c.Kind == drivers.KindSnapshot && c.Action == Update {
+			c.StateOnly = true // a description is kept in state only
+		}
+		if c.Kind == drivers.KindSnapshot && (c.Action == Create || c.Action == Replace) {
+			if ap, ok := agents[snapshotAgent(c)]; ok {
+				spec := ap.spec
+				c.AgentSpec = &spec
+			}
+		}
+	}
+}
+
+func snapshotAgent(c *Change) string {
+	var s string
+	json.Unmarshal(c.After["agent"], &s)
+	return s
+}
+
+// policyAction is the snapshot_policy.before word for a workload action.
+func policyAction(a Action) string {
+	switch a {
+	case Replace:
+		return "replace"
+	case Delete:
+		return "destroy"
+	}
+	return ""
+}
+
+// takeSnapshot plans a policy snapshot of the workload before it goes.
+func (p *Planner) takeSnapshot(changes map[string]*Change, ap *agentPlan, w *Change, covered string) *Change {
+	next := 1
+	for addr := range changes {
+		if n, ok := policySnapshotIndex(ap.agent.Addr(), addr); ok && n >= next {
+			next = n + 1
+		}
+	}
+	addr := fmt.Sprintf("%s%s%d", ap.agent.Addr(), policySnapshotInfix, next)
+	obj := drivers.Object{
+		Addr: addr, Kind: drivers.KindSnapshot,
+		Attrs:   snapshotAttrs(ap.agent.Addr(), cty.StringVal("before "+covered), cty.NilVal, true),
+		InPlace: []string{"description"},
+	}
+	c := &Change{
+		Addr: addr, Agent: ap.agent.Name, Kind: drivers.KindSnapshot, Runtime: w.Runtime, Driver: w.Driver,
+		Action: Create, Object: obj, Fingerprint: fingerprint(obj.Kind, obj.Attrs, nil),
+		After:   map[string]json.RawMessage{},
+		Reasons: []string{fmt.Sprintf("snapshot_policy.before includes %q: %s's filesystem is committed before it is %s", covered, ap.agent.Addr(), map[string]string{"replace": "replaced", "destroy": "destroyed"}[covered])},
+	}
+	for name, v := range obj.Attrs {
+		c.After[name] = RedactedJSON(v)
+	}
+	changes[addr] = c
+	w.SnapshotFirst = addr
+	w.Reasons = append(w.Reasons, fmt.Sprintf("%s is taken first (snapshot_policy)", addr))
+	return c
+}
+
+// explainDiscard says how much a replace or destroy would throw away when
+// no policy snapshots first.
+func (p *Planner) explainDiscard(ctx context.Context, w *Change, lineage, covered string) {
+	rt, ok := p.Runtimes[w.Runtime]
+	if !ok {
+		return
+	}
+	wr, ok := rt.Driver.(drivers.WrittenReader)
+	if !ok {
+		return
+	}
+	written, err := wr.Written(ctx, lineage, *w.Live)
+	if err != nil || written.Bytes <= 0 {
+		return
+	}
+	since := ""
+	if !written.Since.IsZero() {
+		since = " since " + written.Since.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	w.Reasons = append(w.Reasons, fmt.Sprintf("this %s discards %s written inside it%s; no snapshot_policy covers %q", covered, humanBytes(written.Bytes), since, covered))
+}
+
+// prune marks the policy snapshots that fall out of retention.
+func prune(changes map[string]*Change, agentAddr string, policy *lang.SnapshotPolicyValue, taken *Change) {
+	type snap struct {
+		n int
+		c *Change
+	}
+	var snaps []snap
+	for addr, c := range changes {
+		n, ok := policySnapshotIndex(agentAddr, addr)
+		if ok && c.Action != Delete && c.Action != Forget {
+			snaps = append(snaps, snap{n, c})
+		}
+	}
+	sort.Slice(snaps, func(i, j int) bool { return snaps[i].n > snaps[j].n }) // newest first
+	for i, s := range snaps {
+		if s.c == taken || s.c.Prior == nil {
+			continue
+		}
+		var why string
+		if policy.KeepLast > 0 && i >= policy.KeepLast {
+			why = fmt.Sprintf("snapshot_policy.keep_last = %d, and %d newer snapshots are kept", policy.KeepLast, policy.KeepLast)
+		} else if created, err := time.Parse(time.RFC3339Nano, s.c.Prior.Computed["created"]); policy.MaxAge > 0 && err == nil && time.Since(created) > policy.MaxAge {
+			why = fmt.Sprintf("it is older than snapshot_policy.max_age (%s, taken %s)", policy.MaxAge, created.UTC().Format("2006-01-02 15:04 UTC"))
+		}
+		if why == "" {
+			continue
+		}
+		s.c.Action = Delete
+		s.c.Reasons = append(s.c.Reasons, why)
+		s.c.After = nil
+		if taken != nil {
+			s.c.waitFor(taken.Addr) // never fewer snapshots than the policy keeps
+		}
+	}
+}
+
+func (c *Change) waitFor(addr string) {
+	if !slices.Contains(c.WaitFor, addr) {
+		c.WaitFor = append(c.WaitFor, addr)
+	}
+}
+
+// resume picks the snapshot a (re)created workload boots from: the one
+// from_snapshot pins, or the newest of its agent's snapshots.
+func resume(changes map[string]*Change, ap *agentPlan, w *Change, taken *Change) {
+	var from *Change
+	if ap.agent.FromSnapshot != "" {
+		from = changes["snapshot."+ap.agent.FromSnapshot]
+	} else if taken != nil {
+		from = taken
+	} else {
+		var newest time.Time
+		for _, c := range changes {
+			if c.Kind != drivers.KindSnapshot || c.Prior == nil || c.Action == Delete || c.Action == Forget || snapshotAgent(c) != ap.agent.Addr() {
+				continue
+			}
+			created, err := time.Parse(time.RFC3339Nano, c.Prior.Computed["created"])
+			if err == nil && (from == nil || created.After(newest)) {
+				from, newest = c, created
+			}
+		}
+	}
+	if from == nil || from.Action == Delete || from.Action == Forget {
+		return
+	}
+	w.BootFrom = from.Addr
+	switch {
+	case from == taken:
+		w.Reasons = append(w.Reasons, fmt.Sprintf("it boots from %s, taken just before", from.Addr))
+	case from.Prior != nil:
+		w.Reasons = append(w.Reasons, fmt.Sprintf("it resumes from %s, taken %s (set resume = false to start from the image)", from.Addr, from.Prior.Computed["created"]))
+	default:
+		w.Reasons = append(w.Reasons, fmt.Sprintf("it boots from %s", from.Addr))
+	}
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
