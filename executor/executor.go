@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"io"
 	"fmt"
 	"sync"
 	"time"
@@ -132,30 +133,37 @@ func (e *Executor) Apply(ctx context.Context, plan *planner.Plan) (Result, hcl.D
 
 func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 	c := s.Change
-	rt, ok := e.Runtimes[c.Runtime]
+	runtime := c.Runtime
+	if s.Op == planner.StepDelete {
+		runtime = c.DeleteRuntime()
+	}
+	rt, ok := e.Runtimes[runtime]
 	if !ok {
-		return fmt.Errorf("runtime %q is not configured", c.Runtime)
+		return fmt.Errorf("runtime %q is not configured", runtime)
 	}
 	switch s.Op {
 	case planner.StepDelete:
-		if c.Live != nil || c.Action == planner.Replace {
+		id := c.ID()
+		if c.Live != nil || c.Action == planner.Replace || c.Action == planner.Migrate {
 			if _, err := rt.Driver.Apply(ctx, drivers.ApplyRequest{
-				Op: drivers.OpDelete, Lineage: e.Lineage, ID: c.ID(),
+				Op: drivers.OpDelete, Lineage: e.Lineage, ID: id,
 				Object: drivers.Object{Addr: c.Addr, Kind: c.Kind},
 			}); err != nil {
 				return err
 			}
 		}
-		if c.Prior == nil {
+		if c.Prior == nil || c.Stray {
 			return nil
 		}
-		return e.State.Delete(c.Addr)
+		return e.forget(c.Addr, id, runtime)
 	case planner.StepForget:
 		return e.State.Delete(c.Addr)
 	case planner.StepAdopt:
 		return e.record(c, c.Live.ID, map[string]string{"name": c.Live.Name})
 	case planner.StepRecord:
 		return e.record(c, c.ID(), c.Prior.Computed)
+	case planner.StepMove:
+		return e.move(ctx, c)
 	}
 	if c.Fingerprint.Hash == "" {
 		if e.Resolver == nil {
@@ -225,4 +233,78 @@ func (e *Executor) snapshotImage(addr string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("snapshot %s is not in the state", addr)
+}
+
+// forget removes the record of a deleted object, unless the record has
+// meanwhile been rewritten for a new object at the same address (a
+// migration creates the new copy before it deletes the old one).
+func (e *Executor) forget(addr, deletedID, runtime string) error {
+	records, err := e.State.Records()
+	if err != nil {
+		return err
+	}
+	for _, r := range records {
+		if r.Addr == addr && r.Runtime == runtime && (r.ID == deletedID || deletedID == "") {
+			return e.State.Delete(addr)
+		}
+	}
+	return nil
+}
+
+// move streams a snapshot just taken on one runtime into another, records
+// it there, and removes the original: the state never points at both.
+func (e *Executor) move(ctx context.Context, c *planner.Change) error {
+	from, to := e.Runtimes[c.Runtime], e.Runtimes[c.MoveTo]
+	if from == nil || to == nil {
+		return fmt.Errorf("moving %s from runtime %q to %q: both must be configured", c.Addr, c.Runtime, c.MoveTo)
+	}
+	exporter, ok := from.Driver.(drivers.SnapshotExporter)
+	if !ok {
+		return fmt.Errorf("moving %s: the %s driver cannot export snapshots", c.Addr, from.Driver.Name())
+	}
+	importer, ok := to.Driver.(drivers.SnapshotImporter)
+	if !ok {
+		return fmt.Errorf("moving %s: the %s driver cannot import snapshots", c.Addr, to.Driver.Name())
+	}
+	records, err := e.State.Records()
+	if err != nil {
+		return err
+	}
+	var taken *state.Record
+	for i := range records {
+		if records[i].Addr == c.Addr {
+			taken = &records[i]
+		}
+	}
+	if taken == nil || taken.Computed["image"] == "" {
+		return fmt.Errorf("moving %s: the snapshot is not recorded", c.Addr)
+	}
+	// Stream: the exporter writes into a pipe the importer reads, so no
+	// full copy of the image lands on disk in between.
+	pr, pw := io.Pipe()
+	exportErr := make(chan error, 1)
+	go func() {
+		err := exporter.ExportSnapshot(ctx, taken.Computed["image"], pw)
+		pw.CloseWithError(err)
+		exportErr <- err
+	}()
+	resp, err := importer.ImportSnapshot(ctx, drivers.ImportRequest{Lineage: e.Lineage, Object: c.Object, Hash: c.Fingerprint.Hash}, pr)
+	pr.CloseWithError(err)
+	if xerr := <-exportErr; xerr != nil && err == nil {
+		err = xerr
+	}
+	if err != nil {
+		return fmt.Errorf("moving %s from runtime %q to %q: %w", c.Addr, c.Runtime, c.MoveTo, err)
+	}
+	moved := *taken
+	moved.Runtime, moved.Driver, moved.ID = c.MoveTo, to.Driver.Name(), resp.ID
+	moved.Computed = resp.Computed
+	if err := e.State.Put(moved); err != nil {
+		return err
+	}
+	_, err = from.Driver.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpDelete, Lineage: e.Lineage, ID: taken.ID, Object: drivers.Object{Addr: c.Addr, Kind: c.Kind}})
+	if err != nil && e.Log != nil {
+		e.Log.Warn("the moved snapshot's original could not be removed; the next plan removes it", "addr", c.Addr, "error", err)
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ package planner
 //	Start    recorded attrs    desired attrs     start (a stopped workload)
 //	Adopt    null              desired attrs     record only (found live, not in state)
 //	Forget   recorded attrs    null              remove the record only (already gone)
+//	Migrate  recorded attrs    desired attrs     create on the new runtime, then delete on the old
 type Action rune
 
 const (
@@ -22,6 +23,7 @@ const (
 	Start   Action = '>'
 	Adopt   Action = '&'
 	Forget  Action = 'x'
+	Migrate Action = '⇒'
 )
 
 func (a Action) String() string {
@@ -42,6 +44,8 @@ func (a Action) String() string {
 		return "adopt"
 	case Forget:
 		return "forget"
+	case Migrate:
+		return "migrate"
 	}
 	return "Action(" + string(a) + ")"
 }
@@ -51,6 +55,8 @@ func (a Action) Symbol() string {
 	switch a {
 	case Replace:
 		return "-/+"
+	case Migrate:
+		return "=>"
 	case NoOp:
 		return " "
 	}

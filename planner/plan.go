@@ -57,6 +57,30 @@ type Change struct {
 	// AgentSpec is the evaluated agent a snapshot commits, so its image
 	// boots like the agent.
 	AgentSpec *drivers.AgentSpec
+	// MoveTo, on a snapshot, is the runtime it is moved to once taken
+	// (migration).
+	MoveTo string
+	// Stray marks an unrecorded copy of an object on a runtime other than
+	// the one its address lives on (left by an interrupted migration).
+	Stray bool
+}
+
+// key identifies a change in the plan: its address, or for a stray copy
+// its address on that runtime.
+func (c *Change) key() string {
+	if c.Stray {
+		return c.Addr + "@" + c.Runtime
+	}
+	return c.Addr
+}
+
+// DeleteRuntime is the runtime a delete of this change acts on: where the
+// object was recorded, which differs from Runtime when it moves.
+func (c *Change) DeleteRuntime() string {
+	if c.Prior != nil && !c.Stray {
+		return c.Prior.Runtime
+	}
+	return c.Runtime
 }
 
 // ID is the runtime's id of the existing object, if there is one.
@@ -93,7 +117,7 @@ func (p *Plan) Applyable() bool {
 
 // Summary counts the changes the way the closing Plan: line reports them.
 type Summary struct {
-	Add, Change, Destroy, Start, Adopt, Forget, Snapshot int
+	Add, Change, Destroy, Start, Adopt, Forget, Snapshot, Migrate int
 }
 
 // Summary counts pending changes; a replacement counts as one add and one destroy.
@@ -112,6 +136,8 @@ func (p *Plan) Summary() Summary {
 		case Replace:
 			s.Add++
 			s.Destroy++
+		case Migrate:
+			s.Migrate++
 		case Delete:
 			s.Destroy++
 		case Start:
@@ -139,6 +165,9 @@ func (s Summary) String() string {
 	}
 	if s.Snapshot > 0 {
 		line += fmt.Sprintf(", %d to snapshot", s.Snapshot)
+	}
+	if s.Migrate > 0 {
+		line += fmt.Sprintf(", %d to migrate", s.Migrate)
 	}
 	return line + "."
 }
@@ -176,39 +205,50 @@ const (
 	StepAdopt  StepOp = "adopt"  // record an object found live
 	StepRecord StepOp = "record" // rewrite a record; nothing on the runtime changes
 	StepForget StepOp = "forget" // remove a record; the object is already gone
+	StepMove   StepOp = "move"   // move a snapshot to another runtime
 )
 
 // Name identifies the step in the graph.
-func (s *Step) Name() string { return string(s.Op) + " " + s.Change.Addr }
+func (s *Step) Name() string {
+	if s.Change.Stray {
+		return string(s.Op) + " " + s.Change.Addr + " on " + s.Change.Runtime
+	}
+	return string(s.Op) + " " + s.Change.Addr
+}
 
 // Graph builds the operations of the plan and their order: an object is
 // created after what it depends on and deleted before it; a replacement
 // deletes before it creates, since names are fixed.
 func (p *Plan) Graph() *dag.Graph {
 	g := &dag.Graph{}
-	ups := map[string]*Step{}   // address to its create/update/start/adopt step
-	downs := map[string]*Step{} // address to its delete step
+	ups := map[string]*Step{}   // key to its create/update/start/adopt step
+	downs := map[string]*Step{} // key to its delete step
+	moves := map[string]*Step{} // key to its move step
 	for _, c := range p.Changes {
+		k := c.key()
 		switch c.Action {
 		case Create:
-			ups[c.Addr] = &Step{Op: StepCreate, Change: c}
+			ups[k] = &Step{Op: StepCreate, Change: c}
 		case Update:
 			op := StepUpdate
 			if c.StateOnly {
 				op = StepRecord
 			}
-			ups[c.Addr] = &Step{Op: op, Change: c}
+			ups[k] = &Step{Op: op, Change: c}
 		case Start:
-			ups[c.Addr] = &Step{Op: StepStart, Change: c}
+			ups[k] = &Step{Op: StepStart, Change: c}
 		case Adopt:
-			ups[c.Addr] = &Step{Op: StepAdopt, Change: c}
+			ups[k] = &Step{Op: StepAdopt, Change: c}
 		case Delete:
-			downs[c.Addr] = &Step{Op: StepDelete, Change: c}
+			downs[k] = &Step{Op: StepDelete, Change: c}
 		case Forget:
-			downs[c.Addr] = &Step{Op: StepForget, Change: c}
-		case Replace:
-			ups[c.Addr] = &Step{Op: StepCreate, Change: c}
-			downs[c.Addr] = &Step{Op: StepDelete, Change: c}
+			downs[k] = &Step{Op: StepForget, Change: c}
+		case Replace, Migrate:
+			ups[k] = &Step{Op: StepCreate, Change: c}
+			downs[k] = &Step{Op: StepDelete, Change: c}
+		}
+		if c.MoveTo != "" {
+			moves[k] = &Step{Op: StepMove, Change: c}
 		}
 	}
 	for _, s := range ups {
@@ -217,13 +257,28 @@ func (p *Plan) Graph() *dag.Graph {
 	for _, s := range downs {
 		g.Add(s)
 	}
-	for addr, up := range ups {
-		if down, ok := downs[addr]; ok {
-			g.Connect(up, down)
+	// What a step waits for to be usable: a moved snapshot is usable once
+	// moved, anything else once created.
+	ready := func(addr string) (*Step, bool) {
+		if m, ok := moves[addr]; ok {
+			return m, true
 		}
-		if up.Change.BootFrom != "" {
-			if s, ok := ups[up.Change.BootFrom]; ok {
-				g.Connect(up, s)
+		s, ok := ups[addr]
+		return s, ok
+	}
+	for k, m := range moves {
+		g.Add(m)
+		g.Connect(m, ups[k])
+	}
+	for k, up := range ups {
+		if down, ok := downs[k]; ok {
+			if up.Change.Action == Migrate {
+				// The new copy runs before the old one goes.
+				g.Connect(down, up)
+			} else if up.Change.DeleteRuntime() == up.Change.Runtime {
+				// Names are fixed: the old one goes first. (Across
+				// runtimes the names cannot clash.)
+				g.Connect(up, down)
 			}
 		}
 		for _, dep := range up.Change.Object.DependsOn {
@@ -231,47 +286,54 @@ func (p *Plan) Graph() *dag.Graph {
 				g.Connect(up, d)
 			}
 		}
+		if up.Change.BootFrom != "" {
+			if s, ok := ready(up.Change.BootFrom); ok {
+				g.Connect(up, s)
+			}
+		}
 	}
-	// A dependency is deleted only after everything that recorded it as a
-	// dependency is gone. An object found live but never recorded has no
-	// recorded dependencies: the objects an agent owns sit below its address
-	// and depend on it being gone (the container before its network).
 	for _, c := range p.Changes {
+		k := c.key()
 		// A snapshot is taken before its workload goes; prunes and other
 		// late steps wait for what they name.
 		if c.SnapshotFirst != "" {
-			if d, ok := downs[c.Addr]; ok {
-				if s, ok := ups[c.SnapshotFirst]; ok {
+			if d, ok := downs[k]; ok {
+				if s, ok := ready(c.SnapshotFirst); ok {
 					g.Connect(d, s)
 				}
 			}
 		}
 		for _, after := range c.WaitFor {
-			s, ok := ups[after]
+			s, ok := ready(after)
 			if !ok {
 				continue
 			}
-			if d, ok := downs[c.Addr]; ok {
+			if d, ok := downs[k]; ok {
 				g.Connect(d, s)
 			}
-			if u, ok := ups[c.Addr]; ok {
+			if u, ok := ups[k]; ok {
 				g.Connect(u, s)
 			}
 		}
 	}
-	for addr, down := range downs {
-		deps := down.Change.Object.DependsOn
-		if down.Change.Prior != nil {
-			deps = down.Change.Prior.DependsOn
-		} else if down.Change.Object.Addr == "" {
-			for other, d := range downs {
-				if strings.HasPrefix(other, addr+".") {
+	// A dependency is deleted only after everything that recorded it as a
+	// dependency is gone. An object found live but never recorded has no
+	// recorded dependencies: the objects an agent owns sit below its address
+	// and depend on it being gone (the container before its network).
+	for _, down := range downs {
+		c := down.Change
+		deps := c.Object.DependsOn
+		if c.Prior != nil && !c.Stray {
+			deps = c.Prior.DependsOn
+		} else if c.Object.Addr == "" {
+			for _, d := range downs {
+				if d.Change.Runtime == c.Runtime && strings.HasPrefix(d.Change.Addr, c.Addr+".") {
 					g.Connect(d, down)
 				}
 			}
 		}
 		for _, dep := range deps {
-			if d, ok := downs[dep]; ok {
+			if d, ok := downs[dep]; ok && d.Change.DeleteRuntime() == c.DeleteRuntime() {
 				g.Connect(d, down)
 			}
 		}

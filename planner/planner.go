@@ -79,7 +79,12 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 	}
 	changes := make(map[string]*Change, len(want)+len(records))
 	for addr, d := range want {
-		changes[addr] = diffObject(d, recorded[addr], live.take(d.runtime, addr))
+		rec := recorded[addr]
+		runtime := d.runtime
+		if rec != nil && rec.Runtime != d.runtime {
+			runtime = rec.Runtime // it is live where it was recorded, until it moves
+		}
+		changes[addr] = diffObject(d, rec, live.take(runtime, addr))
 	}
 	for _, c := range changes {
 		if slices.Contains(opts.Replace, c.Addr) && (c.Prior != nil || c.Live != nil) && c.Action != Replace {
@@ -108,11 +113,15 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		changes[r.Addr] = c
 	}
 	for _, lo := range live.rest() {
-		if _, ok := changes[lo.obj.Addr]; ok {
-			continue
-		}
-		changes[lo.obj.Addr] = &Change{Addr: lo.obj.Addr, Kind: lo.obj.Kind, Runtime: lo.runtime, Driver: lo.driver, Action: Delete, Live: lo.obj,
+		c := &Change{Addr: lo.obj.Addr, Kind: lo.obj.Kind, Runtime: lo.runtime, Driver: lo.driver, Action: Delete, Live: lo.obj,
 			Reasons: []string{fmt.Sprintf("%s %s carries this state's lineage but is not recorded (left by an interrupted apply)", lo.obj.Kind, lo.obj.Name)}}
+		if _, ok := changes[lo.obj.Addr]; ok {
+			// The address lives elsewhere: this is a copy on another
+			// runtime, left by an interrupted migration.
+			c.Stray = true
+			c.Reasons[0] = fmt.Sprintf("%s %s on runtime %q carries this state's lineage but is not recorded there (left by an interrupted migration)", lo.obj.Kind, lo.obj.Name, lo.runtime)
+		}
+		changes[c.key()] = c
 	}
 
 	if opts.RefreshOnly {
@@ -374,6 +383,9 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 			c.Action = Replace
 			c.Reasons = append(c.Reasons, fmt.Sprintf("%s %s carries this state's lineage but is not recorded (left by an interrupted apply), and does not match the configuration", lo.Kind, lo.Name))
 		}
+	case rec.Runtime != d.runtime && d.object.Workload && lo != nil:
+		c.Action = Migrate
+		c.Reasons = append(c.Reasons, fmt.Sprintf("its runtime changes from %q to %q: a snapshot on %q moves to %q, the workload is created there from it and checked to run, then removed from %q", rec.Runtime, d.runtime, rec.Runtime, d.runtime, rec.Runtime))
 	case rec.Runtime != d.runtime:
 		c.Action = Replace
 		c.Forcing = []string{"runtime"}
@@ -441,7 +453,7 @@ func propagateReplacement(changes map[string]*Change) {
 	for changed := true; changed; {
 		changed = false
 		for _, c := range changes {
-			if c.Action == Replace || c.Action == Create || c.Kind == drivers.KindSnapshot {
+			if c.Action == Replace || c.Action == Create || c.Action == Migrate || c.Kind == drivers.KindSnapshot {
 				continue // a snapshot outlives the workload it was taken of
 			}
 			if c.Prior == nil && c.Live == nil {

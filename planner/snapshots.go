@@ -120,7 +120,14 @@ func (p *Planner) planPolicies(ctx context.Context, changes map[string]*Change, 
 		w := changes[agentAddr]
 		policy := ap.val.SnapshotPolicy
 		var taken *Change
-		if w != nil && w.Live != nil && w.Prior != nil {
+		if w != nil && w.Action == Migrate {
+			// A migration carries the filesystem in a snapshot, taken on the
+			// old runtime and moved to the new one, whatever the policy.
+			taken = p.takeSnapshot(changes, ap, w, "migrate")
+			taken.Runtime, taken.Driver = w.Prior.Runtime, w.Prior.Driver
+			taken.MoveTo = w.Runtime
+			w.BootFrom = taken.Addr
+		} else if w != nil && w.Live != nil && w.Prior != nil {
 			if covered := policyAction(w.Action); covered != "" {
 				if policy != nil && slices.Contains(policy.Before, covered) {
 					taken = p.takeSnapshot(changes, ap, w, covered)
@@ -184,14 +191,19 @@ func (p *Planner) takeSnapshot(changes map[string]*Change, ap *agentPlan, w *Cha
 		Addr: addr, Agent: ap.agent.Name, Kind: drivers.KindSnapshot, Runtime: w.Runtime, Driver: w.Driver,
 		Action: Create, Object: obj, Fingerprint: fingerprint(obj.Kind, obj.Attrs, nil),
 		After:   map[string]json.RawMessage{},
-		Reasons: []string{fmt.Sprintf("snapshot_policy.before includes %q: %s's filesystem is committed before it is %s", covered, ap.agent.Addr(), map[string]string{"replace": "replaced", "destroy": "destroyed"}[covered])},
+		Reasons: []string{fmt.Sprintf("snapshot_policy.before includes %q: %s's filesystem is committed before it is %s", covered, ap.agent.Addr(), map[string]string{"replace": "replaced", "destroy": "destroyed", "migrate": "migrated"}[covered])},
+	}
+	if covered == "migrate" {
+		c.Reasons = []string{fmt.Sprintf("%s's filesystem is committed on runtime %q and moved to %q (migration)", ap.agent.Addr(), w.Prior.Runtime, w.Runtime)}
 	}
 	for name, v := range obj.Attrs {
 		c.After[name] = RedactedJSON(v)
 	}
 	changes[addr] = c
 	w.SnapshotFirst = addr
-	w.Reasons = append(w.Reasons, fmt.Sprintf("%s is taken first (snapshot_policy)", addr))
+	if covered != "migrate" {
+		w.Reasons = append(w.Reasons, fmt.Sprintf("%s is taken first (snapshot_policy)", addr))
+	}
 	return c
 }
 

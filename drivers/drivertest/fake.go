@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -543,4 +545,45 @@ func (f *Fake) Written(ctx context.Context, lineage string, obj drivers.LiveObje
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return drivers.Written{Bytes: int64(1000 * len(f.lineageLocked(lineage).files[obj.Addr]))}, nil
+}
+
+var (
+	_ drivers.SnapshotExporter = (*Fake)(nil)
+	_ drivers.SnapshotImporter = (*Fake)(nil)
+)
+
+// ExportSnapshot writes a snapshot image's files as JSON, standing in for
+// a docker-save stream.
+func (f *Fake) ExportSnapshot(ctx context.Context, image string, w io.Writer) error {
+	f.mu.Lock()
+	var files []string
+	found := false
+	for _, l := range f.lineages {
+		if fs, ok := l.images[image]; ok {
+			files, found = fs, true
+		}
+	}
+	f.mu.Unlock()
+	if !found {
+		return fmt.Errorf("fake: export: no snapshot image %s", image)
+	}
+	return json.NewEncoder(w).Encode(files)
+}
+
+// ImportSnapshot reads what ExportSnapshot wrote into a snapshot of this fake.
+func (f *Fake) ImportSnapshot(ctx context.Context, req drivers.ImportRequest, r io.Reader) (drivers.ApplyResponse, error) {
+	var files []string
+	if err := json.NewDecoder(r).Decode(&files); err != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("fake: import: %w", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.lineageLocked(req.Lineage)
+	f.lastID++
+	id := "fake-" + strconv.FormatUint(f.lastID, 10)
+	image := "fake-snapshot-" + id
+	l.images[image] = files
+	l.objects[req.Object.Addr] = &object{live: drivers.LiveObject{Addr: req.Object.Addr, Kind: drivers.KindSnapshot, ID: id, Name: image, Hash: req.Hash}}
+	l.sorted = nil
+	return drivers.ApplyResponse{ID: id, Computed: map[string]string{"image": image, "size": strconv.Itoa(1000 * len(files)), "created": time.Now().UTC().Format(time.RFC3339Nano)}}, nil
 }

@@ -28,6 +28,8 @@ type workspace struct {
 	fake *drivertest.Fake
 	// log, when set, receives the commands' logs (BOTTLEFILE_LOG).
 	log io.Writer
+	// extra registers more fake drivers by name, for several runtimes.
+	extra map[string]*drivertest.Fake
 }
 
 func newWorkspace(t *testing.T) *workspace {
@@ -59,7 +61,7 @@ func (w *workspace) run(name string, args ...string) (code int, stdout, stderr s
 	m := &Meta{
 		Stdout: &out, Stderr: &errb, Stdin: strings.NewReader(""),
 		Log:      w.logger(),
-		Registry: drivers.Registry{"docker": w.fake.Factory()},
+		Registry: w.registry(),
 		Ctx:      context.Background(), Abandon: context.Background(),
 		Dir: w.dir,
 	}
@@ -152,4 +154,12 @@ func (w *workspace) logger() hclog.Logger {
 		return hclog.NewNullLogger()
 	}
 	return hclog.New(&hclog.LoggerOptions{Level: hclog.Trace, Output: w.log})
+}
+
+func (w *workspace) registry() drivers.Registry {
+	reg := drivers.Registry{"docker": w.fake.Factory()}
+	for name, f := range w.extra {
+		reg[name] = f.Factory()
+	}
+	return reg
 }

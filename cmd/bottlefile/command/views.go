@@ -71,6 +71,8 @@ func headline(c *planner.Change) string {
 		return "will be adopted into state"
 	case planner.Forget:
 		return "will be forgotten (removed from state only)"
+	case planner.Migrate:
+		return fmt.Sprintf("will be migrated from runtime %q to %q", c.DeleteRuntime(), c.Runtime)
 	}
 	return "is unchanged"
 }
@@ -97,7 +99,7 @@ func renderChange(w io.Writer, c *planner.Change) {
 			}
 			lines = append(lines, attrLine{"-", name, planner.FormatJSON(c.Before[name]), ""})
 		}
-	case planner.Update, planner.Replace:
+	case planner.Update, planner.Replace, planner.Migrate:
 		for _, name := range sortedNames(c.After) {
 			before, after := c.Before[name], c.After[name]
 			if !slices.Contains(c.Changed, name) {
