@@ -2,8 +2,8 @@ package executor
 
 import (
 	"context"
-	"io"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 

@@ -41,7 +41,7 @@ func run(args []string) int {
 		Stderr:   os.Stderr,
 		Stdin:    os.Stdin,
 		Log:      logger(),
-		Registry: registry(),
+		Registry: crashHook(registry()), // a no-op unless the test-only BOTTLEFILE_TEST_CRASH_AFTER is set
 		Ctx:      ctx,
 		Abandon:  abandon,
 		Color:    colorWanted(),

@@ -3,9 +3,9 @@ package command
 import (
 	"context"
 	"fmt"
-	"sync"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/bottlefile/bottlefile/drivers"
