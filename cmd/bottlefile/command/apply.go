@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/executor"
+	"github.com/bottlefile/bottlefile/lang"
 	"github.com/bottlefile/bottlefile/planner"
 )
 
@@ -58,22 +62,26 @@ Options:
 func (c *ApplyCommand) Run(args []string) int {
 	m := c.Meta
 	a, diags := parseApplyArgs(args, c.Destroy)
+	if a.JSON && !a.AutoApprove && a.PlanFile == "" {
+		diags = append(diags, argError("-json needs -auto-approve (or a saved plan): there is no prompt to answer"))
+	}
 	if m.showDiags(nil, diags) {
 		return 1
 	}
+	v := newApplyView(m, a.JSON)
 	if a.PlanFile != "" {
-		return c.applySaved(a)
+		return c.applySaved(a, v)
 	}
 	op, diags := m.openOperation(m.Ctx, false, a.LockTimeout, a.inputs())
 	defer op.close()
-	if m.showDiags(op.files(), diags) {
+	if v.diags(op.files(), diags) {
 		return 1
 	}
 	p, diags := op.plan(m.Ctx, m, a.options())
-	if m.showDiags(op.files(), diags) {
+	if v.diags(op.files(), diags) {
 		return 1
 	}
-	renderPlan(m.Stdout, p)
+	v.plan(p)
 	if !p.Applyable() {
 		return 0
 	}
@@ -81,27 +89,26 @@ func (c *ApplyCommand) Run(args []string) int {
 		fmt.Fprintln(m.Stdout, "\nApply cancelled.")
 		return 1
 	}
-	fmt.Fprintln(m.Stdout)
-	return c.execute(op, p, a)
+	return c.execute(op, p, a, v)
 }
 
 // applySaved applies a plan file, refusing it when anything it was made
 // from has changed: the configuration, the state, or what is live.
-func (c *ApplyCommand) applySaved(a *applyArgs) int {
+func (c *ApplyCommand) applySaved(a *applyArgs, v *applyView) int {
 	m := c.Meta
 	saved, err := planner.ReadPlanFile(a.PlanFile)
 	if err != nil {
-		return m.fail("Cannot read the saved plan", err)
+		return v.fail("Cannot read the saved plan", err)
 	}
 	in := a.inputs()
 	in.Saved = saved.Variables
 	op, diags := m.openOperation(m.Ctx, false, a.LockTimeout, in)
 	defer op.close()
-	if m.showDiags(op.files(), diags) {
+	if v.diags(op.files(), diags) {
 		return 1
 	}
 	stale := func(err error) int {
-		return m.fail("Saved plan is stale", fmt.Errorf("%w. Run plan again.", err))
+		return v.fail("Saved plan is stale", fmt.Errorf("%w. Run plan again.", err))
 	}
 	if err := saved.CheckConfig(op.configHashes()); err != nil {
 		return stale(err)
@@ -110,35 +117,38 @@ func (c *ApplyCommand) applySaved(a *applyArgs) int {
 		return stale(err)
 	}
 	p, diags := op.plan(m.Ctx, m, saved.Options)
-	if m.showDiags(op.files(), diags) {
+	if v.diags(op.files(), diags) {
 		return 1
 	}
 	if err := saved.CheckFresh(p); err != nil {
 		return stale(err)
 	}
 	if !p.Applyable() {
-		fmt.Fprintln(m.Stdout, "The saved plan has no changes.")
+		v.message("The saved plan has no changes.")
 		return 0
 	}
 	a.Destroy = saved.Options.Destroy
-	return c.execute(op, p, a)
+	return c.execute(op, p, a, v)
 }
 
 // execute applies a plan and reports what was and was not done.
-func (c *ApplyCommand) execute(op *operation, p *planner.Plan, a *applyArgs) int {
+func (c *ApplyCommand) execute(op *operation, p *planner.Plan, a *applyArgs, v *applyView) int {
 	m := c.Meta
 	lineage, err := op.store.Init()
 	if err != nil {
-		return m.fail("Cannot write state", err)
+		return v.fail("Cannot write state", err)
+	}
+	if !v.json {
+		fmt.Fprintln(m.Stdout)
 	}
 	ex := &executor.Executor{
 		State: op.store, Lineage: lineage, Runtimes: op.runtimes,
-		Parallelism: a.Parallelism, Hook: newProgressHook(m.Stdout), Log: m.Log, Abandon: m.Abandon,
+		Parallelism: a.Parallelism, Hook: newProgressHook(v.events), Log: m.Log, Abandon: m.Abandon,
 		Resolver: op.planner,
 	}
 	res, diags := ex.Apply(m.Ctx, p)
-	failed := m.showDiags(op.files(), diags) || m.Ctx.Err() != nil
-	c.summarize(res, a.Destroy, failed)
+	failed := v.diags(op.files(), diags) || m.Ctx.Err() != nil
+	v.summary(res, a.Destroy, failed)
 	if failed {
 		return 1
 	}
@@ -156,32 +166,96 @@ func (c *ApplyCommand) approve(destroy bool) bool {
 	return strings.TrimSpace(line) == "yes"
 }
 
-// summarize says what was applied and, after a failure or an interrupt,
+// applyView is where apply's output goes: lines for people, or one JSON
+// object per line with -json.
+type applyView struct {
+	m      *Meta
+	json   bool
+	events func(jsonEvent)
+}
+
+func newApplyView(m *Meta, asJSON bool) *applyView {
+	v := &applyView{m: m, json: asJSON, events: humanEvents(m.Stdout)}
+	if asJSON {
+		v.events = jsonEvents(m.Stdout)
+	}
+	return v
+}
+
+func (v *applyView) plan(p *planner.Plan) {
+	if v.json {
+		doc := planDocument(p)
+		v.events(jsonEvent{Type: "planned", Plan: &doc})
+		return
+	}
+	renderPlan(v.m.Stdout, p)
+}
+
+func (v *applyView) message(text string) {
+	if v.json {
+		v.events(jsonEvent{Type: "message", Message: text})
+		return
+	}
+	fmt.Fprintln(v.m.Stdout, text)
+}
+
+// diags shows diagnostics and reports whether any is an error.
+func (v *applyView) diags(files map[string]*hcl.File, diags hcl.Diagnostics) bool {
+	if !v.json {
+		return v.m.showDiags(files, diags)
+	}
+	for _, d := range lang.JSONDiagnostics(files, diags) {
+		v.events(jsonEvent{Type: "diagnostic", Diagnostic: &d})
+	}
+	return diags.HasErrors()
+}
+
+func (v *applyView) fail(summary string, err error) int {
+	v.diags(nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: summary, Detail: err.Error()}})
+	return 1
+}
+
+// summary says what was applied and, after a failure or an interrupt,
 // what was not.
-func (c *ApplyCommand) summarize(res executor.Result, destroy, failed bool) {
-	w := c.Meta.Stdout
-	var added, changed, destroyed, started int
+func (v *applyView) summary(res executor.Result, destroy, failed bool) {
+	var sum jsonSummary
 	for _, s := range res.Applied {
 		switch s.Op {
 		case planner.StepCreate, planner.StepAdopt:
-			added++
+			if s.Change.Kind == drivers.KindSnapshot {
+				sum.Snapshot++
+			} else {
+				sum.Add++
+			}
 		case planner.StepUpdate:
-			changed++
+			sum.Change++
 		case planner.StepDelete:
-			destroyed++
+			sum.Destroy++
 		case planner.StepStart:
-			started++
+			sum.Start++
 		}
 	}
-	counts := fmt.Sprintf("%d added, %d changed, %d destroyed", added, changed, destroyed)
-	if started > 0 {
-		counts += fmt.Sprintf(", %d started", started)
+	word := "Apply"
+	if destroy {
+		word = "Destroy"
+	}
+	if v.json {
+		msg := word + " complete"
+		if failed {
+			msg = fmt.Sprintf("Apply incomplete: %d failed, %d not started", len(res.Failed), len(res.Skipped))
+		}
+		v.events(jsonEvent{Type: "summary", Message: msg, Summary: &sum})
+		return
+	}
+	w := v.m.Stdout
+	counts := fmt.Sprintf("%d added, %d changed, %d destroyed", sum.Add, sum.Change, sum.Destroy)
+	if sum.Start > 0 {
+		counts += fmt.Sprintf(", %d started", sum.Start)
+	}
+	if sum.Snapshot > 0 {
+		counts += fmt.Sprintf(", %d snapshots taken", sum.Snapshot)
 	}
 	if !failed {
-		word := "Apply"
-		if destroy {
-			word = "Destroy"
-		}
 		fmt.Fprintf(w, "\n%s complete! Objects: %s.\n", word, counts)
 		return
 	}

@@ -62,6 +62,7 @@ func TestPlanGolden(t *testing.T) {
 		}},
 		{name: "forget", drift: func(_ *workspace, f *drivertest.Fake, l string) { f.Remove(l, "agent.reviewer") }},
 		{name: "ignore-changes"},
+		{name: "list-diff"},
 		{name: "orphans", drift: func(_ *workspace, f *drivertest.Fake, l string) {
 			f.Put(l, drivers.LiveObject{Addr: "agent.ghost", Kind: "container", ID: "fake-ghost", Name: "bf-ghost", Hash: "deadbeef", Running: true})
 		}},

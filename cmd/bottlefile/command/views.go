@@ -7,11 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/bottlefile/bottlefile/drivers"
-	"github.com/bottlefile/bottlefile/executor"
 	"github.com/bottlefile/bottlefile/planner"
 )
 
@@ -112,6 +109,14 @@ func renderChange(w io.Writer, c *planner.Change) {
 			if slices.Contains(c.Forcing, name) {
 				note = " # forces replacement"
 			}
+			if rows, ok := listDiff(before, after); ok && name == "allow" {
+				// An allowlist is a set: it shows rule by rule,
+				// "+ github.com:443".
+				lines = append(lines, attrLine{"~", name, "[" + note, ""})
+				lines = append(lines, rows...)
+				lines = append(lines, attrLine{" ", "", "]", ""})
+				continue
+			}
 			lines = append(lines, attrLine{"~", name, planner.FormatJSON(before) + " -> " + planner.FormatJSON(after), note})
 		}
 		if len(c.Forcing) > 0 && !slices.ContainsFunc(lines, func(l attrLine) bool { return l.note != "" }) {
@@ -133,11 +138,16 @@ func renderChange(w io.Writer, c *planner.Change) {
 		width = max(width, len(l.name))
 	}
 	for _, l := range lines {
-		if l.value == "" {
+		switch {
+		case l.name == "" && l.value == "]":
+			fmt.Fprintf(w, "        %*s]\n", width+3, "")
+		case l.name == "":
+			fmt.Fprintf(w, "        %*s%s %s,\n", width+3, "", l.sym, l.value)
+		case l.value == "":
 			fmt.Fprintf(w, "      %s %s%s\n", l.sym, l.name, l.note)
-			continue
+		default:
+			fmt.Fprintf(w, "      %s %-*s = %s%s\n", l.sym, width, l.name, l.value, l.note)
 		}
-		fmt.Fprintf(w, "      %s %-*s = %s%s\n", l.sym, width, l.name, l.value, l.note)
 	}
 	fmt.Fprintln(w, "    }")
 }
@@ -153,84 +163,31 @@ func sortedNames(m map[string]json.RawMessage) []string {
 	return names
 }
 
-// progressHook prints one line as each step starts and ends, and a
-// "still creating" line every interval for long steps.
-type progressHook struct {
-	w        io.Writer
-	interval time.Duration
 
-	mu      sync.Mutex // guards w and running
-	running map[*planner.Step]chan struct{}
-}
-
-var _ executor.Hook = (*progressHook)(nil)
-
-func newProgressHook(w io.Writer) *progressHook {
-	return &progressHook{w: w, interval: 10 * time.Second, running: map[*planner.Step]chan struct{}{}}
-}
-
-var stepVerbs = map[planner.StepOp][3]string{
-	planner.StepCreate: {"Creating...", "Creation complete", "creating"},
-	planner.StepUpdate: {"Modifying...", "Modifications complete", "modifying"},
-	planner.StepStart:  {"Starting...", "Start complete", "starting"},
-	planner.StepDelete: {"Destroying...", "Destruction complete", "destroying"},
-	planner.StepAdopt:  {"Adopting...", "Adoption complete", "adopting"},
-	planner.StepRecord: {"Recording...", "Record updated", "recording"},
-	planner.StepForget: {"Forgetting...", "Record removed", "forgetting"},
-}
-
-func (h *progressHook) printf(format string, args ...any) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	fmt.Fprintf(h.w, format, args...)
-}
-
-func (h *progressHook) PreApply(s *planner.Step) {
-	v := stepVerbs[s.Op]
-	h.printf("%s: %s\n", s.Change.Addr, v[0])
-	done := make(chan struct{})
-	h.mu.Lock()
-	h.running[s] = done
-	h.mu.Unlock()
-	go func(start time.Time) {
-		t := time.NewTicker(h.interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				h.printf("%s: Still %s... [%s elapsed]\n", s.Change.Addr, v[2], time.Since(start).Round(time.Second))
-			}
+// listDiff renders a change of a set of strings element by element:
+// removed ones with "-", added ones with "+", kept ones plain.
+func listDiff(before, after json.RawMessage) ([]attrLine, bool) {
+	var b, a []string
+	if json.Unmarshal(before, &b) != nil || json.Unmarshal(after, &a) != nil || b == nil || a == nil {
+		return nil, false
+	}
+	var rows []attrLine
+	for _, x := range b {
+		if !slices.Contains(a, x) {
+			rows = append(rows, attrLine{"-", "", strconvQuote(x), ""})
 		}
-	}(time.Now())
+	}
+	for _, x := range a {
+		sym := " "
+		if !slices.Contains(b, x) {
+			sym = "+"
+		}
+		rows = append(rows, attrLine{sym, "", strconvQuote(x), ""})
+	}
+	return rows, true
 }
 
-func (h *progressHook) PostApply(s *planner.Step, elapsed time.Duration, err error) {
-	h.mu.Lock()
-	if done, ok := h.running[s]; ok {
-		close(done)
-		delete(h.running, s)
-	}
-	h.mu.Unlock()
-	if err != nil {
-		h.printf("%s: %s failed after %s\n", s.Change.Addr, strings.TrimSuffix(stepVerbs[s.Op][0], "..."), roundElapsed(elapsed))
-		return
-	}
-	h.printf("%s: %s after %s\n", s.Change.Addr, stepVerbs[s.Op][1], roundElapsed(elapsed))
-}
-
-func (h *progressHook) Skipped(s *planner.Step, cause *planner.Step) {
-	if cause == nil {
-		h.printf("%s: not started (the apply was interrupted)\n", s.Change.Addr)
-		return
-	}
-	h.printf("%s: skipped, because %s did not complete\n", s.Change.Addr, cause.Name())
-}
-
-func roundElapsed(d time.Duration) string {
-	if d < time.Second {
-		return d.Round(time.Millisecond).String()
-	}
-	return d.Round(100 * time.Millisecond).String()
+func strconvQuote(s string) string {
+	data, _ := json.Marshal(s)
+	return string(data)
 }

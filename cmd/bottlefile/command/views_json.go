@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/bottlefile/bottlefile/lang"
 	"github.com/bottlefile/bottlefile/planner"
 )
 
@@ -81,16 +82,17 @@ type jsonEvent struct {
 	Message string       `json:"message,omitempty"`
 	Cause   string       `json:"cause,omitempty"`
 	Summary *jsonSummary `json:"summary,omitempty"`
+	// Diagnostic is set on "diagnostic" events.
+	Diagnostic *lang.JSONDiagnostic `json:"diagnostic,omitempty"`
+	// Plan is set on the "planned" event that opens an apply.
+	Plan *jsonPlan `json:"plan,omitempty"`
 }
 
-// jsonStream writes apply -json events, one object per line.
-type jsonStream struct {
-	enc *json.Encoder
-}
-
-func newJSONStream(w io.Writer) *jsonStream { return &jsonStream{enc: json.NewEncoder(w)} }
-
-func (s *jsonStream) emit(e jsonEvent) {
-	e.Time = time.Now().UTC().Format(time.RFC3339Nano)
-	s.enc.Encode(e)
+// jsonEvents writes apply -json events, one object per line.
+func jsonEvents(w io.Writer) func(jsonEvent) {
+	enc := json.NewEncoder(w)
+	return func(e jsonEvent) {
+		e.Time = time.Now().UTC().Format(time.RFC3339Nano)
+		enc.Encode(e)
+	}
 }
