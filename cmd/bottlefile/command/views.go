@@ -163,7 +163,6 @@ func sortedNames(m map[string]json.RawMessage) []string {
 	return names
 }
 
-
 // listDiff renders a change of a set of strings element by element:
 // removed ones with "-", added ones with "+", kept ones plain.
 func listDiff(before, after json.RawMessage) ([]attrLine, bool) {
