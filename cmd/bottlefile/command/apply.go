@@ -34,28 +34,53 @@ Usage: bottlefile [global options] destroy [options]
 
   Plans the removal of every object recorded in the state (and of any
   object carrying the state's lineage), shows it, and asks before doing it.
+  An agent whose snapshot_policy.before includes "destroy" is snapshotted
+  first, and those snapshots are kept: the next apply resumes from them.
 
 Options:
 
   -auto-approve        Do not ask for approval.
+  -json                Stream events as JSON lines (needs -auto-approve).
   -lock-timeout=DUR    Wait this long for the state lock (default 0s).
   -no-color            Print without color.
   -parallelism=N       Run at most N actions at once (default 10).
+  -refresh=false       Trust the state; do not ask the runtimes first.
+  -target=ADDR         Destroy only this object and what depends on it.
+  -var NAME=VALUE      Set a variable. Repeatable.
+  -var-file=FILE       Set variables from an HCL or JSON file.
 `)
 	}
 	return strings.TrimSpace(`
-Usage: bottlefile [global options] apply [options]
+Usage: bottlefile [global options] apply [options] [PLANFILE]
 
   Plans, shows the plan, asks for approval, and performs it: in dependency
   order, N actions at a time, recording each finished action in the state
-  before anything that depends on it starts.
+  before anything that depends on it starts. A failed action skips what
+  depends on it; independent actions finish; the exit code is then 1.
+
+  With PLANFILE (from plan -out), performs exactly that plan without
+  asking, and refuses it if the configuration, the state or what is live
+  changed since it was made.
+
+  Ctrl-C stops starting new actions and lets running ones finish and be
+  recorded; a second Ctrl-C abandons them.
 
 Options:
 
   -auto-approve        Do not ask for approval.
+  -destroy             Plan and perform the removal of everything.
+  -json                Stream events as JSON lines (needs -auto-approve
+                       or a plan file).
   -lock-timeout=DUR    Wait this long for the state lock (default 0s).
   -no-color            Print without color.
   -parallelism=N       Run at most N actions at once (default 10).
+  -refresh=false       Trust the state; do not ask the runtimes first.
+  -refresh-only        Only bring the state in line with the runtimes.
+  -replace=ADDR        Replace this object even if it has not changed.
+  -target=ADDR         Apply only this object, those below it, and what
+                       they depend on. Repeatable.
+  -var NAME=VALUE      Set a variable. Repeatable.
+  -var-file=FILE       Set variables from an HCL or JSON file.
 `)
 }
 
