@@ -482,6 +482,7 @@ variable "hosts" {
   default = []
 }
 variable "any" {
+  type    = any
   default = null
 }
 agent "x" {

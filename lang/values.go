@@ -128,7 +128,10 @@ func (p *Parser) rawValue(v *Variable, raw, from string) (cty.Value, hcl.Range, 
 		Start:    hcl.Pos{Line: 1, Column: 1, Byte: 0},
 		End:      hcl.Pos{Line: 1, Column: 1 + len(raw), Byte: len(raw)},
 	}
-	if v.Type.IsPrimitiveType() {
+	// A primitive type, or no type at all, takes the text as it is, as
+	// Terraform does: -var name=reviewer means the string "reviewer". An
+	// explicit complex type (or `any`) parses it as HCL.
+	if v.Type.IsPrimitiveType() || v.TypeRange == (hcl.Range{}) {
 		return cty.StringVal(raw), hcl.Range{}, nil
 	}
 	if !v.Sensitive {

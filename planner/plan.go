@@ -49,11 +49,14 @@ type Change struct {
 
 	// Snapshot planning. SnapshotFirst is the snapshot taken before this
 	// workload is deleted (a policy's "before"); BootFrom is the snapshot
-	// this workload boots from when it is created (resume); WaitFor lists
-	// changes whose create must finish before this change's steps start.
+	// this workload boots from when it is created (resume).
 	SnapshotFirst string
 	BootFrom      string
-	WaitFor       []string
+	// WaitFor lists what this change's create or update waits for besides
+	// its dependencies: the workloads of agents its agent refers to.
+	// DeleteAfter lists what its delete waits for (a prune waits for the
+	// snapshot taken in the same plan).
+	WaitFor, DeleteAfter []string
 	// AgentSpec is the evaluated agent a snapshot commits, so its image
 	// boots like the agent.
 	AgentSpec *drivers.AgentSpec
@@ -304,15 +307,17 @@ func (p *Plan) Graph() *dag.Graph {
 			}
 		}
 		for _, after := range c.WaitFor {
-			s, ok := ready(after)
-			if !ok {
-				continue
+			if s, ok := ready(after); ok {
+				if u, ok := ups[k]; ok {
+					g.Connect(u, s)
+				}
 			}
-			if d, ok := downs[k]; ok {
-				g.Connect(d, s)
-			}
-			if u, ok := ups[k]; ok {
-				g.Connect(u, s)
+		}
+		for _, after := range c.DeleteAfter {
+			if s, ok := ready(after); ok {
+				if d, ok := downs[k]; ok {
+					g.Connect(d, s)
+				}
 			}
 		}
 	}

@@ -47,8 +47,14 @@ type SavedChange struct {
 	After   map[string]json.RawMessage `json:"after,omitempty"`
 	Live    *drivers.LiveObject        `json:"live,omitempty"`
 	// DependsOn orders the saved steps for graph -plan=FILE.
-	DependsOn []string `json:"depends_on,omitempty"`
-	StateOnly bool     `json:"state_only,omitempty"`
+	DependsOn     []string `json:"depends_on,omitempty"`
+	StateOnly     bool     `json:"state_only,omitempty"`
+	WaitFor       []string `json:"wait_for,omitempty"`
+	DeleteAfter   []string `json:"delete_after,omitempty"`
+	SnapshotFirst string   `json:"snapshot_first,omitempty"`
+	BootFrom      string   `json:"boot_from,omitempty"`
+	MoveTo        string   `json:"move_to,omitempty"`
+	Stray         bool     `json:"stray,omitempty"`
 }
 
 var actionNames = map[string]Action{}
@@ -71,6 +77,8 @@ func Save(p *Plan, config map[string]string, vars map[string]json.RawMessage) *S
 			Addr: c.Addr, Kind: c.Kind, Runtime: c.Runtime, Action: c.Action.String(),
 			Reasons: c.Reasons, Changed: c.Changed, Forcing: c.Forcing, Hash: c.Fingerprint.Hash,
 			Before: c.Before, After: c.After, Live: c.Live, DependsOn: deps, StateOnly: c.StateOnly,
+			WaitFor: c.WaitFor, DeleteAfter: c.DeleteAfter, SnapshotFirst: c.SnapshotFirst,
+			BootFrom: c.BootFrom, MoveTo: c.MoveTo, Stray: c.Stray,
 		})
 	}
 	return s
@@ -120,10 +128,14 @@ func DecodePlanFile(data []byte) (*SavedPlan, error) {
 		if c.Addr == "" {
 			return nil, fmt.Errorf("change %d has no address", i)
 		}
-		if seen[c.Addr] {
+		key := c.Addr
+		if c.Stray {
+			key += "@" + c.Runtime
+		}
+		if seen[key] {
 			return nil, fmt.Errorf("%s appears twice", c.Addr)
 		}
-		seen[c.Addr] = true
+		seen[key] = true
 		if _, ok := actionNames[c.Action]; !ok {
 			return nil, fmt.Errorf("%s has unknown action %q", c.Addr, c.Action)
 		}
@@ -139,7 +151,9 @@ func (s *SavedPlan) Plan() *Plan {
 			Addr: sc.Addr, Kind: sc.Kind, Runtime: sc.Runtime, Action: actionNames[sc.Action],
 			Reasons: sc.Reasons, Changed: sc.Changed, Forcing: sc.Forcing, Before: sc.Before, After: sc.After,
 			Live: sc.Live, Fingerprint: Fingerprint{Hash: sc.Hash}, StateOnly: sc.StateOnly,
-			Object: drivers.Object{Addr: sc.Addr, Kind: sc.Kind, DependsOn: sc.DependsOn},
+			Object:  drivers.Object{Addr: sc.Addr, Kind: sc.Kind, DependsOn: sc.DependsOn},
+			WaitFor: sc.WaitFor, DeleteAfter: sc.DeleteAfter, SnapshotFirst: sc.SnapshotFirst,
+			BootFrom: sc.BootFrom, MoveTo: sc.MoveTo, Stray: sc.Stray,
 		})
 	}
 	sortChanges(p.Changes)

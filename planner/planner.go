@@ -86,6 +86,7 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		}
 		changes[addr] = diffObject(d, rec, live.take(runtime, addr))
 	}
+	diags = append(diags, p.unknownAfterReplace(ctx, want, agents, changes)...)
 	for _, c := range changes {
 		if slices.Contains(opts.Replace, c.Addr) && (c.Prior != nil || c.Live != nil) && c.Action != Replace {
 			c.Action = Replace
@@ -310,18 +311,7 @@ func (p *Planner) expand(ctx context.Context, records []state.Record, destroy bo
 			diags = append(diags, planError(a, err))
 			continue
 		}
-		// An agent that refers to another (agent.x.id, depends_on) waits
-		// for that agent's workload.
-		var after []string
-		for _, ref := range a.References() {
-			if strings.HasPrefix(ref, "agent.") && ref != a.Addr() {
-				after = append(after, ref)
-			}
-		}
 		for _, o := range resp.Objects {
-			if len(after) > 0 {
-				o.DependsOn = append(slices.Clone(o.DependsOn), after...)
-			}
 			want[o.Addr] = &desired{runtime: rt.Name, driver: rt.Driver.Name(), object: o, agent: a, lifecycle: a.Lifecycle}
 		}
 	}
@@ -601,4 +591,77 @@ func (p *Planner) Resolve(ctx context.Context, records []state.Record, c *Change
 		return nil
 	}
 	return fmt.Errorf("the driver no longer plans %s", c.Addr)
+}
+
+// refersTo lists the agents an agent refers to (agent.x.id, depends_on).
+func refersTo(a *lang.Agent) []string {
+	var out []string
+	for _, ref := range a.References() {
+		if strings.HasPrefix(ref, "agent.") && ref != a.Addr() {
+			out = append(out, ref)
+		}
+	}
+	return out
+}
+
+// unknownAfterReplace orders each agent after the agents it refers to, and
+// makes what it reads of an agent whose workload is created anew (its id,
+// its name) unknown, as it will be: the referring agent is planned again,
+// and a value that changes forces what it forces. Without this a replaced
+// agent's old id would be handed to the agents that refer to it.
+func (p *Planner) unknownAfterReplace(ctx context.Context, want map[string]*desired, agents map[string]*agentPlan, changes map[string]*Change) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, ap := range agents {
+		after := refersTo(ap.agent)
+		if len(after) == 0 {
+			continue
+		}
+		for _, c := range changes {
+			if c.Agent == ap.agent.Name && !c.Stray {
+				c.WaitFor = append(c.WaitFor, after...)
+			}
+		}
+	}
+	renewed := map[string]bool{}
+	for round := 0; round <= len(agents); round++ {
+		var fresh []string
+		for addr, ap := range agents {
+			if c, ok := changes[addr]; ok && !renewed[addr] && (c.Action == Create || c.Action == Replace || c.Action == Migrate) {
+				renewed[addr] = true
+				fresh = append(fresh, addr)
+				p.Scope.SetAgent(ap.agent.Name, cty.UnknownVal(ap.agent.ObjectType()))
+			}
+		}
+		if len(fresh) == 0 {
+			return diags
+		}
+		for _, ap := range agents {
+			if !slices.ContainsFunc(refersTo(ap.agent), func(r string) bool { return slices.Contains(fresh, r) }) {
+				continue
+			}
+			again, moreDiags := p.evalAgent(ap.agent, ap.runtime)
+			diags = append(diags, moreDiags...)
+			if moreDiags.HasErrors() {
+				continue
+			}
+			resp, err := ap.runtime.Driver.Plan(ctx, drivers.PlanRequest{Agent: again.spec})
+			if err != nil {
+				diags = append(diags, planError(ap.agent, err))
+				continue
+			}
+			ap.spec, ap.val = again.spec, again.val
+			for _, o := range resp.Objects {
+				old, ok := changes[o.Addr]
+				if !ok {
+					continue
+				}
+				d := want[o.Addr]
+				d.object = o
+				c := diffObject(d, old.Prior, old.Live)
+				c.WaitFor = old.WaitFor
+				changes[o.Addr] = c
+			}
+		}
+	}
+	return diags
 }

@@ -260,16 +260,11 @@ func prune(changes map[string]*Change, agentAddr string, policy *lang.SnapshotPo
 		s.c.Reasons = append(s.c.Reasons, why)
 		s.c.After = nil
 		if taken != nil {
-			s.c.waitFor(taken.Addr) // never fewer snapshots than the policy keeps
+			s.c.DeleteAfter = append(s.c.DeleteAfter, taken.Addr) // never fewer snapshots than the policy keeps
 		}
 	}
 }
 
-func (c *Change) waitFor(addr string) {
-	if !slices.Contains(c.WaitFor, addr) {
-		c.WaitFor = append(c.WaitFor, addr)
-	}
-}
 
 // resume picks the snapshot a (re)created workload boots from: the one
 // from_snapshot pins, or the newest of its agent's snapshots.
