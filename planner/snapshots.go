@@ -265,7 +265,6 @@ func prune(changes map[string]*Change, agentAddr string, policy *lang.SnapshotPo
 	}
 }
 
-
 // resume picks the snapshot a (re)created workload boots from: the one
 // from_snapshot pins, or the newest of its agent's snapshots.
 func resume(changes map[string]*Change, ap *agentPlan, w *Change, taken *Change) {
