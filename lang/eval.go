@@ -115,7 +115,7 @@ func (s *Scope) EvalAgent(a *Agent) (AgentValue, hcl.Diagnostics) {
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Conflicting resume and from_snapshot",
-				Detail:   fmt.Sprintf("from_snapshot pins the snapshot the agent boots from, but resume = false says it never boots from one. Remove one of them."),
+				Detail:   "from_snapshot pins the snapshot the agent boots from, but resume = false says it never boots from one. Remove one of them.",
 				Subject:  a.Resume.Range().Ptr(),
 			})
 		}

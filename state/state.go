@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Dir and File name where state lives, relative to the Bottlefile's directory.
@@ -91,7 +92,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		timeout = time.Nanosecond // bbolt treats 0 as "wait forever"
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: opts.ReadOnly})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: another bottlefile process holds the lock on %s (the bbolt file lock); wait for it to finish, or pass -lock-timeout to wait", ErrLocked, path)
 	}
 	if err != nil {

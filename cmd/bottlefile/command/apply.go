@@ -133,7 +133,7 @@ func (c *ApplyCommand) applySaved(a *applyArgs, v *applyView) int {
 		return 1
 	}
 	stale := func(err error) int {
-		return v.fail("Saved plan is stale", fmt.Errorf("%w. Run plan again.", err))
+		return v.fail("Saved plan is stale", fmt.Errorf("%w; run plan again", err))
 	}
 	if err := saved.CheckConfig(op.configHashes()); err != nil {
 		return stale(err)
