@@ -145,9 +145,17 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 	case planner.StepDelete:
 		id := c.ID()
 		if c.Live != nil || c.Action == planner.Replace || c.Action == planner.Migrate {
+			// The kind of what is deleted: a migration's old object may be
+			// of another kind (a container) than its new one (a machine).
+			kind := c.Kind
+			if c.Live != nil {
+				kind = c.Live.Kind
+			} else if c.Prior != nil {
+				kind = c.Prior.Kind
+			}
 			if _, err := rt.Driver.Apply(ctx, drivers.ApplyRequest{
 				Op: drivers.OpDelete, Lineage: e.Lineage, ID: id,
-				Object: drivers.Object{Addr: c.Addr, Kind: c.Kind},
+				Object: drivers.Object{Addr: c.Addr, Kind: kind},
 			}); err != nil {
 				return err
 			}

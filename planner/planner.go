@@ -33,6 +33,9 @@ type Planner struct {
 	State    StateReader
 	Log      hclog.Logger
 	Options  Options
+
+	// moveDiags collects migrations that cannot move a snapshot.
+	moveDiags hcl.Diagnostics
 }
 
 // desired is one object the configuration asks for.
@@ -129,6 +132,7 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		refreshOnly(changes)
 	} else {
 		p.planPolicies(ctx, changes, agents, plan.Lineage)
+		diags = append(diags, p.moveDiags...)
 	}
 	if len(opts.Targets) > 0 {
 		if err := checkAddrs("-target", opts.Targets, changes); err != nil {

@@ -120,7 +120,15 @@ func (p *Planner) planPolicies(ctx context.Context, changes map[string]*Change, 
 		w := changes[agentAddr]
 		policy := ap.val.SnapshotPolicy
 		var taken *Change
-		if w != nil && w.Action == Migrate {
+		if w != nil && w.Action == Migrate && !p.canMove(w.Prior.Runtime, w.Runtime) {
+			p.moveDiags = append(p.moveDiags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Cannot migrate between these runtimes",
+				Detail: fmt.Sprintf("%s moves from runtime %q (%s) to %q (%s), but the first cannot export a snapshot or the second cannot import one, so its filesystem cannot move. Destroy it and create it on the new runtime instead.",
+					agentAddr, w.Prior.Runtime, w.Prior.Driver, w.Runtime, w.Driver),
+				Subject: ap.agent.RuntimeRange.Ptr(),
+			})
+		} else if w != nil && w.Action == Migrate {
 			// A migration carries the filesystem in a snapshot, taken on the
 			// old runtime and moved to the new one, whatever the policy.
 			taken = p.takeSnapshot(changes, ap, w, "migrate")
@@ -310,4 +318,15 @@ func humanBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// canMove reports whether a snapshot can move from one runtime to another.
+func (p *Planner) canMove(from, to string) bool {
+	f, t := p.Runtimes[from], p.Runtimes[to]
+	if f == nil || t == nil {
+		return false
+	}
+	_, exports := f.Driver.(drivers.SnapshotExporter)
+	_, imports := t.Driver.(drivers.SnapshotImporter)
+	return exports && imports
 }

@@ -22,7 +22,17 @@ func (d *Driver) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.A
 	if req.Lineage == "" {
 		return drivers.ApplyResponse{}, fmt.Errorf("%s: %s needs a state lineage", req.Object.Addr, req.Op)
 	}
-	if req.Object.Kind != kindMachine {
+	switch req.Object.Kind {
+	case kindMachine:
+	case drivers.KindSnapshot:
+		switch req.Op {
+		case drivers.OpCreate:
+			return d.createSnapshot(ctx, run, req)
+		case drivers.OpDelete:
+			return drivers.ApplyResponse{}, d.deleteSnapshot(req)
+		}
+		return drivers.ApplyResponse{}, fmt.Errorf("%s: cannot %s a smolvm snapshot", req.Object.Addr, req.Op)
+	default:
 		return drivers.ApplyResponse{}, fmt.Errorf("%s: the smolvm driver has no object kind %q", req.Object.Addr, req.Object.Kind)
 	}
 	switch req.Op {
@@ -51,6 +61,25 @@ func (d *Driver) create(ctx context.Context, run runner, req drivers.ApplyReques
 	if err != nil {
 		return fail("%v", err)
 	}
+	// Resume or migration: boot from the snapshot (a .smolmachine pack,
+	// or a docker-save tar) with the agent's own settings.
+	if req.BootImage != "" {
+		if spec.image, spec.from, err = imageSource(req.BootImage, d.imageBase()); err != nil {
+			return fail("the snapshot to boot from, %q: %v", req.BootImage, err)
+		}
+	}
+	// A snapshot of ours (booted from, or named as the image with
+	// snapshot.X.image) is used through a link of the machine's own.
+	src := &spec.image
+	if spec.from != "" {
+		src = &spec.from
+	}
+	bootSrc := *src
+	bootLink, err := d.bootPath(req.Lineage, name, bootSrc)
+	if err != nil {
+		return fail("the snapshot to boot from: %v", err)
+	}
+	*src = bootLink
 	args, env, err := createArgs(name, spec, req, func(msg string, kv ...any) {
 		d.log.Warn(msg, append([]any{"addr", addr}, kv...)...)
 	})
@@ -73,30 +102,38 @@ func (d *Driver) create(ctx context.Context, run runner, req drivers.ApplyReques
 			return fail("deleting the unrecorded machine left by an earlier run: %v", err)
 		}
 	}
+	if bootLink != bootSrc {
+		if err := d.linkBoot(bootSrc, bootLink); err != nil {
+			return fail("the snapshot to boot from: %v", err)
+		}
+	}
 
 	if _, err := run.run(ctx, args, env); err != nil {
+		d.removeBootFiles(req.Lineage, name)
 		return fail("%v", err)
 	}
 	if _, err := run.run(ctx, []string{"machine", "start", "--name", name}, nil); err != nil {
-		d.cleanup(ctx, run, addr, name)
+		d.cleanup(ctx, run, req.Lineage, addr, name)
 		return drivers.ApplyResponse{}, fmt.Errorf("starting machine %s for %s (smolvm pulls the image at start): %w", name, addr, err)
 	}
 	if err := d.waitReady(ctx, run, name); err != nil {
-		d.cleanup(ctx, run, addr, name)
+		d.cleanup(ctx, run, req.Lineage, addr, name)
 		return drivers.ApplyResponse{}, fmt.Errorf("machine %s for %s started but is not ready: %w", name, addr, err)
 	}
-	d.log.Info("created machine", "addr", addr, "name", name, "image", spec.image+spec.from)
+	d.log.Info("created machine", "addr", addr, "name", name, "image", spec.image+spec.from, "boot", req.BootImage)
 	return machineResponse(name), nil
 }
 
 // cleanup deletes a machine that failed to start, so that nothing
 // unrecorded is left behind, even when ctx is cancelled.
-func (d *Driver) cleanup(ctx context.Context, run runner, addr, name string) {
+func (d *Driver) cleanup(ctx context.Context, run runner, lineage, addr, name string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	if err := d.deleteMachine(cctx, run, name); err != nil {
 		d.log.Warn("could not delete the machine that failed to start", "addr", addr, "name", name, "error", err)
+		return
 	}
+	d.removeBootFiles(lineage, name)
 }
 
 func machineResponse(name string) drivers.ApplyResponse {
@@ -144,6 +181,7 @@ func (d *Driver) delete(ctx context.Context, run runner, req drivers.ApplyReques
 	if err := d.deleteMachine(ctx, run, name); err != nil {
 		return fmt.Errorf("deleting machine %s of %s: %w", name, addr, err)
 	}
+	d.removeBootFiles(req.Lineage, name)
 	d.log.Info("deleted machine", "addr", addr, "name", name)
 	return nil
 }

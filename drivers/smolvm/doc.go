@@ -10,11 +10,16 @@
 //	}
 //
 // Configure finds the binary and runs smolvm --version; it changes
-// nothing. Plan never calls the CLI. Read is one "machine ls --json" call,
-// filtered by the lineage label. Apply uses the documented argument forms
+// nothing. Read is one "machine ls --json" call, filtered by the lineage
+// label, and one listing of the lineage's snapshots directory. Apply uses the documented argument forms
 // only: the machine name is always --name (never positional, and exec has
 // no -n), the workload follows "--", and delete always passes -f, because
 // without it smolvm asks on stdin.
+//
+// Plan never calls the CLI, and rejects what smolvm cannot do before
+// anything runs: sidecars (bottlefile cannot give the agent access to a
+// second machine by name), build blocks, user, and egress rules it cannot
+// enforce (as a *drivers.RuleError, so the diagnostic points at the rule).
 //
 // One object per agent: agent.NAME, kind "machine", named
 // bf-<lineage[:8]>-<NAME> and labelled io.bottlefile.lineage, .address and
@@ -47,12 +52,37 @@
 //     per-port and wildcard rules, and blocks reaching the host's loopback
 //     or link-local addresses, are errors naming the rule.
 //     A name rule allows every port of that host: smolvm cannot narrow it
-//     to 80 and 443 as the docker gateway does. Apply reads the allowlist
-//     from the "egress" attribute; Plan will set it once the agent spec
-//     carries one.
+//     to 80 and 443 as the docker gateway does.
 //
 // After create, Apply starts the machine (smolvm pulls the image at
 // start) and checks it answers "machine exec --name N -- true", retrying
 // for a bounded time. A machine that fails to start or to answer is
 // deleted again, so nothing unrecorded is left behind.
+//
+// Snapshots (kind "snapshot", planned by the core) are .smolmachine packs
+// kept under the state directory, .bottlefile/snapshots/<lineage[:8]>/
+// <address>-<n>.smolmachine, with a small JSON record beside each (lineage,
+// address, config hash, runtime) that Read lists with one directory
+// listing. Taking one stops the agent's machine, runs "pack create
+// --from-vm NAME -o PATH", and starts it again (with the readiness
+// check) if it was running. Its id and Computed image are the pack's path
+// relative to the Bottlefile's directory ("./.bottlefile/..."), so a
+// checkout that moves keeps them. Deleting one removes the pack, its stub
+// and its record, and never a file outside snapshots/.
+//
+// A workload create with ApplyRequest.BootImage (resume, migration) boots
+// from the snapshot instead of the image: "--from PACK.smolmachine" or, for
+// a docker-save tar, "--image PATH.tar", with the agent's own settings and
+// egress flags on the command line (packs carry no allowlist; create
+// --from honours the flags since 1.8.0). smolvm reads a machine's source
+// file at every start, so the machine (this one, or one whose image is
+// snapshot.X.image) boots from a hard link of its own,
+// .bottlefile/boot/<lineage[:8]>/<machine>.smolmachine (or .tar), removed
+// with the machine: pruning the snapshot does not break a machine that
+// resumed from it.
+//
+// ImportSnapshot (drivers.SnapshotImporter, migration from docker) writes
+// the docker-save stream to one .tar under snapshots/, checks it has a
+// manifest.json, and records it like a pack. There is no ExportSnapshot:
+// smolvm cannot turn a machine or a pack into a docker-save tar.
 package smolvm

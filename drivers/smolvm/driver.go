@@ -64,6 +64,9 @@ type Driver struct {
 	binary  string
 	ver     version
 	baseDir string // the Bottlefile's directory, for relative image paths
+	// stateDir (.bottlefile, absolute) holds snapshots; "" when the core
+	// gave none, and then snapshots are an error.
+	stateDir string
 }
 
 var (
@@ -131,12 +134,15 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 		d.log.Info("smolvm is newer than the newest release bottlefile was verified against", "version", v.String(), "verified", newestVerified.String())
 	}
 
-	baseDir := ""
+	baseDir, stateDir := "", ""
 	if req.StateDir != "" {
-		baseDir = filepath.Dir(req.StateDir)
+		if stateDir, err = filepath.Abs(req.StateDir); err != nil {
+			return fmt.Errorf("runtime %q: the state directory: %w", req.Runtime, err)
+		}
+		baseDir = filepath.Dir(stateDir)
 	}
 	d.mu.Lock()
-	d.run, d.runtime, d.binary, d.ver, d.baseDir = run, req.Runtime, binary, v, baseDir
+	d.run, d.runtime, d.binary, d.ver, d.baseDir, d.stateDir = run, req.Runtime, binary, v, baseDir, stateDir
 	d.mu.Unlock()
 	d.log.Debug("configured", "runtime", req.Runtime, "binary", binary, "version", v.String())
 	return nil

@@ -22,9 +22,8 @@ type machineSpec struct {
 	cpus     int   // 0: smolvm's default
 	memMiB   int64 // 0: smolvm's default
 	labels   map[string]string
-	// allow is the egress allowlist; nil means no egress block, and so no
-	// network at all. It comes from the "egress" attribute, which Plan
-	// will set once the agent spec carries the allowlist.
+	// allow is the egress allowlist, from the "egress" attribute; nil
+	// means no egress block, and so no network at all.
 	allow []string
 }
 

@@ -32,6 +32,11 @@ func (d *Driver) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 	if err := checkPlanName(addr, a.Name); err != nil {
 		return fail("%v", err)
 	}
+	if len(a.Sidecars) > 0 {
+		return fail("sidecar %q cannot run on smolvm: it would be a second microVM, and bottlefile cannot give the agent access to it by name "+
+			"(smolvm's named inter-VM networks, --network, need 1.8.3 and are not documented to resolve machines by name, and the agent's "+
+			"allowlist is fixed at create, before the sidecar has an address); run this agent on docker, or drop the sidecar", a.Sidecars[0].Name)
+	}
 	if a.Build != nil {
 		return fail("build blocks are docker-only for now; give the agent an image (a registry reference, a docker-save tar or a .smolmachine) to run it on smolvm")
 	}

@@ -22,8 +22,10 @@ type lsEntry struct {
 }
 
 // Read lists the machines of one lineage with a single "machine ls
-// --json". Machines without an address label are not bottlefile's to
-// manage by address and are left out (logged).
+// --json", and its snapshots with one listing of the state directory's
+// snapshots/<lineage[:8]> (see snapshot.go). Machines without an address
+// label are not bottlefile's to manage by address and are left out
+// (logged).
 func (d *Driver) Read(ctx context.Context, req drivers.ReadRequest) (drivers.ReadResponse, error) {
 	var resp drivers.ReadResponse
 	if req.Lineage == "" {
@@ -60,6 +62,11 @@ func (d *Driver) Read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 		}
 		resp.Objects = append(resp.Objects, o)
 	}
+	snaps, err := d.readSnapshots(req.Lineage)
+	if err != nil {
+		return resp, fmt.Errorf("listing snapshots of lineage %s: %w", req.Lineage, err)
+	}
+	resp.Objects = append(resp.Objects, snaps...)
 	sort.SliceStable(resp.Objects, func(i, j int) bool { return resp.Objects[i].Addr < resp.Objects[j].Addr })
 	return resp, nil
 }

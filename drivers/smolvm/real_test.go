@@ -2,8 +2,10 @@ package smolvm
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"github.com/bottlefile/bottlefile/drivers"
@@ -36,8 +38,19 @@ func realSmolvm(t *testing.T) (path, image string) {
 
 func realDriver(t *testing.T) drivers.Driver {
 	t.Helper()
+	return realDriverIn(t, "")
+}
+
+// realDriverIn configures the real smolvm with a state directory under
+// dir ("" for none).
+func realDriverIn(t *testing.T, dir string) *Driver {
+	t.Helper()
 	d := newDriver(testLogger(t), func(binary string) runner { return execRunner{binary: binary} })
-	if err := d.Configure(context.Background(), drivers.ConfigureRequest{Runtime: "vm"}); err != nil {
+	req := drivers.ConfigureRequest{Runtime: "vm"}
+	if dir != "" {
+		req.StateDir = filepath.Join(dir, ".bottlefile")
+	}
+	if err := d.Configure(context.Background(), req); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
 	return d
@@ -57,4 +70,35 @@ func TestRealSmolvm(t *testing.T) {
 			}
 		})
 	})
+	t.Run("Snapshot", func(t *testing.T) {
+		dir := t.TempDir()
+		runSnapshotScenario(t, realDriverIn(t, dir), dir, image, func(name string, args ...string) int {
+			cmd := exec.Command(bin, append([]string{"machine", "exec", "--name", name, "--"}, args...)...)
+			err := cmd.Run()
+			var exitErr *exec.ExitError
+			if errors.As(err, &exitErr) {
+				return exitErr.ExitCode()
+			}
+			if err != nil {
+				t.Fatalf("smolvm machine exec: %v", err)
+			}
+			return 0
+		})
+	})
+	t.Run("Import", func(t *testing.T) {
+		tarPath := os.Getenv(realTarEnv)
+		if tarPath == "" {
+			t.Skipf("smolvm real-binary import test skipped: set %s to a docker-save tar of an image whose \"sleep 600\" runs", realTarEnv)
+		}
+		f, err := os.Open(tarPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		dir := t.TempDir()
+		runImportScenario(t, realDriverIn(t, dir), f)
+	})
 }
+
+// realTarEnv names a docker-save tar for the real import test.
+const realTarEnv = "BOTTLEFILE_SMOLVM_TEST_TAR"

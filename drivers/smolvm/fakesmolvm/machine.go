@@ -1,11 +1,13 @@
 package main
 
 import (
+	"archive/tar"
 	"bufio"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -422,6 +424,11 @@ func (c *cli) start(args []string) int {
 			if _, err := os.Stat(img); err != nil {
 				return c.runtimeError("agent operation failed: pull image: %s: no such file or directory", img)
 			}
+			if strings.HasSuffix(img, ".tar") {
+				if err := checkDockerSave(img); err != nil {
+					return c.runtimeError("agent operation failed: pull image: %s: %v", img, err)
+				}
+			}
 		} else if slices.Contains(splitList(c.getenv("FAKESMOLVM_MISSING_IMAGES")), img) {
 			return c.runtimeError("agent operation failed: pull image: %s: manifest unknown", img)
 		}
@@ -659,4 +666,27 @@ func (c *cli) status(args []string) int {
 		fmt.Fprintf(c.stdout, "Machine '%s': %s\n", name, m.State)
 	}
 	return 0
+}
+
+// checkDockerSave reads the headers of a local image tar: smolvm loads a
+// "docker save" archive, which has a manifest.json at its top.
+func checkDockerSave(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return fmt.Errorf("not a docker-save archive: no manifest.json")
+		}
+		if err != nil {
+			return fmt.Errorf("not a docker-save archive: %v", err)
+		}
+		if strings.TrimPrefix(h.Name, "./") == "manifest.json" {
+			return nil
+		}
+	}
 }

@@ -23,6 +23,8 @@
 //	FAKESMOLVM_BOOT_EXECS      how many execs after each start fail as "agent not ready"
 //
 // Every invocation appends {"args":[...]} to $FAKESMOLVM_STATE/calls.jsonl.
+// A local image tar must be a docker-save archive (a manifest.json at its
+// top) when the machine starts, as smolvm loads the image then.
 // Guest commands are not run: exec answers true (0), false (1), echo,
 // env, pwd, touch/rm/test -e on a per-machine file set that packs carry,
 // and exits 0 for anything else.
