@@ -29,6 +29,15 @@ func Commands(meta *command.Meta) map[string]cli.CommandFactory {
 		"state show": func() (cli.Command, error) { return &command.StateShowCommand{Meta: meta}, nil },
 		"state rm":   func() (cli.Command, error) { return &command.StateRmCommand{Meta: meta}, nil },
 		"state pull": func() (cli.Command, error) { return &command.StatePullCommand{Meta: meta}, nil },
+		"logs":       func() (cli.Command, error) { return &command.LogsCommand{Meta: meta}, nil },
+		"gateway":    func() (cli.Command, error) { return &GatewayCommand{Meta: meta}, nil },
+		"snapshot":   func() (cli.Command, error) { return &command.SnapshotCommand{Meta: meta}, nil },
+		"snapshot export": func() (cli.Command, error) {
+			return &command.SnapshotExportCommand{Meta: meta}, nil
+		},
+		"snapshot import": func() (cli.Command, error) {
+			return &command.SnapshotImportCommand{Meta: meta}, nil
+		},
 	}
 }
 

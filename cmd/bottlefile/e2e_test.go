@@ -35,6 +35,7 @@ func TestMain(m *testing.M) {
 	binary = filepath.Join(dir, "bottlefile")
 	build := exec.Command("go", "build", "-o", binary, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as make build: the gateway image is made from it
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building bottlefile:", err)
 		os.Exit(1)

@@ -37,6 +37,13 @@ type dockerAPI interface {
 
 	Info(ctx context.Context) (system.Info, error)
 	Close() error
+
+	// For the egress gateway (gateway.go) and logs (logs.go).
+	ContainerKill(ctx context.Context, container, signal string) error
+	ContainerLogs(ctx context.Context, container string, options container.LogsOptions) (io.ReadCloser, error)
+	CopyToContainer(ctx context.Context, container, path string, content io.Reader, options container.CopyToContainerOptions) error
+	NetworkConnect(ctx context.Context, network, container string, config *network.EndpointSettings) error
+	ImageImport(ctx context.Context, source image.ImportSource, ref string, options image.ImportOptions) (io.ReadCloser, error)
 }
 
 var _ dockerAPI = (*client.Client)(nil)

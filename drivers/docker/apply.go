@@ -20,6 +20,15 @@ func (d *Driver) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.A
 	}
 	switch req.Object.Kind {
 	case kindNetwork:
+		if isEgressNetworkAddr(req.Object.Addr) {
+			switch req.Op {
+			case drivers.OpCreate:
+				return d.createEgressNetwork(ctx, api, req)
+			case drivers.OpDelete:
+				return d.deleteEgressNetwork(ctx, api, req)
+			}
+			break
+		}
 		switch req.Op {
 		case drivers.OpCreate:
 			return d.createNetwork(ctx, api, pool, req)
@@ -42,7 +51,33 @@ func (d *Driver) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.A
 		case drivers.OpStart:
 			return d.startContainer(ctx, api, req)
 		case drivers.OpDelete:
+			resp, err := d.deleteContainer(ctx, api, req)
+			if err == nil {
+				// A snapshot deleted while this container ran from it was
+				// only untagged: it can go now (snapshot.go).
+				d.sweepSnapshots(ctx, api, req.Lineage)
+			}
+			return resp, err
+		}
+	case kindGateway:
+		switch req.Op {
+		case drivers.OpCreate:
+			return d.createGateway(ctx, api, pool, req)
+		case drivers.OpUpdate:
+			return d.updateGateway(ctx, api, req)
+		case drivers.OpStart:
+			return d.startContainer(ctx, api, req)
+		case drivers.OpDelete:
 			return d.deleteContainer(ctx, api, req)
+		}
+	case drivers.KindSnapshot:
+		switch req.Op {
+		case drivers.OpCreate:
+			return d.createSnapshot(ctx, req)
+		case drivers.OpUpdate:
+			return drivers.ApplyResponse{ID: req.ID}, nil // only the description changes, in state
+		case drivers.OpDelete:
+			return d.deleteSnapshot(ctx, api, req)
 		}
 	default:
 		return drivers.ApplyResponse{}, fmt.Errorf("%s: the docker driver has no object kind %q", req.Object.Addr, req.Object.Kind)

@@ -14,12 +14,18 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
+	// An existing egress network: the conformance suite wants every planned
+	// object below the agent's address, and a managed egress network is
+	// the runtime's (runtime.default.egress).
+	egressNet, _ := dockertest.TestNetwork(t, cli, nil)
+	gateway := dockertest.GatewayBinary(t)
 	drivertest.TestDriver(t, func(t *testing.T) drivers.Driver {
 		d, err := New(testLogger(t))
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := cty.ObjectVal(map[string]cty.Value{"host": cty.NullVal(cty.String), "subnet_pool": cty.StringVal(DefaultSubnetPool)})
+		cfg := cty.ObjectVal(map[string]cty.Value{"host": cty.NullVal(cty.String), "subnet_pool": cty.StringVal(DefaultSubnetPool),
+			"egress_network": cty.StringVal(egressNet), "gateway_binary": cty.StringVal(gateway)})
 		if err := d.Configure(t.Context(), drivers.ConfigureRequest{Runtime: "default", Config: cfg}); err != nil {
 			t.Fatalf("Configure: %v", err)
 		}

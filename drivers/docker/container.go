@@ -55,6 +55,11 @@ func decodeContainer(req drivers.ApplyRequest) (containerSpec, error) {
 		}
 		s.built = true
 	}
+	if req.BootImage != "" {
+		// Resume or migration: boot from the snapshot image, which is on
+		// the engine (never pulled), with the agent's config as declared.
+		s.image, s.built = req.BootImage, true
+	}
 	if s.image == "" {
 		return s, errors.New("no image: set image or a build block")
 	}
@@ -181,6 +186,9 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 	}
 	netCfg := &network.NetworkingConfig{
 		EndpointsConfig: map[string]*network.EndpointSettings{spec.network: {}},
+	}
+	if err := wireContainer(req, spec.network, cfg, hostCfg, netCfg); err != nil {
+		return fail("%v", err)
 	}
 
 	created, err := api.ContainerCreate(ctx, cfg, hostCfg, netCfg, nil, name)

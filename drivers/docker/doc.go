@@ -7,10 +7,19 @@
 //	  driver      = "docker"
 //	  host        = "unix:///var/run/docker.sock" # optional; else DOCKER_HOST
 //	  subnet_pool = "10.213.0.0/16"               # optional; the default
+//
+//	  egress_network     = "corp-egress"   # optional: an existing network for the gateways
+//	  egress_subnet_pool = "10.214.0.0/16" # optional; the default, for a managed one
+//	  gateway_dns        = ["10.0.0.53"]   # optional: the gateways' DNS servers
+//	  gateway_binary     = "/path/to/bottlefile" # optional: a static build; else the running one
+//	  insecure_skip_isolation_check = false # true only for throwaway test engines
 //	}
 //
-// Configure only makes the client; the engine is first contacted by Read or
-// Apply. Plan never contacts it at all.
+// Configure only makes the client; the engine is first contacted by Read,
+// Plan or Apply. Plan makes one read-only call per driver instance: the
+// isolation check (isolation.go), which refuses an engine on which a
+// bottle's isolation cannot hold (dockerd --iptables=false, seen as IP
+// masquerading off on its default bridge, or no default bridge at all).
 //
 // # Objects
 //
@@ -37,13 +46,38 @@
 //   - agent.coder (kind "container", a workload): bf-<L[:8]>-coder, run with
 //     an init process (stops in ~0.2 s), attached only to its network, with
 //     DNS options timeout:1 attempts:1 (outside names fail in about a second
-//     on an internal network instead of five). A missing image reference is
+//     on an internal network instead of five), without CAP_NET_RAW, and
+//     with HTTP_PROXY, HTTPS_PROXY (and lower case) pointing at its gateway
+//     and NO_PROXY naming localhost and its sidecars, all added at create
+//     (its attributes stay what the configuration says; "sidecars" lists
+//     the sidecar names when there are any). A missing image reference is
 //     pulled at apply, never at plan. cpus and memory change in place
 //     (memory without extra swap); everything else replaces the container.
-//     Computed: name, ip.
+//     It does not depend on its gateway. Computed: name, ip.
+//   - agent.coder.sidecar.S (kind "container", a workload), one per sidecar
+//     block: like the agent's container, on the same network with the
+//     network alias S, and agent.coder.sidecar.S.image for a build block.
+//   - agent.coder.gateway (kind "gateway", a workload): the egress gateway
+//     (gateway.go), "bottlefile gateway" as PID 1 of a FROM scratch image
+//     imported from the gateway binary (static; tagged
+//     bottlefile-gateway:<sha256>, labelled io.bottlefile.gateway-image=1),
+//     on the agent's network at that subnet's last address (alias
+//     "gateway", the only address it listens on, port 3128) and on the
+//     egress network. Attributes: allow (the rules, canonical), binary
+//     (the binary's SHA-256), network, egress_network, dns. allow changes
+//     in place: the rules file is copied in, the gateway gets SIGHUP, and
+//     apply waits until its log reports the new rules in force. It never
+//     connects to the subnet pool, internal networks, a managed egress
+//     network, the gateway address of any network on the engine, or, with
+//     a local engine, this machine's addresses (-forbid).
+//   - runtime.<R>.egress (kind "network"), unless the runtime names an
+//     egress_network: a normal bridge bf-<L[:8]>-<R>.egress with a /24 of
+//     egress_subnet_pool, shared by every gateway of the runtime (each
+//     agent's plan returns it; the planner keeps one).
 //
 // Every object carries the labels io.bottlefile.lineage,
-// io.bottlefile.address and io.bottlefile.config-hash; Read lists each kind
+// io.bottlefile.address and io.bottlefile.config-hash (gateways also
+// io.bottlefile.kind=gateway); Read lists each kind
 // with one call filtered on the lineage label. Labels are fixed at create:
 // after an in-place update Read still reports the hash the container was
 // created with.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"sync"
 
@@ -37,6 +38,12 @@ type Driver struct {
 	runtime string
 	host    string
 	pool    netip.Prefix
+	egress  egressConfig
+	snap    snapshotConfig // snapshot.go
+
+	// checks caches the read-only facts Plan asks the engine and the
+	// gateway binary's hash, once per driver instance (isolation.go).
+	checks *engineChecks
 }
 
 var (
@@ -77,13 +84,16 @@ func (d *Driver) Name() string { return "docker" }
 
 // ConfigSpec is the schema of a docker runtime block's own attributes.
 func (d *Driver) ConfigSpec() hcldec.ObjectSpec {
-	return hcldec.ObjectSpec{
+	spec := hcldec.ObjectSpec{
 		"host": &hcldec.AttrSpec{Name: "host", Type: cty.String},
 		"subnet_pool": &hcldec.DefaultSpec{
 			Primary: &hcldec.AttrSpec{Name: "subnet_pool", Type: cty.String},
 			Default: &hcldec.LiteralSpec{Value: cty.StringVal(DefaultSubnetPool)},
 		},
 	}
+	maps.Copy(spec, egressSpec())
+	maps.Copy(spec, snapshotSpec())
+	return spec
 }
 
 // Configure reads the runtime block and makes the engine client. It does
@@ -104,6 +114,14 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 	if err != nil {
 		return fmt.Errorf("runtime %q: %w", req.Runtime, err)
 	}
+	eg, err := parseEgressConfig(req.Config)
+	if err != nil {
+		return fmt.Errorf("runtime %q: %w", req.Runtime, err)
+	}
+	sc, err := parseSnapshotConfig(req.Config)
+	if err != nil {
+		return fmt.Errorf("runtime %q: %w", req.Runtime, err)
+	}
 	api, err := d.newAPI(host)
 	if err != nil {
 		if host == "" {
@@ -114,7 +132,9 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 
 	d.mu.Lock()
 	old := d.api
-	d.api, d.runtime, d.host, d.pool = api, req.Runtime, host, pool
+	d.api, d.runtime, d.host, d.pool, d.egress = api, req.Runtime, host, pool, eg
+	d.checks = &engineChecks{}
+	d.snap = sc
 	d.mu.Unlock()
 	if old != nil {
 		_ = old.Close()

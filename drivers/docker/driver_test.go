@@ -421,7 +421,7 @@ func TestReadMapsObjects(t *testing.T) {
 }
 
 func TestPlan(t *testing.T) {
-	api := &fakeAPI{}
+	api := &fakeAPI{NetworkListFn: func(network.ListOptions) ([]network.Summary, error) { return isolatingEngine(), nil }}
 	d := fakeDriver(t, api, DefaultSubnetPool)
 	secret := cty.MapVal(map[string]cty.Value{"KEY": cty.StringVal("s3cret")}).Mark("sensitive")
 	resp, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: drivers.AgentSpec{
@@ -436,14 +436,14 @@ func TestPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(api.calls()) != 0 {
-		t.Errorf("Plan called the engine: %v", api.calls())
+	if calls := api.calls(); !slices.Equal(calls, []string{"NetworkList"}) {
+		t.Errorf("Plan made calls %v, want one read-only network list (the isolation check)", calls)
 	}
 	byAddr := map[string]drivers.Object{}
 	for _, o := range resp.Objects {
 		byAddr[o.Addr] = o
 	}
-	if len(byAddr) != 2 {
+	if len(byAddr) != 4 || byAddr["agent.coder.gateway"].Kind != "gateway" || byAddr["runtime.test.egress"].Kind != "network" {
 		t.Fatalf("objects = %v", resp.Objects)
 	}
 	n := byAddr["agent.coder.network"]

@@ -48,7 +48,7 @@ func newEngineTest(t *testing.T) *engineTest {
 		counter.api = api
 		return counter, nil
 	})
-	cfg := cty.ObjectVal(map[string]cty.Value{"host": cty.NullVal(cty.String), "subnet_pool": cty.StringVal(DefaultSubnetPool)})
+	cfg := cty.ObjectVal(map[string]cty.Value{"host": cty.NullVal(cty.String), "subnet_pool": cty.StringVal(DefaultSubnetPool), "gateway_binary": cty.StringVal(dockertest.GatewayBinary(t))})
 	if err := d.Configure(t.Context(), drivers.ConfigureRequest{Runtime: "default", Config: cfg}); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
@@ -210,8 +210,8 @@ func TestIntegrationLifecycle(t *testing.T) {
 	}
 	e.api.take()
 	objs := e.plan(agent)
-	if calls := e.api.take(); len(calls) != 0 {
-		t.Errorf("Plan called the engine: %v", calls)
+	if calls := e.api.take(); len(calls) > 1 || calls["NetworkList"] > 1 {
+		t.Errorf("Plan called the engine: %v, want at most one network list (the isolation check)", calls)
 	}
 
 	ids := e.createAll(objs)
@@ -372,8 +372,8 @@ func TestIntegrationBuild(t *testing.T) {
 	agent := drivers.AgentSpec{Addr: "agent.builder", Name: "builder", Build: &drivers.BuildSpec{Context: dir}}
 	e.api.take()
 	objs := e.plan(agent)
-	if calls := e.api.take(); len(calls) != 0 {
-		t.Errorf("Plan called the engine: %v", calls)
+	if calls := e.api.take(); len(calls) > 1 || calls["NetworkList"] > 1 {
+		t.Errorf("Plan called the engine: %v, want at most one network list (the isolation check)", calls)
 	}
 	imgObj, ok := objs["agent.builder.image"]
 	if !ok {
@@ -511,7 +511,7 @@ func TestIntegrationCrashBetweenCreateAndRecord(t *testing.T) {
 		t.Errorf("the unrecorded container is still there: %v", err)
 	}
 	live := e.read()
-	if len(live) != 2 || live["agent.crash"].ID != second["agent.crash"].ID || !live["agent.crash"].Running {
+	if len(live) != 4 || live["agent.crash"].ID != second["agent.crash"].ID || !live["agent.crash"].Running {
 		t.Errorf("live = %+v", live)
 	}
 

@@ -10,9 +10,11 @@ import (
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
-// Plan expands one agent into its network, its image when it is built, and
-// its container. It reads the build context to hash it and nothing else: it
-// never contacts the engine.
+// Plan expands one agent into its network, its image when it is built, its
+// container, and what makes it a bottle (bottle.go): its sidecars, its
+// egress gateway and the runtime's egress network. It reads build contexts
+// and the gateway binary to hash them, and makes one read-only engine call
+// per driver instance (the isolation check); it changes nothing.
 func (d *Driver) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.PlanResponse, error) {
 	a := req.Agent
 	addr := a.Addr
@@ -90,6 +92,10 @@ func (d *Driver) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 		return drivers.PlanResponse{}, fmt.Errorf("%s: image is empty", addr)
 	}
 	objects = append(objects, ctr)
+	objects, err := d.planBottle(ctx, a, addr, netAddr, objects)
+	if err != nil {
+		return drivers.PlanResponse{}, err
+	}
 	return drivers.PlanResponse{Objects: objects}, nil
 }
 

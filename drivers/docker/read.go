@@ -37,7 +37,11 @@ func (d *Driver) Read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 		if len(c.Names) > 0 {
 			name = strings.TrimPrefix(c.Names[0], "/")
 		}
-		if o, ok := d.live(c.Labels, kindContainer, c.ID, name); ok {
+		kind := kindContainer
+		if c.Labels[labelKind] == kindGateway {
+			kind = kindGateway
+		}
+		if o, ok := d.live(c.Labels, kind, c.ID, name); ok {
 			o.Running = c.State == container.StateRunning
 			o.ImageID = c.ImageID
 			resp.Objects = append(resp.Objects, o)
@@ -59,7 +63,14 @@ func (d *Driver) Read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 		return resp, fmt.Errorf("listing images of lineage %s: %w", req.Lineage, err)
 	}
 	for _, img := range images {
-		if o, ok := d.live(img.Labels, kindImage, img.ID, imageName(img.RepoTags)); ok {
+		kind := kindImage
+		if img.Labels[labelSnapshotOf] != "" {
+			kind = drivers.KindSnapshot
+			if !hasSnapshotTag(req.Lineage, img.RepoTags) {
+				continue // deleted while in use and kept only for that, or a copy tagged by hand (snapshot.go)
+			}
+		}
+		if o, ok := d.live(img.Labels, kind, img.ID, imageName(img.RepoTags)); ok {
 			resp.Objects = append(resp.Objects, o)
 		}
 	}

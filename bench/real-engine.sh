@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# Times bottlefile on the local Docker engine (see bench/README.md):
+#   - apply, a no-op plan and destroy of 10 agents (10 networks, 10
+#     containers), each against the same work done by docker CLI calls run
+#     10 at a time;
+#   - apply of 20 agents against bench/rawapi, a program making the same
+#     networks and containers straight through the engine API at the same
+#     parallelism (10).
+# Each is repeated REPS times (default 5), interleaved, after one warm-up
+# round; medians and ratios are printed at the end.
+#
+# When bottlefile gives every agent an egress gateway (a second container
+# on the agent's network, also connected to one egress network per
+# runtime), the baselines make the same: the script asks `bottlefile plan`
+# and says which it measured. GATEWAYS=0 or GATEWAYS=1 overrides it (for
+# the baselines only).
+#
+# Usage: bench/real-engine.sh            (env: REPS=5 AGENTS=10 AGENTS_RAW=20 DOCKER=docker)
+set -euo pipefail
+
+reps=${REPS:-5}
+agents=${AGENTS:-10}
+agents_raw=${AGENTS_RAW:-20}
+parallel=10
+docker=${DOCKER:-docker}
+image=bottlefile-bench/busybox:1
+
+cd "$(dirname "$0")/.."
+work=$(mktemp -d /tmp/bottlefile-bench.XXXXXX)
+run=bfbench-$$
+label="bench.bottlefile.run=$run"
+
+cleanup() {
+  local d
+  for d in "$work"/bf-*; do
+    [ -f "$d/.bottlefile/state.db" ] && "$work/bottlefile" -chdir="$d" destroy -auto-approve >/dev/null 2>&1 || true
+  done
+  [ -x "$work/rawapi" ] && "$work/rawapi" -destroy -label "$label" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+die() { echo "real-engine.sh: $*" >&2; exit 1; }
+
+echo "building bottlefile and bench/rawapi..."
+CGO_ENABLED=0 go build -trimpath -o "$work/bottlefile" ./cmd/bottlefile
+go build -o "$work/rawapi" ./bench/rawapi
+
+# The image is imported from a rootfs of the static busybox: no registry.
+if ! $docker image inspect "$image" >/dev/null 2>&1; then
+  [ -x /bin/busybox ] || die "needs the static /bin/busybox (apt-get install -y busybox-static)"
+  root=$work/rootfs
+  mkdir -p "$root/bin" "$root/etc" "$root/tmp"
+  chmod 1777 "$root/tmp"
+  cp /bin/busybox "$root/bin/busybox"
+  for a in $(/bin/busybox --list); do [ "$a" = busybox ] || ln -sf busybox "$root/bin/$a"; done
+  printf 'root:x:0:0:root:/root:/bin/sh\n' >"$root/etc/passwd"
+  printf 'root:x:0:\n' >"$root/etc/group"
+  tar -C "$root" -c . | $docker import -c 'CMD ["sh"]' -c 'ENV PATH=/bin' - "$image" >/dev/null
+fi
+
+now() { echo "${EPOCHREALTIME/./}"; } # microseconds
+
+# measure NAME CMD...: runs CMD and appends its wall time (µs) to NAME.
+measure() {
+  local name=$1 t0
+  shift
+  t0=$(now)
+  "$@"
+  echo $(($(now) - t0)) >>"$work/times.$name"
+}
+
+# par FUNC N: runs FUNC 0 .. FUNC N-1 in the background, $parallel at a
+# time, and fails if any failed. Each FUNC makes its docker calls one after
+# another, so at most $parallel docker calls run at once.
+par() {
+  local f=$1 n=$2 i pid failed=0 pids=()
+  for ((i = 0; i < n; i++)); do
+    "$f" "$i" &
+    pids+=($!)
+    if ((${#pids[@]} == parallel)); then
+      for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+      pids=()
+    fi
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+  return $failed
+}
+
+# Does bottlefile give each agent a gateway? Then the baselines do too.
+probe=$work/probe
+mkdir -p "$probe"
+printf 'agent "a" {\n  image   = "%s"\n  command = ["sleep", "600"]\n}\n' "$image" >"$probe/Bottlefile"
+"$work/bottlefile" -chdir="$probe" plan >"$probe/plan.log" 2>&1 || { cat "$probe/plan.log" >&2; die "plan of one agent failed"; }
+if [ -z "${GATEWAYS:-}" ]; then
+  GATEWAYS=0
+  grep -q 'agent.a.gateway will be created' "$probe/plan.log" && GATEWAYS=1
+fi
+rm -rf "$probe"
+
+# --- bottlefile
+bottlefile_dir() { # bottlefile_dir NAME N: a fresh directory with N agents
+  local dir=$work/bf-$1 i
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  for ((i = 0; i < $2; i++)); do
+    printf 'agent "a%d" {\n  image   = "%s"\n  command = ["sleep", "600"]\n  labels  = { "bench.bottlefile.run" = "%s" }\n}\n\n' "$i" "$image" "$run"
+  done >"$dir/Bottlefile"
+  echo "$dir"
+}
+bf() { "$work/bottlefile" -chdir="$1" "${@:2}" >"$1/out.log" 2>&1 || { cat "$1/out.log" >&2; die "bottlefile ${*:2} failed"; }; }
+bf_apply() { bf "$1" apply -auto-approve; }
+bf_plan() { bf "$1" plan && grep -q "No changes." "$1/out.log" || die "the plan after apply is not empty: $(cat "$1/out.log")"; }
+bf_destroy() { bf "$1" destroy -auto-approve; }
+
+# --- docker CLI: the same objects bottlefile makes, by hand
+subnet() { echo "10.219.$(($1 / 16)).$((($1 % 16) * 16))/28"; }
+cli_run() { # cli_run NAME NETWORK
+  $docker run -d --init --network "$2" --dns-option timeout:1 --dns-option attempts:1 \
+    --label "$label" --name "$1" "$image" sleep 600 >/dev/null
+}
+cli_gateway() { # what a gateway costs: a container on the agent's network, connected to the egress network
+  $docker create --init --network "$run-n$1" --dns-option timeout:1 --dns-option attempts:1 \
+    --label "$label" --name "$run-g$1" "$image" sleep 600 >/dev/null &&
+    $docker network connect "$run-egress" "$run-g$1" && $docker start "$run-g$1" >/dev/null
+}
+cli_create() {
+  $docker network create --internal --subnet "$(subnet "$1")" -o com.docker.network.bridge.inhibit_ipv4=true \
+    --label "$label" "$run-n$1" >/dev/null || return 1
+  cli_run "$run-c$1" "$run-n$1" || return 1
+  if ((GATEWAYS)); then cli_gateway "$1"; fi
+}
+cli_inspect() {
+  $docker network inspect "$run-n$1" >/dev/null && $docker container inspect "$run-c$1" >/dev/null &&
+    { ((!GATEWAYS)) || $docker container inspect "$run-g$1" >/dev/null; }
+}
+cli_destroy() {
+  $docker rm -f "$run-c$1" >/dev/null || return 1
+  if ((GATEWAYS)); then $docker rm -f "$run-g$1" >/dev/null || return 1; fi
+  $docker network rm "$run-n$1" >/dev/null
+}
+cli_apply_all() {
+  if ((GATEWAYS)); then $docker network create --subnet 10.221.0.0/24 --label "$label" "$run-egress" >/dev/null || return 1; fi
+  par cli_create "$agents"
+}
+cli_plan_all() {
+  if ((GATEWAYS)); then $docker network inspect "$run-egress" >/dev/null || return 1; fi
+  par cli_inspect "$agents"
+}
+cli_destroy_all() {
+  par cli_destroy "$agents" || return 1
+  if ((GATEWAYS)); then $docker network rm "$run-egress" >/dev/null; fi
+}
+
+raw_flags() { ((GATEWAYS)) && echo -gateways; }
+raw_apply() { "$work/rawapi" -n "$agents_raw" -parallelism "$parallel" -image "$image" -label "$label" -prefix "$run-raw" -subnet 10.220.0.0/16 $(raw_flags) 2>/dev/null; }
+raw_destroy() { "$work/rawapi" -destroy -label "$label" 2>/dev/null; }
+
+round() { # round NAME-SUFFIX: one of everything
+  local dir
+  dir=$(bottlefile_dir "small$1" "$agents")
+  measure bf_apply bf_apply "$dir"
+  measure bf_plan bf_plan "$dir"
+  measure bf_destroy bf_destroy "$dir"
+  measure cli_apply cli_apply_all
+  measure cli_plan cli_plan_all
+  measure cli_destroy cli_destroy_all
+  dir=$(bottlefile_dir "large$1" "$agents_raw")
+  measure bf_apply20 bf_apply "$dir"
+  bf_destroy "$dir"
+  measure raw_apply20 raw_apply
+  raw_destroy
+}
+
+echo "engine: $($docker version --format '{{.Server.Version}} (API {{.Server.APIVersion}})'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+if ((GATEWAYS)); then
+  echo "bottlefile gives each agent an egress gateway: the baselines make one too (a container per agent, connected to one egress network)"
+fi
+echo "warm-up round..."
+round warmup
+rm -f "$work"/times.*
+for ((r = 1; r <= reps; r++)); do
+  echo "round $r of $reps..."
+  round "$r"
+done
+
+median() { sort -n "$work/times.$1" | awk '{a[NR] = $1} END {m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf "%.3f", m / 1e6}'; }
+samples() { awk '{printf "%s%.2f", (NR > 1 ? " " : ""), $1 / 1e6}' "$work/times.$1"; }
+row() { # row LABEL BF BASE TARGET BASELINE-NAME
+  local b c
+  b=$(median "$2")
+  c=$(median "$3")
+  printf '%-24s %8ss %8ss %7s   %-8s %s\n' "$1" "$b" "$c" "$(awk -v b="$b" -v c="$c" 'BEGIN {printf "%.2f", b / c}')" "$4" "$5"
+}
+
+echo
+echo "medians of $reps runs (seconds; ratio = bottlefile / baseline)"
+printf '%-24s %9s %9s %7s   %-8s %s\n' "" bottlefile baseline ratio target baseline
+gw=""
+((GATEWAYS)) && gw=" (+ gateways)"
+row "apply, $agents agents" bf_apply cli_apply "<= 1.2" "docker network create + docker run -d$gw, $parallel at a time"
+row "no-op plan, $agents agents" bf_plan cli_plan "< 1.0" "docker network inspect + docker container inspect$gw, $parallel at a time"
+row "destroy, $agents agents" bf_destroy cli_destroy "<= 1.2" "docker rm -f + docker network rm$gw, $parallel at a time"
+row "apply, $agents_raw agents" bf_apply20 raw_apply20 "<= 1.3" "bench/rawapi$gw, parallelism $parallel"
+echo
+echo "samples (seconds):"
+for n in bf_apply cli_apply bf_plan cli_plan bf_destroy cli_destroy bf_apply20 raw_apply20; do
+  printf '  %-12s %s\n' "$n" "$(samples "$n")"
+done

@@ -1,0 +1,141 @@
+package command
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/bottlefile/bottlefile/drivers"
+)
+
+// LogsCommand prints the log of a workload: an agent, a sidecar, or an
+// agent's egress gateway (its decisions).
+type LogsCommand struct {
+	Meta *Meta
+}
+
+func (c *LogsCommand) Synopsis() string {
+	return "Show the log of an agent, a sidecar or a gateway"
+}
+
+func (c *LogsCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: bottlefile [global options] logs [-f] ADDR
+
+  Prints the log of a workload this state made, as its runtime keeps it:
+
+    bottlefile logs agent.coder               the agent's output
+    bottlefile logs agent.coder.sidecar.git   a sidecar's output
+    bottlefile logs agent.coder.gateway       the egress gateway: one JSON line
+                                              per decision on standard output,
+                                              its own events on standard error
+
+  It reads the state and the runtimes and changes nothing; the state is not
+  kept locked while it follows.
+
+Options:
+
+  -f, -follow     Keep printing what is written until interrupted.
+  -var NAME=VALUE, -var-file=FILE
+                  Set variables the configuration needs, as for plan.
+`)
+}
+
+func (c *LogsCommand) Run(args []string) int {
+	m := c.Meta
+	fs := newFlagSet("logs")
+	var follow bool
+	fs.BoolVar(&follow, "f", false, "")
+	fs.BoolVar(&follow, "follow", false, "")
+	var in inputs
+	fs.Var((*stringList)(&in.Vars), "var", "")
+	fs.Var((*stringList)(&in.VarFiles), "var-file", "")
+	// Options may come before or after the address.
+	var positional []string
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			m.showDiags(nil, hcl.Diagnostics{argError(err.Error())})
+			return 1
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	switch {
+	case len(positional) == 0:
+		m.showDiags(nil, hcl.Diagnostics{argError("logs needs the address of a workload, like agent.coder or agent.coder.gateway")})
+		return 1
+	case len(positional) > 1:
+		m.showDiags(nil, hcl.Diagnostics{argError(fmt.Sprintf("unexpected argument %q", positional[1]))})
+		return 1
+	}
+	addr := positional[0]
+	if !strings.HasPrefix(addr, "agent.") {
+		return m.fail("Not a workload address", fmt.Errorf("%q is not the address of an agent, a sidecar or a gateway (agent.NAME, agent.NAME.sidecar.NAME, agent.NAME.gateway)", addr))
+	}
+
+	op, diags := m.openOperation(m.Ctx, true, 0, in)
+	defer op.close()
+	if m.showDiags(op.files(), diags) {
+		return 1
+	}
+	lineage := op.store.Lineage()
+	if lineage == "" {
+		return m.fail("Nothing applied yet", errors.New("this state has no lineage: nothing was ever applied here, so there is no log to show"))
+	}
+	recs, err := op.store.Records()
+	if err != nil {
+		return m.fail("Cannot read state", err)
+	}
+	// The runtime the state records it on first, then every other.
+	var order []string
+	for _, r := range recs {
+		if r.Addr == addr {
+			order = append(order, r.Runtime)
+		}
+	}
+	var names []string
+	for name := range op.runtimes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if len(order) == 0 || order[0] != name {
+			order = append(order, name)
+		}
+	}
+	// The state is not needed any more: do not hold its lock while following.
+	op.store.Close()
+	op.store = nil
+
+	for _, name := range order {
+		rt, ok := op.runtimes[name]
+		if !ok {
+			continue
+		}
+		resp, err := rt.Driver.Read(m.Ctx, drivers.ReadRequest{Lineage: lineage})
+		if err != nil {
+			return m.fail(fmt.Sprintf("Cannot refresh runtime %q", name), err)
+		}
+		for _, obj := range resp.Objects {
+			if obj.Addr != addr {
+				continue
+			}
+			lr, ok := rt.Driver.(drivers.LogReader)
+			if !ok {
+				return m.fail("Logs not available", fmt.Errorf("the %s driver of runtime %q keeps no logs", rt.Driver.Name(), name))
+			}
+			if err := lr.Logs(m.Ctx, lineage, obj, follow, m.Stdout, m.Stderr); err != nil {
+				return m.fail("Cannot read the log", err)
+			}
+			return 0
+		}
+	}
+	return m.fail("No such workload", fmt.Errorf("nothing of this state (lineage %s) carries the address %s on any runtime; check the address with `bottlefile state list`, or apply first", lineage, addr))
+}

@@ -1,0 +1,255 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/egress"
+)
+
+// planBottle adds what makes an agent a bottle to the objects Plan made
+// for its network and container: its sidecars, its egress gateway, and the
+// runtime's egress network. Then it checks, with one read-only call per
+// driver instance, that the engine can isolate bottles at all.
+//
+// The agent container does not depend on the gateway: the gateway is
+// replaced when the bottlefile binary changes, and changing the allowlist
+// updates it in place, and neither may touch the agent. The agent reaches
+// the gateway by a name that never changes.
+func (d *Driver) planBottle(ctx context.Context, a drivers.AgentSpec, addr, netAddr string, objects []drivers.Object) ([]drivers.Object, error) {
+	// A /28 has 13 addresses for containers: the gateway takes one, the
+	// agent another.
+	if max := (1<<(32-subnetBits) - 3) - 2; len(a.Sidecars) > max {
+		return nil, fmt.Errorf("%s: %d sidecars do not fit in the bottle's /%d network: it holds the agent, its gateway and at most %d sidecars", addr, len(a.Sidecars), subnetBits, max)
+	}
+	var names []string
+	for _, sc := range a.Sidecars {
+		names = append(names, sc.Name)
+	}
+	for i, sc := range a.Sidecars {
+		objs, err := d.planSidecar(a, sc, addr, netAddr, names)
+		if err != nil {
+			scAddr := sc.Addr
+			if scAddr == "" {
+				scAddr = fmt.Sprintf("%s.sidecar[%d]", addr, i)
+			}
+			return nil, fmt.Errorf("%s: %w", scAddr, err)
+		}
+		objects = append(objects, objs...)
+	}
+	if len(names) > 0 {
+		for _, o := range objects {
+			if o.Addr == addr {
+				o.Attrs["sidecars"] = sidecarsValue(names)
+			}
+		}
+	}
+
+	egressNet, err := d.planEgressNetwork()
+	if err != nil {
+		return nil, fmt.Errorf("%s: egress network: %w", addr, err)
+	}
+	gw, err := d.planGateway(a, addr, netAddr, egressNet)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", addr, err)
+	}
+	if egressNet != nil {
+		objects = append(objects, *egressNet)
+	}
+	objects = append(objects, gw)
+
+	api, _, err := d.engine()
+	if err != nil {
+		return nil, err
+	}
+	if err := d.checkIsolation(ctx, api); err != nil {
+		return nil, err
+	}
+	return objects, nil
+}
+
+func sidecarsValue(names []string) cty.Value {
+	vals := make([]cty.Value, len(names))
+	for i, n := range names {
+		vals[i] = cty.StringVal(n)
+	}
+	return cty.ListVal(vals)
+}
+
+// planSidecar expands one sidecar: a container on the bottle network with
+// the network alias of its name, and its image when it is built.
+func (d *Driver) planSidecar(a drivers.AgentSpec, sc drivers.SidecarSpec, agentAddr, netAddr string, names []string) ([]drivers.Object, error) {
+	addr := sc.Addr
+	if addr == "" {
+		addr = agentAddr + ".sidecar." + sc.Name
+	}
+	switch {
+	case sc.Name == "" || !namePart.MatchString(sc.Name):
+		return nil, fmt.Errorf("the sidecar name %q cannot be a network alias (use letters, digits, '_', '.', '-')", sc.Name)
+	case strings.EqualFold(sc.Name, gatewayAlias):
+		return nil, fmt.Errorf("a sidecar cannot be named %q: that name is the bottle's egress gateway", sc.Name)
+	case strings.EqualFold(sc.Name, "localhost"):
+		return nil, fmt.Errorf("a sidecar cannot be named %q", sc.Name)
+	}
+	if _, err := addrPart(addr, kindContainer); err != nil {
+		return nil, err
+	}
+	if err := checkLabels(sc.Labels); err != nil {
+		return nil, fmt.Errorf("labels: %w", err)
+	}
+	if err := checkLimits(sc.CPUs, sc.Memory); err != nil {
+		return nil, err
+	}
+	if err := checkSidecarEgress(a.Egress, sc.Egress); err != nil {
+		return nil, err
+	}
+	ctr := drivers.Object{
+		Addr:      addr,
+		Kind:      kindContainer,
+		Workload:  true,
+		InPlace:   []string{"cpus", "memory"},
+		DependsOn: []string{netAddr},
+		Attrs: map[string]cty.Value{
+			"image":      orNull(sc.Image, cty.String),
+			"build_hash": cty.NullVal(cty.String),
+			"command":    orNull(sc.Command, cty.List(cty.String)),
+			"entrypoint": orNull(sc.Entrypoint, cty.List(cty.String)),
+			"env":        orNull(sc.Env, cty.Map(cty.String)),
+			"workdir":    orNull(sc.Workdir, cty.String),
+			"user":       orNull(sc.User, cty.String),
+			"cpus":       orNull(sc.CPUs, cty.Number),
+			"memory":     orNull(sc.Memory, cty.Number),
+			"labels":     orNull(sc.Labels, cty.Map(cty.String)),
+			"network":    cty.StringVal(netAddr),
+			"alias":      cty.StringVal(sc.Name),
+			"sidecars":   sidecarsValue(names),
+		},
+	}
+	var objects []drivers.Object
+	if sc.Build != nil {
+		bc, err := resolveBuildContext(sc.Build.Context, sc.Build.Dockerfile)
+		if err != nil {
+			return nil, fmt.Errorf("build: %w", err)
+		}
+		sum, err := hashContext(bc)
+		if err != nil {
+			return nil, fmt.Errorf("build: %w", err)
+		}
+		imgAddr := addr + ".image"
+		objects = append(objects, drivers.Object{
+			Addr: imgAddr,
+			Kind: kindImage,
+			Attrs: map[string]cty.Value{
+				"context":      cty.StringVal(sc.Build.Context),
+				"dockerfile":   cty.StringVal(bc.dockerfile),
+				"context_hash": cty.StringVal(sum),
+			},
+		})
+		ctr.Attrs["image"] = cty.NullVal(cty.String)
+		ctr.Attrs["build_hash"] = cty.StringVal(sum)
+		ctr.DependsOn = append(ctr.DependsOn, imgAddr)
+	} else if sc.Image == cty.NilVal || sc.Image.IsNull() {
+		return nil, fmt.Errorf("needs an image or a build block")
+	} else if s, err := drivers.String(sc.Image); err == nil && strings.TrimSpace(s) == "" {
+		return nil, fmt.Errorf("image is empty")
+	}
+	return append(objects, ctr), nil
+}
+
+// checkSidecarEgress accepts a sidecar's egress block only when its agent's
+// allowlist already holds every rule of it: a bottle has one gateway, and
+// the agent and its sidecars share its allowlist.
+func checkSidecarEgress(agent, sidecar cty.Value) error {
+	if sidecar == cty.NilVal || sidecar.IsNull() || !sidecar.IsWhollyKnown() {
+		return nil
+	}
+	scRules, err := drivers.Strings(sidecar)
+	if err != nil {
+		return fmt.Errorf("egress: %w", err)
+	}
+	if len(scRules) == 0 {
+		return nil
+	}
+	var have []string
+	if agent != cty.NilVal && !agent.IsNull() {
+		if !agent.IsWhollyKnown() {
+			return nil
+		}
+		v, err := allowValue(agent)
+		if err != nil {
+			return nil // reported on the agent
+		}
+		have, _ = drivers.Strings(v)
+	}
+	for _, s := range scRules {
+		r, err := egress.ParseRule(s)
+		if err != nil {
+			return fmt.Errorf("egress rule %q: %w", s, err)
+		}
+		if !slices.Contains(have, r.String()) {
+			return fmt.Errorf("egress rule %q is not in the agent's egress block: on the docker driver a bottle has one gateway, which the agent and its sidecars share; put every rule in the agent's egress block", s)
+		}
+	}
+	return nil
+}
+
+// Proxy settings every agent and sidecar gets.
+var proxyVars = []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"}
+var noProxyVars = []string{"NO_PROXY", "no_proxy"}
+
+// wireContainer adds to an agent's or a sidecar's container what its
+// bottle gives it, at create time (the object's attributes stay what the
+// configuration says): the proxy settings pointing at the bottle's
+// gateway, the sidecar's network alias, and no CAP_NET_RAW (no raw packets
+// on the bottle network: no spoofing the gateway, no hand-made frames to
+// the host's bridge; a ping that uses ICMP datagram sockets, as iputils'
+// does, still works, busybox's does not).
+//
+// A variable the configuration sets itself is left as configured.
+func wireContainer(req drivers.ApplyRequest, netName string, cfg *container.Config, hostCfg *container.HostConfig, netCfg *network.NetworkingConfig) error {
+	o := req.Object
+	agent := agentOf(o.Addr)
+	gw, err := gatewayName(req.Lineage, agent)
+	if err != nil {
+		return err
+	}
+	sidecars, err := drivers.Strings(attr(o, "sidecars"))
+	if err != nil {
+		return fmt.Errorf("sidecars: %w", err)
+	}
+	alias, err := drivers.String(attr(o, "alias"))
+	if err != nil {
+		return fmt.Errorf("alias: %w", err)
+	}
+	set := map[string]bool{}
+	for _, kv := range cfg.Env {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	proxy := fmt.Sprintf("http://%s:%d", gw, GatewayPort)
+	noProxy := strings.Join(append([]string{"localhost", "127.0.0.1"}, sidecars...), ",")
+	for _, k := range proxyVars {
+		if !set[k] {
+			cfg.Env = append(cfg.Env, k+"="+proxy)
+		}
+	}
+	for _, k := range noProxyVars {
+		if !set[k] {
+			cfg.Env = append(cfg.Env, k+"="+noProxy)
+		}
+	}
+	if alias != "" {
+		if ep := netCfg.EndpointsConfig[netName]; ep != nil {
+			ep.Aliases = append(ep.Aliases, alias)
+		}
+	}
+	hostCfg.CapDrop = append(hostCfg.CapDrop, "NET_RAW")
+	return nil
+}

@@ -1,0 +1,314 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/network"
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/drivers"
+)
+
+// DefaultEgressSubnetPool is where a runtime's bottlefile-managed egress
+// network gets its subnet when the runtime block sets no
+// egress_subnet_pool: 256 egress networks (one per state and runtime).
+const DefaultEgressSubnetPool = "10.214.0.0/16"
+
+// egressBits is the prefix length of a managed egress network: 253
+// gateways, one per agent of the runtime.
+const egressBits = 24
+
+// egressConfig is what a runtime block says about egress.
+type egressConfig struct {
+	// network is an existing network the gateways use to reach the
+	// outside (egress_network); "" means a bottlefile-managed one.
+	network string
+	// pool is where a managed egress network's /24 is allocated.
+	pool netip.Prefix
+	// binary is the gateway binary (gateway_binary); "" means the running
+	// bottlefile.
+	binary string
+	// dns are the DNS servers the gateways resolve with (gateway_dns);
+	// nil means the engine's default.
+	dns []string
+	// skipIsolationCheck (insecure_skip_isolation_check) plans bottles on
+	// an engine that cannot isolate them: for throwaway test engines only.
+	skipIsolationCheck bool
+}
+
+// egressSpec is the runtime block's egress attributes.
+func egressSpec() hcldec.ObjectSpec {
+	return hcldec.ObjectSpec{
+		"egress_network":                &hcldec.AttrSpec{Name: "egress_network", Type: cty.String},
+		"egress_subnet_pool":            &hcldec.AttrSpec{Name: "egress_subnet_pool", Type: cty.String},
+		"gateway_binary":                &hcldec.AttrSpec{Name: "gateway_binary", Type: cty.String},
+		"gateway_dns":                   &hcldec.AttrSpec{Name: "gateway_dns", Type: cty.List(cty.String)},
+		"insecure_skip_isolation_check": &hcldec.AttrSpec{Name: "insecure_skip_isolation_check", Type: cty.Bool},
+	}
+}
+
+// parseEgressConfig reads the egress attributes of a decoded runtime block.
+func parseEgressConfig(cfg cty.Value) (egressConfig, error) {
+	var ec egressConfig
+	var err error
+	if ec.network, err = configString(cfg, "egress_network"); err != nil {
+		return ec, fmt.Errorf("egress_network: %w", err)
+	}
+	if ec.network != "" && !namePart.MatchString(ec.network) {
+		return ec, fmt.Errorf("egress_network %q is not a docker network name", ec.network)
+	}
+	pool, err := configString(cfg, "egress_subnet_pool")
+	if err != nil {
+		return ec, fmt.Errorf("egress_subnet_pool: %w", err)
+	}
+	if pool == "" {
+		pool = DefaultEgressSubnetPool
+	}
+	if ec.pool, err = parsePool("egress_subnet_pool", pool, egressBits); err != nil {
+		return ec, err
+	}
+	if ec.binary, err = configString(cfg, "gateway_binary"); err != nil {
+		return ec, fmt.Errorf("gateway_binary: %w", err)
+	}
+	if v := configAttr(cfg, "insecure_skip_isolation_check"); !v.IsNull() {
+		if !v.IsKnown() || v.Type() != cty.Bool {
+			return ec, fmt.Errorf("insecure_skip_isolation_check: want true or false")
+		}
+		ec.skipIsolationCheck = v.True()
+	}
+	if cfg != cty.NilVal && !cfg.IsNull() && cfg.IsKnown() && cfg.Type().IsObjectType() && cfg.Type().HasAttribute("gateway_dns") {
+		dns, err := drivers.Strings(cfg.GetAttr("gateway_dns"))
+		if err != nil {
+			return ec, fmt.Errorf("gateway_dns: %w", err)
+		}
+		for _, s := range dns {
+			if _, err := netip.ParseAddr(s); err != nil {
+				return ec, fmt.Errorf("gateway_dns: %q is not an IP address", s)
+			}
+		}
+		ec.dns = dns
+	}
+	return ec, nil
+}
+
+// configAttr is an attribute of a decoded runtime block, unmarked, or a
+// null when the block or the attribute is missing.
+func configAttr(cfg cty.Value, name string) cty.Value {
+	if cfg == cty.NilVal || cfg.IsNull() || !cfg.IsKnown() || !cfg.Type().IsObjectType() || !cfg.Type().HasAttribute(name) {
+		return cty.NullVal(cty.DynamicPseudoType)
+	}
+	v, _ := cfg.GetAttr(name).UnmarkDeep()
+	return v
+}
+
+// parsePool checks an IPv4 pool that holds at least one block of bits.
+func parsePool(attr, s string, bits int) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%s %q is not a CIDR block: %w", attr, s, err)
+	}
+	if !p.Addr().Is4() {
+		return netip.Prefix{}, fmt.Errorf("%s %q must be an IPv4 block", attr, s)
+	}
+	if p.Bits() > bits {
+		return netip.Prefix{}, fmt.Errorf("%s %q is smaller than one /%d network; use a /%d or larger block", attr, s, bits, bits)
+	}
+	if p.Masked() != p {
+		return netip.Prefix{}, fmt.Errorf("%s %q has host bits set; did you mean %q?", attr, s, p.Masked().String())
+	}
+	return p, nil
+}
+
+// egressConf returns the runtime's egress settings and its name.
+func (d *Driver) egressConf() (egressConfig, string) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.egress, d.runtime
+}
+
+// egressNetworkAddr is the address of a runtime's managed egress network.
+// Every agent of the runtime plans the same object; the planner keeps one.
+func egressNetworkAddr(runtime string) string {
+	return "runtime." + runtime + ".egress"
+}
+
+// isEgressNetworkAddr reports whether addr names a managed egress network.
+func isEgressNetworkAddr(addr string) bool {
+	rest, ok := strings.CutPrefix(addr, "runtime.")
+	return ok && strings.HasSuffix(rest, ".egress") && strings.Count(rest, ".") == 1
+}
+
+// egressNetworkName is the engine name of a managed egress network:
+// bf-<lineage[:8]>-<runtime>.egress. The dot keeps it apart from every
+// agent network name, which has none.
+func egressNetworkName(lineage, addr string) (string, error) {
+	prefix := lineagePrefix(lineage)
+	if prefix == "" {
+		return "", fmt.Errorf("no lineage to name %s by", addr)
+	}
+	if !isEgressNetworkAddr(addr) {
+		return "", fmt.Errorf("address %q is not a runtime's egress network", addr)
+	}
+	rt := strings.TrimSuffix(strings.TrimPrefix(addr, "runtime."), ".egress")
+	if !namePart.MatchString(rt) {
+		return "", fmt.Errorf("runtime name %q cannot name a docker network", rt)
+	}
+	return "bf-" + prefix + "-" + rt + ".egress", nil
+}
+
+// planEgressNetwork is the managed egress network object, or nil when the
+// runtime uses an existing network.
+func (d *Driver) planEgressNetwork() (*drivers.Object, error) {
+	ec, rt := d.egressConf()
+	if ec.network != "" {
+		return nil, nil
+	}
+	addr := egressNetworkAddr(rt)
+	if _, err := egressNetworkName("x", addr); err != nil {
+		return nil, err
+	}
+	return &drivers.Object{
+		Addr: addr,
+		Kind: kindNetwork,
+		Attrs: map[string]cty.Value{
+			"internal":    cty.False,
+			"subnet_pool": cty.StringVal(ec.pool.String()),
+		},
+	}, nil
+}
+
+// createEgressNetwork makes a runtime's egress network: a normal bridge
+// (the gateways reach the outside through it) with an explicit /24 from
+// egress_subnet_pool. One of this lineage made for this address is
+// adopted.
+func (d *Driver) createEgressNetwork(ctx context.Context, api dockerAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	addr := req.Object.Addr
+	name, err := egressNetworkName(req.Lineage, addr)
+	if err != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("creating network for %s: %w", addr, err)
+	}
+	fail := func(format string, args ...any) (drivers.ApplyResponse, error) {
+		return drivers.ApplyResponse{}, fmt.Errorf("creating network %s for %s: %s", name, addr, fmt.Sprintf(format, args...))
+	}
+	poolStr, err := drivers.String(attr(req.Object, "subnet_pool"))
+	if err != nil {
+		return fail("subnet_pool: %v", err)
+	}
+	if poolStr == "" {
+		poolStr = DefaultEgressSubnetPool
+	}
+	pool, err := parsePool("subnet_pool", poolStr, egressBits)
+	if err != nil {
+		return fail("%v", err)
+	}
+
+	subnetMu.Lock()
+	defer subnetMu.Unlock()
+	var refused []netip.Prefix
+	for attempt := 1; attempt <= maxNetworkAttempts; attempt++ {
+		nets, err := api.NetworkList(ctx, network.ListOptions{})
+		if err != nil {
+			return fail("listing networks: %v", err)
+		}
+		if old, ok := findNetwork(nets, name); ok {
+			if old.Labels[drivers.LabelLineage] != req.Lineage || old.Labels[drivers.LabelAddress] != addr {
+				return fail("a network with this name already exists and does not belong to this state (lineage %s); remove or rename it", req.Lineage)
+			}
+			subnet := ""
+			if len(old.IPAM.Config) > 0 {
+				subnet = old.IPAM.Config[0].Subnet
+			}
+			d.log.Info("adopting unrecorded egress network of this lineage", "addr", addr, "name", name, "id", shortID(old.ID))
+			return drivers.ApplyResponse{ID: old.ID, Computed: map[string]string{"subnet": subnet, "name": name}}, nil
+		}
+		subnet, err := allocateBlock(pool, append(usedSubnets(nets), refused...), egressBits)
+		if err != nil {
+			return fail("%v", err)
+		}
+		resp, err := api.NetworkCreate(ctx, name, network.CreateOptions{
+			Driver: "bridge",
+			IPAM: &network.IPAM{
+				Driver: "default",
+				Config: []network.IPAMConfig{{Subnet: subnet.String()}},
+			},
+			Labels: ownLabels(req),
+		})
+		if err != nil {
+			if isOverlap(err) {
+				refused = append(refused, subnet)
+				continue
+			}
+			return fail("subnet %s: %v", subnet, err)
+		}
+		d.log.Info("created egress network", "addr", addr, "name", name, "id", shortID(resp.ID), "subnet", subnet.String())
+		return drivers.ApplyResponse{ID: resp.ID, Computed: map[string]string{"subnet": subnet.String(), "name": name}}, nil
+	}
+	return fail("gave up after %d attempts: other processes kept taking the free subnets of %s", maxNetworkAttempts, pool)
+}
+
+// deleteEgressNetwork removes a managed egress network. Gateways being
+// removed at the same time (an interrupted apply leaves them unrecorded,
+// so nothing orders them) may still hold endpoints for a moment: it waits
+// a little for them to go.
+func (d *Driver) deleteEgressNetwork(ctx context.Context, api dockerAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	addr := req.Object.Addr
+	id := req.ID
+	if id == "" {
+		name, err := egressNetworkName(req.Lineage, addr)
+		if err != nil {
+			return drivers.ApplyResponse{}, fmt.Errorf("deleting network of %s: %w", addr, err)
+		}
+		id = name
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := api.NetworkRemove(ctx, id)
+		switch {
+		case err == nil:
+			d.log.Info("deleted egress network", "addr", addr, "id", shortID(id))
+			return drivers.ApplyResponse{}, nil
+		case cerrdefs.IsNotFound(err):
+			return drivers.ApplyResponse{}, nil
+		case strings.Contains(err.Error(), "active endpoints") && time.Now().Before(deadline):
+			select {
+			case <-ctx.Done():
+				return drivers.ApplyResponse{}, fmt.Errorf("deleting network %s of %s: %w", shortID(id), addr, errors.Join(err, ctx.Err()))
+			case <-time.After(250 * time.Millisecond):
+			}
+		default:
+			return drivers.ApplyResponse{}, fmt.Errorf("deleting network %s of %s: %w", shortID(id), addr, err)
+		}
+	}
+}
+
+// allocateBlock returns the first block of the given prefix length in pool
+// that overlaps nothing in used.
+func allocateBlock(pool netip.Prefix, used []netip.Prefix, bits int) (netip.Prefix, error) {
+	pool = pool.Masked()
+	if !pool.Addr().Is4() || pool.Bits() > bits {
+		return netip.Prefix{}, fmt.Errorf("subnet pool %s cannot hold a /%d", pool, bits)
+	}
+	base := pool.Addr().As4()
+	start := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+	blocks := uint64(1) << (bits - pool.Bits())
+	step := uint64(1) << (32 - bits)
+next:
+	for i := uint64(0); i < blocks; i++ {
+		a := start + uint32(i*step)
+		cand := netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)}), bits)
+		for _, u := range used {
+			if u.Overlaps(cand) {
+				continue next
+			}
+		}
+		return cand, nil
+	}
+	return netip.Prefix{}, fmt.Errorf("subnet pool %s is exhausted: all %d /%d blocks overlap existing networks; remove unused networks or set a larger pool", pool, blocks, bits)
+}

@@ -1,0 +1,675 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"debug/elf"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/egress"
+)
+
+// The egress gateway: one container per agent running "bottlefile gateway".
+const (
+	kindGateway = "gateway"
+
+	// labelKind marks containers that are not plain containers, so Read
+	// reports them with their kind.
+	labelKind = "io.bottlefile.kind"
+
+	// GatewayImageLabel marks the gateway images the driver builds. They
+	// carry no lineage (every state on the engine shares one per binary):
+	// remove them with
+	//   docker image rm $(docker image ls -q --filter label=io.bottlefile.gateway-image=1)
+	GatewayImageLabel = "io.bottlefile.gateway-image"
+	// gatewayImageRepo is the repository of gateway images; the tag is the
+	// binary's SHA-256.
+	gatewayImageRepo = "bottlefile-gateway"
+
+	// GatewayPort is the proxy port.
+	GatewayPort = 3128
+	// gatewayAlias is the gateway's network alias on its bottle network.
+	gatewayAlias = "gateway"
+
+	rulesDir  = "/etc/bottlefile"
+	rulesName = "rules.json"
+
+	// gatewayUser runs the gateway: it needs no privilege at all.
+	gatewayUser = "65534:65534"
+
+	// gatewayReady bounds how long create and update wait for the gateway
+	// to report that it listens, or that it loaded the new rules.
+	gatewayReady = 10 * time.Second
+)
+
+// gatewayAddr is the address of an agent's gateway object.
+func gatewayAddr(agentAddr string) string { return agentAddr + ".gateway" }
+
+// agentOf returns the agent address an object of a bottle belongs to:
+// "agent.coder" for agent.coder, agent.coder.gateway and
+// agent.coder.sidecar.web.
+func agentOf(addr string) string {
+	parts := strings.SplitN(addr, ".", 3)
+	if len(parts) < 2 {
+		return addr
+	}
+	return parts[0] + "." + parts[1]
+}
+
+// gatewayName is the engine name of an agent's gateway container, derived
+// from the lineage and the agent, so that the agent's proxy settings never
+// change.
+func gatewayName(lineage, agentAddr string) (string, error) {
+	return objectName(lineage, gatewayAddr(agentAddr), kindContainer)
+}
+
+// allowValue turns an agent's egress allow list into the gateway's "allow"
+// attribute: the rules in canonical form (egress.Rule.String), repeats
+// dropped, in the order written. No egress block, or an empty one, is the
+// empty list: the gateway denies everything. Unknown values stay unknown
+// and marks are kept.
+func allowValue(v cty.Value) (cty.Value, error) {
+	if v == cty.NilVal || v.IsNull() {
+		return cty.ListValEmpty(cty.String), nil
+	}
+	raw, marks := v.UnmarkDeep()
+	if raw.IsNull() {
+		return cty.ListValEmpty(cty.String).WithMarks(marks), nil
+	}
+	if !raw.IsWhollyKnown() {
+		return cty.UnknownVal(cty.List(cty.String)).WithMarks(marks), nil
+	}
+	strs, err := drivers.Strings(raw)
+	if err != nil {
+		return cty.NilVal, fmt.Errorf("egress allow: %w", err)
+	}
+	for i, s := range strs {
+		if _, err := egress.ParseRule(s); err != nil {
+			return cty.NilVal, &drivers.RuleError{Index: i, Rule: s, Err: err}
+		}
+	}
+	rules, err := egress.ParseRules(strs)
+	if err != nil {
+		return cty.NilVal, fmt.Errorf("egress allow: %w", err)
+	}
+	if len(rules) == 0 {
+		return cty.ListValEmpty(cty.String).WithMarks(marks), nil
+	}
+	vals := make([]cty.Value, len(rules))
+	for i, r := range rules {
+		vals[i] = cty.StringVal(r.String())
+	}
+	return cty.ListVal(vals).WithMarks(marks), nil
+}
+
+// planGateway is an agent's gateway object.
+func (d *Driver) planGateway(a drivers.AgentSpec, agentAddr, netAddr string, egressNet *drivers.Object) (drivers.Object, error) {
+	allow, err := allowValue(a.Egress)
+	if err != nil {
+		return drivers.Object{}, err
+	}
+	_, sum, err := d.gatewayBinary()
+	if err != nil {
+		return drivers.Object{}, err
+	}
+	ec, _ := d.egressConf()
+	o := drivers.Object{
+		Addr:      gatewayAddr(agentAddr),
+		Kind:      kindGateway,
+		Workload:  true,
+		InPlace:   []string{"allow"},
+		DependsOn: []string{netAddr},
+		Attrs: map[string]cty.Value{
+			"allow":          allow,
+			"binary":         cty.StringVal(sum),
+			"network":        cty.StringVal(netAddr),
+			"egress_network": cty.NullVal(cty.String),
+			"dns":            cty.NullVal(cty.List(cty.String)),
+		},
+	}
+	if egressNet != nil {
+		o.DependsOn = append(o.DependsOn, egressNet.Addr)
+		o.Attrs["egress_network"] = cty.StringVal(egressNet.Addr)
+	} else {
+		o.Attrs["egress_network"] = cty.StringVal(ec.network)
+	}
+	if len(ec.dns) > 0 {
+		vals := make([]cty.Value, len(ec.dns))
+		for i, s := range ec.dns {
+			vals[i] = cty.StringVal(s)
+		}
+		o.Attrs["dns"] = cty.ListVal(vals)
+	}
+	return o, nil
+}
+
+// gatewaySpec is a gateway object's attributes, decoded.
+type gatewaySpec struct {
+	name          string // the container's name
+	agent         string // the agent's address
+	allow         []string
+	binary        string // the planned SHA-256
+	network       string // engine name of the bottle network
+	egressNetwork string // engine name of the egress network
+	managed       bool   // the egress network is bottlefile's own
+	dns           []string
+}
+
+func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
+	o := req.Object
+	var s gatewaySpec
+	var err error
+	s.agent = agentOf(o.Addr)
+	if s.name, err = gatewayName(req.Lineage, s.agent); err != nil {
+		return s, err
+	}
+	if s.allow, err = drivers.Strings(attr(o, "allow")); err != nil {
+		return s, fmt.Errorf("allow: %w", err)
+	}
+	if s.binary, err = drivers.String(attr(o, "binary")); err != nil {
+		return s, fmt.Errorf("binary: %w", err)
+	}
+	netAddr, err := drivers.String(attr(o, "network"))
+	if err != nil {
+		return s, fmt.Errorf("network: %w", err)
+	}
+	if netAddr == "" {
+		netAddr = s.agent + ".network"
+	}
+	if s.network, err = objectName(req.Lineage, netAddr, kindNetwork); err != nil {
+		return s, fmt.Errorf("network: %w", err)
+	}
+	eg, err := drivers.String(attr(o, "egress_network"))
+	if err != nil {
+		return s, fmt.Errorf("egress_network: %w", err)
+	}
+	if isEgressNetworkAddr(eg) {
+		s.managed = true
+		if s.egressNetwork, err = egressNetworkName(req.Lineage, eg); err != nil {
+			return s, fmt.Errorf("egress_network: %w", err)
+		}
+	} else {
+		s.egressNetwork = eg
+	}
+	if s.egressNetwork == "" {
+		return s, errors.New("egress_network: no egress network")
+	}
+	if s.dns, err = drivers.Strings(attr(o, "dns")); err != nil {
+		return s, fmt.Errorf("dns: %w", err)
+	}
+	return s, nil
+}
+
+// rulesTar is a tar holding the gateway's rules file, for CopyToContainer
+// into rulesDir.
+func rulesTar(agent string, allow []string) ([]byte, error) {
+	rules, err := egress.ParseRules(allow)
+	if err != nil {
+		return nil, err
+	}
+	data, err := egress.NewRulesFile(agent, rules).Marshal()
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rulesName, Mode: 0o644, Size: int64(len(data)), ModTime: time.Now()}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(data); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// lastAddr is the highest usable address of an IPv4 subnet: the gateway's
+// fixed address on its bottle network (the engine hands out addresses from
+// the bottom, so the agent and its sidecars never take it).
+func lastAddr(p netip.Prefix) (netip.Addr, bool) {
+	p = p.Masked()
+	if !p.Addr().Is4() || p.Bits() > 30 {
+		return netip.Addr{}, false
+	}
+	b := p.Addr().As4()
+	n := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	n |= (uint32(1) << (32 - p.Bits())) - 1 // broadcast
+	n--
+	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}), true
+}
+
+// createGateway builds the gateway image when the engine lacks it, then
+// creates the gateway container on the bottle network (with a fixed
+// address it alone listens on, and the alias "gateway") and the egress
+// network, writes its rules file, starts it and waits until it listens.
+func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Prefix, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	addr := req.Object.Addr
+	spec, err := decodeGateway(req)
+	if err != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("creating gateway for %s: %w", addr, err)
+	}
+	fail := func(format string, args ...any) (drivers.ApplyResponse, error) {
+		return drivers.ApplyResponse{}, fmt.Errorf("creating gateway %s for %s: %s", spec.name, addr, fmt.Sprintf(format, args...))
+	}
+	if err := d.checkIsolation(ctx, api); err != nil {
+		return fail("%v", err)
+	}
+	path, sum, err := d.gatewayBinary()
+	if err != nil {
+		return fail("%v", err)
+	}
+	if spec.binary != "" && spec.binary != sum {
+		return fail("the gateway binary %s changed since the plan (sha256 %s, planned %s); plan again", path, shortHash(sum), shortHash(spec.binary))
+	}
+	ref, err := d.ensureGatewayImage(ctx, api, path, sum)
+	if err != nil {
+		return fail("%v", err)
+	}
+	tarball, err := rulesTar(spec.agent, spec.allow)
+	if err != nil {
+		return fail("rules: %v", err)
+	}
+
+	nets, err := api.NetworkList(ctx, network.ListOptions{})
+	if err != nil {
+		return fail("listing networks: %v", err)
+	}
+	bottle, ok := findNetwork(nets, spec.network)
+	if !ok {
+		return fail("its bottle network %s does not exist", spec.network)
+	}
+	var subnet netip.Prefix
+	for _, c := range bottle.IPAM.Config {
+		if p, err := netip.ParsePrefix(c.Subnet); err == nil && p.Addr().Is4() {
+			subnet = p
+		}
+	}
+	ip, ok := lastAddr(subnet)
+	if !ok {
+		return fail("its bottle network %s has no IPv4 subnet with room for a gateway", spec.network)
+	}
+	out, ok := findNetwork(nets, spec.egressNetwork)
+	if !ok {
+		return fail("the egress network %s does not exist", spec.egressNetwork)
+	}
+	var managed netip.Prefix
+	if spec.managed && len(out.IPAM.Config) > 0 {
+		managed, _ = netip.ParsePrefix(out.IPAM.Config[0].Subnet)
+	}
+	forbid := forbidden(nets, pool, managed, d.engineIsLocal())
+	for _, n := range nets {
+		if !n.Internal {
+			continue
+		}
+		for _, c := range n.IPAM.Config {
+			if p, err := netip.ParsePrefix(c.Subnet); err == nil {
+				forbid = append(forbid, p.Masked()) // every bottle, whatever its pool
+			}
+		}
+	}
+	forbid = compactPrefixes(forbid)
+
+	if err := d.removeStale(ctx, api, req.Lineage, addr, spec.name); err != nil {
+		return fail("%v", err)
+	}
+
+	listen := netip.AddrPortFrom(ip, GatewayPort).String()
+	cmd := []string{"gateway", "-listen", listen, "-rules", rulesDir + "/" + rulesName}
+	for _, p := range forbid {
+		cmd = append(cmd, "-forbid", p.String())
+	}
+	labels := ownLabels(req)
+	labels[labelKind] = kindGateway
+	cfg := &container.Config{
+		Image:  ref,
+		Cmd:    cmd,
+		User:   gatewayUser,
+		Labels: labels,
+		Healthcheck: &container.HealthConfig{
+			Test:     []string{"CMD", "/bottlefile", "gateway", "-health", "-listen", listen},
+			Interval: 30 * time.Second,
+			Timeout:  5 * time.Second,
+			Retries:  3,
+		},
+	}
+	hostCfg := &container.HostConfig{
+		NetworkMode:   container.NetworkMode(spec.network),
+		DNS:           spec.dns,
+		CapDrop:       []string{"ALL"},
+		SecurityOpt:   []string{"no-new-privileges"},
+		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyUnlessStopped},
+	}
+	netCfg := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+		spec.network: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: ip.String()}, Aliases: []string{gatewayAlias}},
+	}}
+	created, err := api.ContainerCreate(ctx, cfg, hostCfg, netCfg, nil, spec.name)
+	if err != nil {
+		return fail("%v", err)
+	}
+	for _, w := range created.Warnings {
+		d.log.Warn("engine warning", "addr", addr, "warning", w)
+	}
+	cleanup := func() {
+		if err := api.ContainerRemove(context.WithoutCancel(ctx), created.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			d.log.Warn("could not remove the gateway that failed to start", "addr", addr, "id", shortID(created.ID), "error", err)
+		}
+	}
+	if err := api.NetworkConnect(ctx, spec.egressNetwork, created.ID, &network.EndpointSettings{}); err != nil {
+		cleanup()
+		return fail("connecting it to the egress network %s: %v", spec.egressNetwork, err)
+	}
+	if err := api.CopyToContainer(ctx, created.ID, rulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{}); err != nil {
+		cleanup()
+		return fail("writing its rules file: %v", err)
+	}
+	if err := api.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		cleanup()
+		return fail("starting: %v", err)
+	}
+	if err := d.waitGateway(ctx, api, created.ID, spec.allow, true); err != nil {
+		cleanup()
+		return fail("%v", err)
+	}
+	d.log.Info("created gateway", "addr", addr, "name", spec.name, "id", shortID(created.ID), "listen", listen, "allow", len(spec.allow), "forbid", len(forbid))
+	resp, err := d.containerResponse(ctx, api, addr, created.ID, spec.network)
+	if err != nil {
+		return resp, err
+	}
+	resp.Computed["proxy"] = fmt.Sprintf("http://%s:%d", spec.name, GatewayPort)
+	return resp, nil
+}
+
+// removeStale removes a container of this lineage made for addr under
+// name by an apply that crashed before recording it. A container of that
+// name that is anyone else's, or another object's of this lineage, is
+// left alone and refused.
+func (d *Driver) removeStale(ctx context.Context, api dockerAPI, lineage, addr, name string) error {
+	old, err := api.ContainerInspect(ctx, name)
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("checking for an existing container: %w", err)
+	}
+	if old.Config == nil || old.Config.Labels[drivers.LabelLineage] != lineage || old.Config.Labels[drivers.LabelAddress] != addr {
+		return fmt.Errorf("a container named %s already exists and is not this state's %s (lineage %s); remove or rename it", name, addr, lineage)
+	}
+	d.log.Info("removing unrecorded container of this lineage before creating it again", "addr", addr, "name", name, "id", shortID(old.ID))
+	if err := api.ContainerRemove(ctx, old.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("removing the unrecorded container %s left by an earlier run: %w", shortID(old.ID), err)
+	}
+	return nil
+}
+
+// updateGateway changes the allowlist in place: it writes the new rules
+// file into the running gateway, signals it (SIGHUP re-reads at once) and
+// waits until the gateway reports the new rules in force. The agent is not
+// touched.
+func (d *Driver) updateGateway(ctx context.Context, api dockerAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	addr := req.Object.Addr
+	id, err := containerRef(req)
+	if err != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("updating gateway of %s: %w", addr, err)
+	}
+	fail := func(format string, args ...any) (drivers.ApplyResponse, error) {
+		return drivers.ApplyResponse{}, fmt.Errorf("updating gateway %s of %s: %s", shortID(id), addr, fmt.Sprintf(format, args...))
+	}
+	allow, err := drivers.Strings(attr(req.Object, "allow"))
+	if err != nil {
+		return fail("allow: %v", err)
+	}
+	tarball, err := rulesTar(agentOf(addr), allow)
+	if err != nil {
+		return fail("rules: %v", err)
+	}
+	if err := api.CopyToContainer(ctx, id, rulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{}); err != nil {
+		return fail("writing its rules file: %v", err)
+	}
+	if err := api.ContainerKill(ctx, id, "HUP"); err != nil {
+		return fail("signalling it to reload: %v", err)
+	}
+	if err := d.waitGateway(ctx, api, id, allow, false); err != nil {
+		return fail("%v", err)
+	}
+	d.log.Info("updated gateway allowlist", "addr", addr, "id", shortID(id), "allow", len(allow))
+	resp, err := d.containerResponse(ctx, api, addr, id, "")
+	if err != nil {
+		return resp, err
+	}
+	if name := resp.Computed["name"]; name != "" {
+		resp.Computed["proxy"] = fmt.Sprintf("http://%s:%d", name, GatewayPort)
+	}
+	return resp, nil
+}
+
+// gatewayEvent is one line a gateway writes on stderr (egress.RulesEvent
+// and the "listening" event).
+type gatewayEvent struct {
+	Event string   `json:"event"`
+	Allow []string `json:"allow"`
+	Error string   `json:"error"`
+}
+
+// waitGateway reads the gateway's event log until the rules in force are
+// allow (and, for a new gateway, it listens). A gateway that exits, or
+// rejects its rules, is an error that quotes its log.
+func (d *Driver) waitGateway(ctx context.Context, api dockerAPI, id string, allow []string, starting bool) error {
+	want := slices.Clone(allow)
+	if rules, err := egress.ParseRules(allow); err == nil {
+		want = egress.NewRulesFile("", rules).Allow
+	}
+	deadline := time.Now().Add(gatewayReady)
+	var log string
+	for {
+		rc, err := api.ContainerLogs(ctx, id, container.LogsOptions{ShowStderr: true})
+		if err != nil {
+			return fmt.Errorf("reading its log: %w", err)
+		}
+		var stderr bytes.Buffer
+		_, err = stdcopy.StdCopy(io.Discard, &stderr, rc)
+		rc.Close()
+		if err != nil {
+			return fmt.Errorf("reading its log: %w", err)
+		}
+		log = stderr.String()
+		listening, rulesOK, lastErr := false, false, ""
+		for _, line := range strings.Split(log, "\n") {
+			var ev gatewayEvent
+			if json.Unmarshal([]byte(line), &ev) != nil {
+				continue
+			}
+			switch ev.Event {
+			case "listening":
+				listening = true
+			case "rules-loaded":
+				rulesOK, lastErr = slices.Equal(ev.Allow, want), ""
+			case "rules-invalid", "rules-unreadable":
+				rulesOK, lastErr = false, ev.Error
+			}
+		}
+		if rulesOK && (listening || !starting) {
+			return nil
+		}
+		if starting {
+			info, err := api.ContainerInspect(ctx, id)
+			if err == nil && info.State != nil && !info.State.Running && !info.State.Restarting && info.State.Status != "created" {
+				return fmt.Errorf("the gateway exited (code %d); its log:\n%s", info.State.ExitCode, indent(log))
+			}
+		}
+		if time.Now().After(deadline) {
+			if lastErr != "" {
+				return fmt.Errorf("the gateway did not take its rules: %s", lastErr)
+			}
+			return fmt.Errorf("the gateway did not report its rules in force within %v; its log:\n%s", gatewayReady, indent(log))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func indent(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "    (empty)"
+	}
+	lines := strings.Split(s, "\n")
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	return "    " + strings.Join(lines, "\n    ")
+}
+
+// gatewayImageMu serializes building gateway images within the process.
+var gatewayImageMu sync.Mutex
+
+// ensureGatewayImage makes sure the engine has the gateway image for the
+// binary at path (whose SHA-256 is sum), and returns its reference. The
+// image is FROM scratch: the binary as /bottlefile, an /etc/passwd and
+// /etc/group naming the unprivileged user it runs as, and the empty
+// directory the rules file goes in. It is imported, not built, so no
+// builder and no registry are involved.
+func (d *Driver) ensureGatewayImage(ctx context.Context, api dockerAPI, path, sum string) (string, error) {
+	ref := gatewayImageRepo + ":" + sum
+	gatewayImageMu.Lock()
+	defer gatewayImageMu.Unlock()
+	if _, err := api.ImageInspect(ctx, ref); err == nil {
+		return ref, nil
+	} else if !cerrdefs.IsNotFound(err) {
+		return "", fmt.Errorf("inspecting the gateway image %s: %w", ref, err)
+	}
+	machine, err := checkGatewayBinary(path)
+	if err != nil {
+		return "", err
+	}
+	if info, err := api.Info(ctx); err == nil {
+		if want := engineMachine(info.Architecture); want != elf.EM_NONE && want != machine {
+			return "", fmt.Errorf("the gateway binary %s is built for %s, but the engine runs on %s; set gateway_binary to a static bottlefile built for the engine (CGO_ENABLED=0 GOOS=linux GOARCH=...)", path, machine, info.Architecture)
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the gateway binary: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("reading the gateway binary: %w", err)
+	}
+
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(writeGatewayRootfs(pw, f, st.Size())) }()
+	d.log.Info("importing the gateway image", "image", ref, "binary", path)
+	rc, err := api.ImageImport(ctx, image.ImportSource{Source: pr, SourceName: "-"}, ref, image.ImportOptions{
+		Message: "bottlefile egress gateway",
+		Changes: []string{
+			`ENTRYPOINT ["/bottlefile"]`,
+			`CMD ["gateway"]`,
+			"USER " + gatewayUser,
+			fmt.Sprintf("LABEL %s=1 io.bottlefile.gateway-binary=%s", GatewayImageLabel, sum),
+		},
+	})
+	if err == nil {
+		_, err = readStream(rc)
+		rc.Close()
+	}
+	pr.Close()
+	if err != nil {
+		return "", fmt.Errorf("importing the gateway image %s: %w", ref, err)
+	}
+	if _, err := api.ImageInspect(ctx, ref); err != nil {
+		return "", fmt.Errorf("inspecting the gateway image %s after importing it: %w", ref, err)
+	}
+	return ref, nil
+}
+
+// writeGatewayRootfs writes the gateway image's root file system as a tar.
+func writeGatewayRootfs(w io.Writer, bin io.Reader, size int64) error {
+	tw := tar.NewWriter(w)
+	now := time.Now().Truncate(time.Second)
+	for _, dir := range []string{"etc/", "etc/bottlefile/", "tmp/"} {
+		mode := int64(0o755)
+		if dir == "tmp/" {
+			mode = 0o1777
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir, Mode: mode, ModTime: now}); err != nil {
+			return err
+		}
+	}
+	files := []struct {
+		name string
+		data string
+	}{
+		{"etc/passwd", "root:x:0:0:root:/:/bottlefile\nnobody:x:65534:65534:nobody:/:/bottlefile\n"},
+		{"etc/group", "root:x:0:\nnogroup:x:65534:\n"},
+	}
+	for _, f := range files {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: now}); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(tw, f.data); err != nil {
+			return err
+		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "bottlefile", Mode: 0o755, Size: size, ModTime: now}); err != nil {
+		return err
+	}
+	if _, err := io.CopyN(tw, bin, size); err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// checkGatewayBinary checks that the binary can run as PID 1 of a FROM
+// scratch container: a Linux ELF executable with no program interpreter
+// (statically linked). It returns the machine it is built for.
+func checkGatewayBinary(path string) (elf.Machine, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return elf.EM_NONE, fmt.Errorf("the gateway binary %s is not a Linux executable (%v): the gateway runs bottlefile inside a FROM scratch container; set gateway_binary in the runtime block to a static Linux build (CGO_ENABLED=0 GOOS=linux go build ./cmd/bottlefile)", path, err)
+	}
+	defer f.Close()
+	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
+		return elf.EM_NONE, fmt.Errorf("the gateway binary %s is not an executable", path)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return elf.EM_NONE, fmt.Errorf("the gateway binary %s is dynamically linked, and the gateway runs it in a FROM scratch container: build bottlefile with CGO_ENABLED=0, as make build does (or set gateway_binary to such a build)", path)
+		}
+	}
+	return f.Machine, nil
+}
+
+// engineMachine maps the engine's architecture to an ELF machine, or
+// EM_NONE when it is not one this check knows.
+func engineMachine(arch string) elf.Machine {
+	switch arch {
+	case "x86_64", "amd64":
+		return elf.EM_X86_64
+	case "aarch64", "arm64":
+		return elf.EM_AARCH64
+	}
+	return elf.EM_NONE
+}

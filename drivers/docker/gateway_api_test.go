@@ -1,0 +1,63 @@
+package docker
+
+import (
+	"context"
+	"io"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+)
+
+// The calls the gateway and logs added to dockerAPI, for the counting
+// wrapper and the fake.
+
+func (c *countingAPI) ContainerKill(ctx context.Context, id, signal string) error {
+	c.count("ContainerKill")
+	return c.api.ContainerKill(ctx, id, signal)
+}
+
+func (c *countingAPI) ContainerLogs(ctx context.Context, id string, o container.LogsOptions) (io.ReadCloser, error) {
+	c.count("ContainerLogs")
+	return c.api.ContainerLogs(ctx, id, o)
+}
+
+func (c *countingAPI) CopyToContainer(ctx context.Context, id, path string, r io.Reader, o container.CopyToContainerOptions) error {
+	c.count("CopyToContainer")
+	return c.api.CopyToContainer(ctx, id, path, r, o)
+}
+
+func (c *countingAPI) NetworkConnect(ctx context.Context, net, id string, cfg *network.EndpointSettings) error {
+	c.count("NetworkConnect")
+	return c.api.NetworkConnect(ctx, net, id, cfg)
+}
+
+func (c *countingAPI) ImageImport(ctx context.Context, src image.ImportSource, ref string, o image.ImportOptions) (io.ReadCloser, error) {
+	c.count("ImageImport")
+	return c.api.ImageImport(ctx, src, ref, o)
+}
+
+func (f *fakeAPI) ContainerKill(context.Context, string, string) error {
+	f.record("ContainerKill")
+	return unexpected("ContainerKill")
+}
+
+func (f *fakeAPI) ContainerLogs(context.Context, string, container.LogsOptions) (io.ReadCloser, error) {
+	f.record("ContainerLogs")
+	return nil, unexpected("ContainerLogs")
+}
+
+func (f *fakeAPI) CopyToContainer(context.Context, string, string, io.Reader, container.CopyToContainerOptions) error {
+	f.record("CopyToContainer")
+	return unexpected("CopyToContainer")
+}
+
+func (f *fakeAPI) NetworkConnect(context.Context, string, string, *network.EndpointSettings) error {
+	f.record("NetworkConnect")
+	return unexpected("NetworkConnect")
+}
+
+func (f *fakeAPI) ImageImport(context.Context, image.ImportSource, string, image.ImportOptions) (io.ReadCloser, error) {
+	f.record("ImageImport")
+	return nil, unexpected("ImageImport")
+}

@@ -1,0 +1,457 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/egress"
+)
+
+// isolatingEngine is the network list of an engine that manages iptables:
+// its default bridge masquerades.
+func isolatingEngine() []network.Summary {
+	return []network.Summary{
+		{Name: "bridge", Driver: "bridge", Options: map[string]string{optDefaultBridge: "true", optIPMasquerade: "true"},
+			IPAM: network.IPAM{Config: []network.IPAMConfig{{Subnet: "172.17.0.0/16", Gateway: "172.17.0.1"}}}},
+		{Name: "host", Driver: "host"},
+		{Name: "none", Driver: "null"},
+	}
+}
+
+// egressDriver is a driver on a fake engine whose runtime block sets the
+// egress attributes given.
+func egressDriver(t *testing.T, api *fakeAPI, attrs map[string]cty.Value) *Driver {
+	t.Helper()
+	d := newDriver(testLogger(t), func(string) (dockerAPI, error) { return api, nil })
+	cfg := map[string]cty.Value{"host": cty.NullVal(cty.String), "subnet_pool": cty.StringVal(DefaultSubnetPool)}
+	for k, v := range attrs {
+		cfg[k] = v
+	}
+	if err := d.Configure(t.Context(), drivers.ConfigureRequest{Runtime: "local", Config: cty.ObjectVal(cfg)}); err != nil {
+		t.Fatalf("Configure: %v", err)
+	}
+	return d
+}
+
+func listing(nets []network.Summary) *fakeAPI {
+	return &fakeAPI{NetworkListFn: func(network.ListOptions) ([]network.Summary, error) { return nets, nil }}
+}
+
+func strs(v cty.Value) []string {
+	s, err := drivers.Strings(v)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+func planObjects(t *testing.T, d *Driver, a drivers.AgentSpec) map[string]drivers.Object {
+	t.Helper()
+	resp, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: a})
+	if err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+	out := map[string]drivers.Object{}
+	for _, o := range resp.Objects {
+		if _, dup := out[o.Addr]; dup {
+			t.Errorf("%s planned twice", o.Addr)
+		}
+		out[o.Addr] = o
+	}
+	return out
+}
+
+func TestPlanGateway(t *testing.T) {
+	api := listing(isolatingEngine())
+	d := egressDriver(t, api, nil)
+	objs := planObjects(t, d, drivers.AgentSpec{
+		Addr: "agent.coder", Name: "coder", Image: cty.StringVal("x:1"),
+		Egress: cty.TupleVal([]cty.Value{cty.StringVal("GitHub.com."), cty.StringVal("*.PyPI.org:443"), cty.StringVal("github.com"), cty.StringVal("10.1.2.3:5432")}),
+	})
+	gw, ok := objs["agent.coder.gateway"]
+	if !ok {
+		t.Fatalf("no gateway planned: %v", objs)
+	}
+	if gw.Kind != "gateway" || !gw.Workload || !slices.Equal(gw.InPlace, []string{"allow"}) {
+		t.Errorf("gateway = %+v", gw)
+	}
+	if got, want := strs(gw.Attrs["allow"]), []string{"github.com", "*.pypi.org:443", "10.1.2.3:5432"}; !slices.Equal(got, want) {
+		t.Errorf("allow = %q, want the canonical rules without repeats %q", got, want)
+	}
+	if deps := slices.Sorted(slices.Values(gw.DependsOn)); !slices.Equal(deps, []string{"agent.coder.network", "runtime.local.egress"}) {
+		t.Errorf("gateway depends on %v", deps)
+	}
+	exe, _ := os.Executable()
+	_, sum, _ := hashGatewayBinary(exe)
+	if gw.Attrs["binary"].AsString() != sum || len(sum) != 64 {
+		t.Errorf("binary = %#v, want the running binary's sha256 %s", gw.Attrs["binary"], sum)
+	}
+	if gw.Attrs["egress_network"].AsString() != "runtime.local.egress" || !gw.Attrs["dns"].IsNull() {
+		t.Errorf("attrs = %#v", gw.Attrs)
+	}
+	en := objs["runtime.local.egress"]
+	if en.Kind != "network" || en.Workload || !en.Attrs["internal"].RawEquals(cty.False) || en.Attrs["subnet_pool"].AsString() != DefaultEgressSubnetPool {
+		t.Errorf("egress network = %+v", en)
+	}
+	// The agent never depends on its gateway: replacing the gateway (a new
+	// bottlefile binary) or updating it (the allowlist) must not touch it.
+	if ag := objs["agent.coder"]; slices.Contains(ag.DependsOn, "agent.coder.gateway") || slices.Contains(ag.DependsOn, "runtime.local.egress") {
+		t.Errorf("the agent depends on %v", ag.DependsOn)
+	}
+	if _, ok := objs["agent.coder"].Attrs["sidecars"]; ok {
+		t.Error("an agent without sidecars got a sidecars attribute")
+	}
+
+	// A second plan on the same driver makes no second call, and hashes
+	// the binary once.
+	planObjects(t, d, drivers.AgentSpec{Addr: "agent.other", Name: "other", Image: cty.StringVal("x:1")})
+	if calls := api.calls(); !slices.Equal(calls, []string{"NetworkList"}) {
+		t.Errorf("two plans made calls %v, want one network list", calls)
+	}
+}
+
+func TestPlanGatewayAllowValues(t *testing.T) {
+	d := egressDriver(t, listing(isolatingEngine()), nil)
+	tests := []struct {
+		name   string
+		egress cty.Value
+		check  func(t *testing.T, v cty.Value)
+	}{
+		{"no egress block", cty.NilVal, func(t *testing.T, v cty.Value) {
+			if !v.RawEquals(cty.ListValEmpty(cty.String)) {
+				t.Errorf("allow = %#v, want the empty list (deny everything)", v)
+			}
+		}},
+		{"null", cty.NullVal(cty.List(cty.String)), func(t *testing.T, v cty.Value) {
+			if !v.RawEquals(cty.ListValEmpty(cty.String)) {
+				t.Errorf("allow = %#v", v)
+			}
+		}},
+		{"empty", cty.ListValEmpty(cty.String), func(t *testing.T, v cty.Value) {
+			if !v.RawEquals(cty.ListValEmpty(cty.String)) {
+				t.Errorf("allow = %#v", v)
+			}
+		}},
+		{"unknown", cty.UnknownVal(cty.List(cty.String)), func(t *testing.T, v cty.Value) {
+			if v.IsKnown() {
+				t.Errorf("allow = %#v, want unknown", v)
+			}
+		}},
+		{"sensitive", cty.ListVal([]cty.Value{cty.StringVal("Secret.Example")}).Mark("sensitive"), func(t *testing.T, v cty.Value) {
+			if !v.HasMark("sensitive") {
+				t.Errorf("allow lost its mark: %#v", v)
+			}
+			u, _ := v.Unmark()
+			if got := strs(u); !slices.Equal(got, []string{"secret.example"}) {
+				t.Errorf("allow = %q", got)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objs := planObjects(t, d, drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1"), Egress: tt.egress})
+			tt.check(t, objs["agent.a.gateway"].Attrs["allow"])
+		})
+	}
+}
+
+func TestPlanGatewayBadRule(t *testing.T) {
+	d := egressDriver(t, &fakeAPI{}, nil)
+	_, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: drivers.AgentSpec{
+		Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1"),
+		Egress: cty.TupleVal([]cty.Value{cty.StringVal("github.com:443"), cty.StringVal("*")}),
+	}})
+	var re *drivers.RuleError
+	if !errors.As(err, &re) || re.Index != 1 || re.Rule != "*" {
+		t.Fatalf("err = %v, want a RuleError for rule 1", err)
+	}
+}
+
+func TestPlanExistingEgressNetwork(t *testing.T) {
+	nets := append(isolatingEngine(), network.Summary{Name: "corp-out", Driver: "bridge"})
+	d := egressDriver(t, listing(nets), map[string]cty.Value{
+		"egress_network": cty.StringVal("corp-out"),
+		"gateway_dns":    cty.ListVal([]cty.Value{cty.StringVal("10.9.9.9")}),
+	})
+	objs := planObjects(t, d, drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1")})
+	if _, ok := objs["runtime.local.egress"]; ok {
+		t.Error("an egress network is planned although the runtime names an existing one")
+	}
+	gw := objs["agent.a.gateway"]
+	if gw.Attrs["egress_network"].AsString() != "corp-out" || !slices.Equal(gw.DependsOn, []string{"agent.a.network"}) {
+		t.Errorf("gateway = %+v", gw)
+	}
+	if got := strs(gw.Attrs["dns"]); !slices.Equal(got, []string{"10.9.9.9"}) {
+		t.Errorf("dns = %v", got)
+	}
+
+	// Missing, or internal: refused at plan.
+	for name, nets := range map[string][]network.Summary{
+		"does not exist": isolatingEngine(),
+		"is an internal": append(isolatingEngine(), network.Summary{Name: "corp-out", Driver: "bridge", Internal: true}),
+	} {
+		d := egressDriver(t, listing(nets), map[string]cty.Value{"egress_network": cty.StringVal("corp-out")})
+		_, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1")}})
+		if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "corp-out") {
+			t.Errorf("err = %v, want one saying the network %s", err, name)
+		}
+	}
+}
+
+func TestIsolationCheck(t *testing.T) {
+	noIPTables := isolatingEngine()
+	noIPTables[0].Options = map[string]string{optDefaultBridge: "true", optIPMasquerade: "false"}
+	tests := []struct {
+		name string
+		nets []network.Summary
+		want string
+	}{
+		{"iptables off", noIPTables, "--iptables=false"},
+		{"no default bridge", isolatingEngine()[1:], "--bridge=none"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := listing(tt.nets)
+			d := egressDriver(t, api, nil)
+			for range 2 {
+				_, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1")}})
+				if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "cannot promise egress isolation") || !strings.Contains(err.Error(), `runtime "local"`) {
+					t.Fatalf("err = %v, want a refusal mentioning %q", err, tt.want)
+				}
+			}
+			if calls := api.calls(); len(calls) != 1 {
+				t.Errorf("calls = %v, want the verdict cached after one", calls)
+			}
+		})
+	}
+}
+
+func TestIsolationCheckOptOut(t *testing.T) {
+	api := &fakeAPI{}
+	d := egressDriver(t, api, map[string]cty.Value{"insecure_skip_isolation_check": cty.True})
+	planObjects(t, d, drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1")})
+	if calls := api.calls(); len(calls) != 0 {
+		t.Errorf("calls = %v, want none: the runtime skips the check", calls)
+	}
+}
+
+func TestPlanSidecars(t *testing.T) {
+	d := egressDriver(t, listing(isolatingEngine()), nil)
+	objs := planObjects(t, d, drivers.AgentSpec{
+		Addr: "agent.coder", Name: "coder", Image: cty.StringVal("x:1"),
+		Egress: cty.TupleVal([]cty.Value{cty.StringVal("github.com:443")}),
+		Sidecars: []drivers.SidecarSpec{
+			{Addr: "agent.coder.sidecar.git", Name: "git", Image: cty.StringVal("git:1"), CPUs: cty.NumberIntVal(1), Egress: cty.TupleVal([]cty.Value{cty.StringVal("GitHub.com:443")})},
+			{Addr: "agent.coder.sidecar.db", Name: "db", Image: cty.StringVal("db:1")},
+		},
+	})
+	if got := strs(objs["agent.coder"].Attrs["sidecars"]); !slices.Equal(got, []string{"git", "db"}) {
+		t.Errorf("agent sidecars = %v", got)
+	}
+	for _, name := range []string{"git", "db"} {
+		sc, ok := objs["agent.coder.sidecar."+name]
+		if !ok {
+			t.Fatalf("sidecar %s not planned", name)
+		}
+		if sc.Kind != "container" || !sc.Workload || sc.Attrs["alias"].AsString() != name || !slices.Equal(sc.InPlace, []string{"cpus", "memory"}) {
+			t.Errorf("sidecar %s = %+v", name, sc)
+		}
+		if !slices.Equal(sc.DependsOn, []string{"agent.coder.network"}) {
+			t.Errorf("sidecar %s depends on %v, want only its network (not the gateway, which a new binary replaces)", name, sc.DependsOn)
+		}
+	}
+	if !objs["agent.coder.sidecar.git"].Attrs["cpus"].RawEquals(cty.NumberIntVal(1)) {
+		t.Errorf("cpus = %#v", objs["agent.coder.sidecar.git"].Attrs["cpus"])
+	}
+
+	bad := []struct {
+		sc   drivers.SidecarSpec
+		want string
+	}{
+		{drivers.SidecarSpec{Addr: "agent.a.sidecar.gateway", Name: "gateway", Image: cty.StringVal("x")}, "egress gateway"},
+		{drivers.SidecarSpec{Addr: "agent.a.sidecar.s", Name: "s"}, "needs an image"},
+		{drivers.SidecarSpec{Addr: "agent.a.sidecar.s", Name: "s", Image: cty.StringVal("x"), Egress: cty.TupleVal([]cty.Value{cty.StringVal("evil.example:443")})}, "not in the agent's egress block"},
+		{drivers.SidecarSpec{Addr: "agent.a.sidecar.s", Name: "s", Image: cty.StringVal("x"), Labels: cty.MapVal(map[string]cty.Value{"io.bottlefile.address": cty.StringVal("x")})}, "reserved"},
+	}
+	for _, b := range bad {
+		_, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1"), Sidecars: []drivers.SidecarSpec{b.sc}}})
+		if err == nil || !strings.Contains(err.Error(), b.want) || !strings.Contains(err.Error(), b.sc.Addr) {
+			t.Errorf("sidecar %+v: err = %v, want %q naming %s", b.sc, err, b.want, b.sc.Addr)
+		}
+	}
+}
+
+func TestWireContainer(t *testing.T) {
+	req := drivers.ApplyRequest{Lineage: testLineage, Object: drivers.Object{Addr: "agent.coder.sidecar.web", Kind: "container", Attrs: map[string]cty.Value{
+		"alias":    cty.StringVal("web"),
+		"sidecars": cty.ListVal([]cty.Value{cty.StringVal("web"), cty.StringVal("db")}),
+	}}}
+	cfg := &container.Config{Env: []string{"no_proxy=mine"}}
+	host := &container.HostConfig{}
+	nc := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{"net": {}}}
+	if err := wireContainer(req, "net", cfg, host, nc); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"no_proxy=mine",
+		"HTTP_PROXY=http://bf-0f1e2d3c-coder-gateway:3128",
+		"HTTPS_PROXY=http://bf-0f1e2d3c-coder-gateway:3128",
+		"http_proxy=http://bf-0f1e2d3c-coder-gateway:3128",
+		"https_proxy=http://bf-0f1e2d3c-coder-gateway:3128",
+		"NO_PROXY=localhost,127.0.0.1,web,db",
+	}
+	if !slices.Equal(cfg.Env, want) {
+		t.Errorf("env =\n%q\nwant\n%q", cfg.Env, want)
+	}
+	if !slices.Equal(nc.EndpointsConfig["net"].Aliases, []string{"web"}) || !slices.Equal(host.CapDrop, []string{"NET_RAW"}) {
+		t.Errorf("aliases %v, cap drop %v", nc.EndpointsConfig["net"].Aliases, host.CapDrop)
+	}
+}
+
+func TestForbidden(t *testing.T) {
+	nets := []network.Summary{
+		{IPAM: network.IPAM{Config: []network.IPAMConfig{{Subnet: "172.17.0.0/16", Gateway: "172.17.0.1"}}}},
+		{IPAM: network.IPAM{Config: []network.IPAMConfig{{Subnet: "172.20.0.0/16"}}}},                          // no gateway named: its first address
+		{IPAM: network.IPAM{Config: []network.IPAMConfig{{Subnet: "10.213.0.16/28", Gateway: "10.213.0.17"}}}}, // a bottle: in the pool
+		{IPAM: network.IPAM{Config: []network.IPAMConfig{{Subnet: "fd00:1::/64", Gateway: "fd00:1::1"}}}},
+	}
+	got := forbidden(nets, netip.MustParsePrefix("10.213.0.0/16"), netip.MustParsePrefix("10.214.3.0/24"), false)
+	var s []string
+	for _, p := range got {
+		s = append(s, p.String())
+	}
+	want := []string{"10.213.0.0/16", "10.214.3.0/24", "172.17.0.1/32", "172.20.0.1/32", "fd00:1::1/128"}
+	if !slices.Equal(s, want) {
+		t.Errorf("forbidden = %v, want %v", s, want)
+	}
+	// Locally, the host's own addresses are in it.
+	local := forbidden(nil, netip.MustParsePrefix("10.213.0.0/16"), netip.Prefix{}, true)
+	if len(local) < 2 {
+		t.Errorf("local forbidden = %v: no host address", local)
+	}
+	for _, p := range local {
+		if p.Addr().IsLoopback() {
+			t.Errorf("loopback %s listed (the gateway refuses it anyway)", p)
+		}
+	}
+}
+
+func TestLastAddr(t *testing.T) {
+	for in, want := range map[string]string{"10.213.0.16/28": "10.213.0.30", "10.213.0.0/28": "10.213.0.14", "192.168.1.0/24": "192.168.1.254"} {
+		got, ok := lastAddr(netip.MustParsePrefix(in))
+		if !ok || got.String() != want {
+			t.Errorf("lastAddr(%s) = %v, %v; want %s", in, got, ok, want)
+		}
+	}
+	if _, ok := lastAddr(netip.Prefix{}); ok {
+		t.Error("lastAddr of no prefix succeeded")
+	}
+}
+
+func TestCheckGatewayBinary(t *testing.T) {
+	if _, err := checkGatewayBinary("/bin/busybox"); err != nil {
+		t.Errorf("the static busybox: %v", err)
+	}
+	if _, err := os.Stat("/bin/sh"); err == nil {
+		if real, _ := filepath.EvalSymlinks("/bin/sh"); real != "/bin/busybox" {
+			if _, err := checkGatewayBinary("/bin/sh"); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0, as make build does") {
+				t.Errorf("a dynamic binary: err = %v", err)
+			}
+		}
+	}
+	script := filepath.Join(t.TempDir(), "bottlefile")
+	os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755)
+	if _, err := checkGatewayBinary(script); err == nil || !strings.Contains(err.Error(), "not a Linux executable") {
+		t.Errorf("a script: err = %v", err)
+	}
+}
+
+func TestRulesTar(t *testing.T) {
+	b, err := rulesTar("agent.coder", []string{"GitHub.com:443", "github.com:443"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(bytes.NewReader(b))
+	h, err := tr.Next()
+	if err != nil || h.Name != "rules.json" || h.Mode != 0o644 {
+		t.Fatalf("header %+v, %v", h, err)
+	}
+	data, _ := io.ReadAll(tr)
+	f, err := egress.UnmarshalRulesFile(data)
+	if err != nil || f.Agent != "agent.coder" || !slices.Equal(f.Allow, []string{"github.com:443"}) {
+		t.Errorf("rules file %s: %+v, %v", data, f, err)
+	}
+	var raw map[string]any
+	if json.Unmarshal(data, &raw) != nil {
+		t.Error("not JSON")
+	}
+	if _, err := rulesTar("agent.coder", []string{"https://x"}); err == nil {
+		t.Error("an invalid rule made a rules file")
+	}
+}
+
+func TestEgressConfig(t *testing.T) {
+	for _, tt := range []struct {
+		attrs map[string]cty.Value
+		want  string
+	}{
+		{map[string]cty.Value{"egress_subnet_pool": cty.StringVal("10.0.0.0/25")}, "smaller than one /24"},
+		{map[string]cty.Value{"egress_subnet_pool": cty.StringVal("nope")}, "not a CIDR"},
+		{map[string]cty.Value{"egress_network": cty.StringVal("a b")}, "not a docker network name"},
+		{map[string]cty.Value{"gateway_dns": cty.ListVal([]cty.Value{cty.StringVal("dns.example")})}, "not an IP address"},
+	} {
+		d := newDriver(nil, func(string) (dockerAPI, error) { return &fakeAPI{}, nil })
+		cfg := map[string]cty.Value{"host": cty.NullVal(cty.String)}
+		for k, v := range tt.attrs {
+			cfg[k] = v
+		}
+		err := d.Configure(t.Context(), drivers.ConfigureRequest{Runtime: "r", Config: cty.ObjectVal(cfg)})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: err = %v, want %q", tt.attrs, err, tt.want)
+		}
+	}
+}
+
+func TestEgressNetworkNames(t *testing.T) {
+	name, err := egressNetworkName(testLineage, "runtime.local.egress")
+	if err != nil || name != "bf-0f1e2d3c-local.egress" {
+		t.Errorf("name = %q, %v", name, err)
+	}
+	for _, addr := range []string{"agent.a.network", "runtime.egress", "runtime.a.b.egress"} {
+		if isEgressNetworkAddr(addr) {
+			t.Errorf("%s taken for an egress network", addr)
+		}
+	}
+	if a := agentOf("agent.coder.sidecar.web"); a != "agent.coder" {
+		t.Errorf("agentOf = %s", a)
+	}
+}
+
+func TestPlanTooManySidecars(t *testing.T) {
+	d := egressDriver(t, listing(isolatingEngine()), nil)
+	var scs []drivers.SidecarSpec
+	for i := range 12 {
+		name := fmt.Sprintf("s%d", i)
+		scs = append(scs, drivers.SidecarSpec{Addr: "agent.a.sidecar." + name, Name: name, Image: cty.StringVal("x")})
+	}
+	_, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1"), Sidecars: scs}})
+	if err == nil || !strings.Contains(err.Error(), "at most 11 sidecars") {
+		t.Errorf("12 sidecars: err = %v", err)
+	}
+	planObjects(t, d, drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1"), Sidecars: scs[:11]})
+}

@@ -1,0 +1,54 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/bottlefile/bottlefile/drivers"
+)
+
+var _ drivers.LogReader = (*Driver)(nil)
+
+// Logs copies a container's log (an agent's, a sidecar's, a gateway's) to
+// stdout and stderr, demultiplexed as the container wrote them. A gateway
+// writes its decisions, one JSON line each, on stdout, and its own events
+// (listening, rules loaded) on stderr. With follow it copies until ctx is
+// done.
+func (d *Driver) Logs(ctx context.Context, lineage string, obj drivers.LiveObject, follow bool, stdout, stderr io.Writer) error {
+	if obj.Kind != kindContainer && obj.Kind != kindGateway {
+		return fmt.Errorf("%s is a docker %s, which keeps no log; agents, sidecars and gateways do", obj.Addr, obj.Kind)
+	}
+	api, _, err := d.engine()
+	if err != nil {
+		return err
+	}
+	if obj.ID == "" {
+		return fmt.Errorf("%s: no container id", obj.Addr)
+	}
+	rc, err := api.ContainerLogs(ctx, obj.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: follow})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("reading the log of %s (container %s): %w", obj.Addr, shortID(obj.ID), err)
+	}
+	defer rc.Close()
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	if _, err := stdcopy.StdCopy(stdout, stderr, rc); err != nil && !errors.Is(err, io.EOF) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("reading the log of %s (container %s): %w", obj.Addr, shortID(obj.ID), err)
+	}
+	return nil
+}

@@ -1,0 +1,891 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
+)
+
+func TestSnapshotRef(t *testing.T) {
+	const lineage = "0f1e2d3c-aaaa-bbbb-cccc-000000000000"
+	for _, c := range []struct{ addr, agent, prefix, suffix string }{
+		{"agent.coder.snapshot.3", "agent.coder", "bf-0f1e2d3c-coder-snap:3", ""},
+		{"agent.coder.snapshot.12", "agent.coder", "bf-0f1e2d3c-coder-snap:12", ""},
+		{"snapshot.nightly", "agent.coder", "bf-0f1e2d3c-coder-snap:nightly", ""},
+		// A name the engine would not take as a repository is folded and
+		// keeps a hash of the original.
+		{"snapshot.Before_Refactor-2", "agent.Coder", "bf-0f1e2d3c-coder-", "-snap:Before_Refactor-2"},
+		// All digits could be taken for a policy snapshot: hashed instead.
+		{"snapshot.7", "agent.coder", "bf-0f1e2d3c-coder-snap:s-", "hash"},
+		{"snapshot.-x", "agent.coder", "bf-0f1e2d3c-coder-snap:s-", "hash"},
+	} {
+		got, err := snapshotRef(lineage, c.addr, c.agent)
+		if err != nil {
+			t.Errorf("%s: %v", c.addr, err)
+			continue
+		}
+		switch c.suffix {
+		case "":
+			if got != c.prefix {
+				t.Errorf("%s: got %q, want %q", c.addr, got, c.prefix)
+			}
+		case "hash":
+			if !strings.HasPrefix(got, c.prefix) || len(got) != len(c.prefix)+12 {
+				t.Errorf("%s: got %q, want %q and a 12-digit hash", c.addr, got, c.prefix)
+			}
+		default:
+			if !strings.HasPrefix(got, c.prefix) || !strings.HasSuffix(got, c.suffix) {
+				t.Errorf("%s: got %q, want %q...%q", c.addr, got, c.prefix, c.suffix)
+			}
+		}
+		if !isSnapshotTag(lineage, got) {
+			t.Errorf("isSnapshotTag(%q) = false", got)
+		}
+	}
+	if isSnapshotTag(lineage, "bf-0f1e2d3c-coder:abc") || isSnapshotTag(lineage, "bf-99999999-coder-snap:1") {
+		t.Error("isSnapshotTag accepts a built image or another lineage's snapshot")
+	}
+	if _, err := snapshotRef(lineage, "agent.coder.snapshot.1", "coder"); err == nil {
+		t.Error("an agent address not below agent. was accepted")
+	}
+}
+
+func TestParseSnapshotConfig(t *testing.T) {
+	cfg := func(v cty.Value) cty.Value {
+		return cty.ObjectVal(map[string]cty.Value{"host": cty.NullVal(cty.String), "flatten_depth": v})
+	}
+	for _, c := range []struct {
+		cfg     cty.Value
+		want    int
+		wantErr string
+	}{
+		{cty.NilVal, DefaultFlattenDepth, ""},
+		{cty.ObjectVal(map[string]cty.Value{"host": cty.NullVal(cty.String)}), DefaultFlattenDepth, ""},
+		{cfg(cty.NullVal(cty.Number)), DefaultFlattenDepth, ""},
+		{cfg(cty.NumberIntVal(3)), 3, ""},
+		{cfg(cty.NumberIntVal(125)), 125, ""},
+		{cfg(cty.NumberIntVal(0)), 0, "between 1"},
+		{cfg(cty.NumberIntVal(126)), 0, "126th layer"},
+		{cfg(cty.NumberFloatVal(2.5)), 0, "whole number"},
+	} {
+		got, err := parseSnapshotConfig(c.cfg)
+		switch {
+		case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
+			t.Errorf("%#v: error %v, want one mentioning %q", c.cfg, err, c.wantErr)
+		case c.wantErr == "" && err != nil:
+			t.Errorf("%#v: %v", c.cfg, err)
+		case c.wantErr == "" && got.flattenDepth != c.want:
+			t.Errorf("%#v: flatten_depth %d, want %d", c.cfg, got.flattenDepth, c.want)
+		}
+	}
+	if _, ok := (&Driver{}).ConfigSpec()["flatten_depth"]; !ok {
+		t.Error("ConfigSpec lacks flatten_depth")
+	}
+}
+
+func TestNeedsFlatten(t *testing.T) {
+	for _, c := range []struct {
+		layers, threshold int
+		want              bool
+	}{
+		{1, 100, false}, {98, 100, false}, {99, 100, true}, {120, 100, true},
+		{1, 3, false}, {2, 3, true}, {1, 1, true}, {1, 2, true},
+	} {
+		if got := needsFlatten(c.layers, c.threshold); got != c.want {
+			t.Errorf("needsFlatten(%d, %d) = %t, want %t", c.layers, c.threshold, got, c.want)
+		}
+	}
+}
+
+func TestSnapshotImageConfig(t *testing.T) {
+	ctr := &container.Config{
+		Cmd:        []string{"sleep", "600"},
+		Entrypoint: []string{"/init"},
+		Env:        []string{"PATH=/bin", "ROLE=old", "TOKEN=s3cret", "HTTP_PROXY=http://gw:3128"},
+		WorkingDir: "/tmp",
+		User:       "1000",
+		Labels:     map[string]string{"team": "infra", drivers.LabelAddress: "agent.coder", labelSnapshotSource: "old"},
+	}
+	agent := &drivers.AgentSpec{
+		Addr:       "agent.coder",
+		Command:    strList("sleep", "700"),
+		Entrypoint: cty.ListValEmpty(cty.String),
+		Env: cty.MapVal(map[string]cty.Value{
+			"ROLE":  cty.StringVal("new"),
+			"TOKEN": cty.StringVal("s3cret").Mark("sensitive"),
+			"EXTRA": cty.StringVal("x"),
+		}),
+		Workdir: cty.StringVal("/workspace"),
+	}
+	labels := map[string]string{drivers.LabelAddress: "agent.coder.snapshot.1", labelSnapshotOf: "agent.coder"}
+	c, left, err := snapshotImageConfig(agent, ctr, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.cmd, []string{"sleep", "700"}) || !c.entrypointSet || len(c.entrypoint) != 0 {
+		t.Errorf("cmd %q entrypoint %q (set %t): want the declared command and a cleared entrypoint", c.cmd, c.entrypoint, c.entrypointSet)
+	}
+	wantEnv := []string{"PATH=/bin", "ROLE=new", "TOKEN=", "HTTP_PROXY=http://gw:3128", "EXTRA=x"}
+	if !slices.Equal(c.env, wantEnv) {
+		t.Errorf("env %q, want %q", c.env, wantEnv)
+	}
+	if c.workdir != "/workspace" || c.user != "1000" {
+		t.Errorf("workdir %q user %q", c.workdir, c.user)
+	}
+	wantLabels := map[string]string{"team": "infra", drivers.LabelAddress: "agent.coder.snapshot.1", labelSnapshotOf: "agent.coder"}
+	if fmt.Sprint(c.labels) != fmt.Sprint(wantLabels) {
+		t.Errorf("labels %v, want %v", c.labels, wantLabels)
+	}
+	if len(left) != 1 || !strings.Contains(left[0], "TOKEN") || strings.Contains(strings.Join(left, " "), "s3cret") {
+		t.Errorf("left out %q: want the sensitive TOKEN named, never its value", left)
+	}
+	cfg := c.container()
+	if cfg.Entrypoint == nil || len(cfg.Entrypoint) != 0 {
+		t.Errorf("commit config entrypoint %#v: want an empty, non-nil list (it clears the image's)", cfg.Entrypoint)
+	}
+
+	// Whole-map marks count as sensitive for every key; nothing declared
+	// keeps the container's config.
+	agent2 := &drivers.AgentSpec{Addr: "agent.coder", Env: cty.MapVal(map[string]cty.Value{"A": cty.StringVal("1")}).Mark("sensitive")}
+	c2, _, err := snapshotImageConfig(agent2, ctr, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(c2.env, "A=") || !slices.Equal(c2.cmd, ctr.Cmd) || !slices.Equal(c2.entrypoint, ctr.Entrypoint) || c2.workdir != "/tmp" {
+		t.Errorf("with little declared: %+v", c2)
+	}
+	if c3, _, err := snapshotImageConfig(nil, nil, labels); err != nil || c3.entrypointSet || c3.cmd != nil {
+		t.Errorf("no agent, no container config: %+v, %v", c3, err)
+	}
+}
+
+func TestImageConfigChanges(t *testing.T) {
+	c := imageConfig{
+		entrypoint: []string{}, entrypointSet: true,
+		cmd:     []string{"sh", "-c", `echo "$HOME" \ done`},
+		env:     []string{`Q=a "b" $c \d`, "EMPTY=", "MULTI=line1\nline2"},
+		workdir: "/work space",
+		user:    "nobody",
+		labels:  map[string]string{drivers.LabelLineage: "L", "quote": `x"y`},
+	}
+	got, left := c.changes()
+	want := []string{
+		`ENTRYPOINT []`,
+		`CMD ["sh","-c","echo \"$HOME\" \\ done"]`,
+		`ENV "Q"="a \"b\" \$c \\d"`,
+		`ENV "EMPTY"=""`,
+		`WORKDIR "/work space"`,
+		`USER "nobody"`,
+		`LABEL "io.bottlefile.lineage"="L"`,
+		`LABEL "quote"="x\"y"`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("changes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(left) != 1 || !strings.Contains(left[0], "MULTI") {
+		t.Errorf("left out %q, want MULTI", left)
+	}
+}
+
+// saveTar makes a docker-save style tar.
+func saveTar(t *testing.T, files map[string]string, order []string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, name := range order {
+		data := files[name]
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestRetagSave(t *testing.T) {
+	layer := strings.Repeat("L", 100000)
+	files := map[string]string{
+		"abc/layer.tar":  layer,
+		"1234abcd.json":  `{"config":{"Labels":{"io.bottlefile.address":"agent.coder.snapshot.2"}}}`,
+		"manifest.json":  `[{"Config":"1234abcd.json","RepoTags":["bf-other-coder-snap:2","evil:latest"],"Layers":["abc/layer.tar"]}]`,
+		"repositories":   `{"evil":{"latest":"abc"}}`,
+		"trailing/extra": "x",
+	}
+	in := saveTar(t, files, []string{"1234abcd.json", "abc/layer.tar", "manifest.json", "repositories", "trailing/extra"})
+	var out bytes.Buffer
+	info, err := retagSave(bytes.NewReader(in), &out, "bf-mine-coder-snap:5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.configDigest != "sha256:1234abcd" {
+		t.Errorf("config digest %q", info.configDigest)
+	}
+	tr := tar.NewReader(&out)
+	got := map[string]string{}
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(tr)
+		got[hdr.Name] = string(data)
+	}
+	if _, ok := got["repositories"]; ok {
+		t.Error("the repositories file (the original tags) was kept")
+	}
+	if got["abc/layer.tar"] != layer || got["1234abcd.json"] != files["1234abcd.json"] || got["trailing/extra"] != "x" {
+		t.Error("other entries changed")
+	}
+	var m []map[string]any
+	if err := json.Unmarshal([]byte(got["manifest.json"]), &m); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(m[0]["RepoTags"]) != "[bf-mine-coder-snap:5]" || m[0]["Config"] != "1234abcd.json" || fmt.Sprint(m[0]["Layers"]) != "[abc/layer.tar]" {
+		t.Errorf("manifest %v", m)
+	}
+
+	for name, c := range map[string]struct {
+		tar  []byte
+		want string
+	}{
+		"not a tar":   {[]byte(strings.Repeat("garbage!", 200)), "is it a docker save tar"},
+		"no manifest": {saveTar(t, map[string]string{"a": "b"}, []string{"a"}), "no manifest.json"},
+		"two images":  {saveTar(t, map[string]string{"manifest.json": `[{"Config":"a.json"},{"Config":"b.json"}]`}, []string{"manifest.json"}), "holds 2 images"},
+	} {
+		_, err := retagSave(bytes.NewReader(c.tar), io.Discard, "x:1")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want %q", name, err, c.want)
+		}
+	}
+}
+
+// snapFake is a fake engine for snapshot operations.
+type snapFake struct {
+	*fakeAPI
+	mu       sync.Mutex
+	images   map[string]image.InspectResponse // by id and by tag
+	removeFn func(ref string, o image.RemoveOptions) error
+	commits  int
+	imports  []string // changes of each import
+	paused   int
+}
+
+var _ snapshotAPI = (*snapFake)(nil)
+
+func (f *snapFake) ImageInspect(_ context.Context, ref string, _ ...client.ImageInspectOption) (image.InspectResponse, error) {
+	f.record("ImageInspect " + ref)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if img, ok := f.images[ref]; ok {
+		return img, nil
+	}
+	return image.InspectResponse{}, cerrdefs.ErrNotFound.WithMessage("no such image " + ref)
+}
+
+func (f *snapFake) ImageRemove(_ context.Context, ref string, o image.RemoveOptions) ([]image.DeleteResponse, error) {
+	f.record(fmt.Sprintf("ImageRemove %s force=%t", ref, o.Force))
+	if f.removeFn != nil {
+		return nil, f.removeFn(ref, o)
+	}
+	return nil, nil
+}
+
+func (f *snapFake) ContainerInspectWithRaw(context.Context, string, bool) (container.InspectResponse, []byte, error) {
+	return container.InspectResponse{}, nil, unexpected("ContainerInspectWithRaw")
+}
+
+func (f *snapFake) ContainerCommit(_ context.Context, id string, o container.CommitOptions) (container.CommitResponse, error) {
+	f.record("ContainerCommit " + o.Reference)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.commits++
+	img := withLabels(image.InspectResponse{ID: "sha256:committed", RepoTags: []string{o.Reference}, Created: time.Now().Format(time.RFC3339Nano)}, o.Config.Labels)
+	img.RootFS.Layers = []string{"a", "b", "c"}
+	f.images[o.Reference], f.images[img.ID] = img, img
+	return container.CommitResponse{ID: img.ID}, nil
+}
+
+func (f *snapFake) ContainerExport(context.Context, string) (io.ReadCloser, error) {
+	f.record("ContainerExport")
+	return io.NopCloser(strings.NewReader("rootfs")), nil
+}
+
+func (f *snapFake) ContainerPause(context.Context, string) error {
+	f.record("ContainerPause")
+	f.paused++
+	return nil
+}
+
+func (f *snapFake) ContainerUnpause(context.Context, string) error {
+	f.record("ContainerUnpause")
+	f.paused--
+	return nil
+}
+
+func (f *snapFake) ImageImport(_ context.Context, src image.ImportSource, ref string, o image.ImportOptions) (io.ReadCloser, error) {
+	f.record("ImageImport " + ref)
+	data, _ := io.ReadAll(src.Source)
+	if string(data) != "rootfs" {
+		return nil, fmt.Errorf("import got %q, not the export", data)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.imports = append(f.imports, strings.Join(o.Changes, "\n"))
+	img := image.InspectResponse{ID: "sha256:flat", RepoTags: []string{ref}, Created: time.Now().Format(time.RFC3339Nano)}
+	img.RootFS.Layers = []string{"flat"}
+	f.images[ref], f.images[img.ID] = img, img
+	return io.NopCloser(strings.NewReader(`{"status":"sha256:flat"}`)), nil
+}
+
+func (f *snapFake) ImageSave(context.Context, []string, ...client.ImageSaveOption) (io.ReadCloser, error) {
+	return nil, unexpected("ImageSave")
+}
+
+func (f *snapFake) ImageLoad(context.Context, io.Reader, ...client.ImageLoadOption) (image.LoadResponse, error) {
+	return image.LoadResponse{}, unexpected("ImageLoad")
+}
+
+// withLabels gives an image config with these labels (through JSON, so as
+// to name no config type of the engine's API).
+func withLabels(img image.InspectResponse, l map[string]string) image.InspectResponse {
+	data, _ := json.Marshal(map[string]any{"Config": map[string]any{"Labels": l}})
+	if err := json.Unmarshal(data, &img); err != nil {
+		panic(err)
+	}
+	return img
+}
+
+func newSnapFake(t *testing.T, lineage string, baseLayers int, flattenDepth int) (*Driver, *snapFake) {
+	t.Helper()
+	base := image.InspectResponse{ID: "sha256:base"}
+	base.RootFS.Layers = make([]string, baseLayers)
+	f := &snapFake{fakeAPI: &fakeAPI{}, images: map[string]image.InspectResponse{"sha256:base": base}}
+	name := "bf-" + lineagePrefix(lineage) + "-coder"
+	f.ContainerInspectFn = func(ref string) (container.InspectResponse, error) {
+		if ref != name {
+			return container.InspectResponse{}, cerrdefs.ErrNotFound.WithMessage("no such container " + ref)
+		}
+		r := container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: "ctr1", Image: "sha256:base", State: &container.State{Running: true}},
+			Config: &container.Config{Cmd: []string{"sleep", "1"}, Labels: map[string]string{drivers.LabelLineage: lineage}}}
+		return r, nil
+	}
+	f.ImageListFn = func(image.ListOptions) ([]image.Summary, error) { return nil, nil }
+	d := newDriver(testLogger(t), func(string) (dockerAPI, error) { return f, nil })
+	cfg := cty.ObjectVal(map[string]cty.Value{"host": cty.NullVal(cty.String), "flatten_depth": cty.NumberIntVal(int64(flattenDepth))})
+	if err := d.Configure(t.Context(), drivers.ConfigureRequest{Runtime: "test", Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	return d, f
+}
+
+func snapshotObject(addr, agent string) drivers.Object {
+	return drivers.Object{Addr: addr, Kind: drivers.KindSnapshot, Attrs: map[string]cty.Value{
+		"agent": cty.StringVal(agent), "description": cty.NullVal(cty.String),
+		"triggers": cty.NullVal(cty.Map(cty.String)), "policy": cty.True,
+	}}
+}
+
+// TestCreateSnapshotFlattenDecision: below the threshold a snapshot is a
+// paused commit; at it, the container is paused, exported and imported
+// with its config re-applied, and never committed.
+func TestCreateSnapshotFlattenDecision(t *testing.T) {
+	const lineage = "12345678-0000-0000-0000-000000000000"
+	agent := &drivers.AgentSpec{Addr: "agent.coder", Name: "coder", Command: strList("sleep", "2"), Workdir: cty.StringVal("/w")}
+	req := drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: lineage, Object: snapshotObject("agent.coder.snapshot.4", "agent.coder"), Hash: "h", Agent: agent}
+
+	d, f := newSnapFake(t, lineage, 3, 5) // 3 layers + 1 < 5: commit
+	resp, err := d.Apply(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.commits != 1 || len(f.imports) != 0 {
+		t.Fatalf("commits %d, imports %d: want one commit", f.commits, len(f.imports))
+	}
+	if resp.ID != "sha256:committed" || resp.Computed["image"] != "bf-12345678-coder-snap:4" || resp.Computed["source"] != "ctr1" || resp.Computed["depth"] != "3" {
+		t.Errorf("response %+v", resp)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, resp.Computed["created"]); err != nil {
+		t.Errorf("created %q: %v", resp.Computed["created"], err)
+	}
+	labels := f.images["sha256:committed"].Config.Labels
+	for k, v := range map[string]string{drivers.LabelLineage: lineage, drivers.LabelAddress: "agent.coder.snapshot.4", drivers.LabelConfigHash: "h", labelSnapshotOf: "agent.coder", labelSnapshotSource: "ctr1"} {
+		if labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, labels[k], v)
+		}
+	}
+
+	d, f = newSnapFake(t, lineage, 4, 5) // 4 + 1 reaches 5: flatten
+	resp, err = d.Apply(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.commits != 0 || len(f.imports) != 1 || f.paused != 0 {
+		t.Fatalf("commits %d, imports %d, left paused %d: want one import and the container unpaused", f.commits, len(f.imports), f.paused)
+	}
+	calls := strings.Join(f.calls(), "\n")
+	if i, j := strings.Index(calls, "ContainerPause"), strings.Index(calls, "ContainerExport"); i < 0 || j < i || !strings.Contains(calls, "ContainerUnpause") {
+		t.Errorf("want pause, export, unpause:\n%s", calls)
+	}
+	for _, want := range []string{`CMD ["sleep","2"]`, `WORKDIR "/w"`, `LABEL "io.bottlefile.address"="agent.coder.snapshot.4"`, `LABEL "io.bottlefile.snapshot-of"="agent.coder"`} {
+		if !strings.Contains(f.imports[0], want) {
+			t.Errorf("import changes lack %q:\n%s", want, f.imports[0])
+		}
+	}
+	if resp.ID != "sha256:flat" || resp.Computed["depth"] != "1" {
+		t.Errorf("response %+v", resp)
+	}
+
+	// The image the container runs is gone (removed by hand): its depth is
+	// unknown, so the snapshot is flattened, which needs no base image.
+	d, f = newSnapFake(t, lineage, 1, 100)
+	delete(f.images, "sha256:base")
+	if _, err := d.Apply(t.Context(), req); err != nil || len(f.imports) != 1 || f.commits != 0 {
+		t.Errorf("with the base image gone: err %v, imports %d, commits %d", err, len(f.imports), f.commits)
+	}
+
+	// No container: a clear error.
+	req.Object = snapshotObject("agent.other.snapshot.1", "agent.other")
+	if _, err := d.Apply(t.Context(), req); err == nil || !strings.Contains(err.Error(), "agent.other has no container") {
+		t.Errorf("snapshot of a missing container: %v", err)
+	}
+}
+
+// TestDeleteSnapshotTolerates: deleting a snapshot removes its tags;
+// an image that children or a container still use is only untagged by the
+// engine (a conflict when removed by id), which is no error, nor is an
+// image already gone. Another state's image is never touched.
+func TestDeleteSnapshotTolerates(t *testing.T) {
+	const lineage = "12345678-0000-0000-0000-000000000000"
+	mk := func(id string, tags []string, lin string) image.InspectResponse {
+		return withLabels(image.InspectResponse{ID: id, RepoTags: tags}, map[string]string{drivers.LabelLineage: lin})
+	}
+	del := func(d *Driver, id string) error {
+		_, err := d.Apply(t.Context(), drivers.ApplyRequest{Op: drivers.OpDelete, Lineage: lineage, ID: id, Object: drivers.Object{Addr: "agent.coder.snapshot.1", Kind: drivers.KindSnapshot}})
+		return err
+	}
+	conflict := cerrdefs.ErrConflict.WithMessage("conflict: unable to delete (cannot be forced) - image has dependent child images")
+
+	d, f := newSnapFake(t, lineage, 1, 100)
+	f.images["sha256:a"] = mk("sha256:a", []string{"bf-12345678-coder-snap:1", "someone/else:1"}, lineage)
+	f.removeFn = func(string, image.RemoveOptions) error { return nil }
+	if err := del(d, "sha256:a"); err != nil {
+		t.Fatal(err)
+	}
+	calls := strings.Join(f.calls(), "\n")
+	if !strings.Contains(calls, "ImageRemove bf-12345678-coder-snap:1 force=true") || strings.Contains(calls, "someone/else") || strings.Contains(calls, "ImageRemove sha256:a") {
+		t.Errorf("want only our tag removed:\n%s", calls)
+	}
+	if !strings.Contains(calls, "ImageList") {
+		t.Errorf("no sweep of untagged snapshot images:\n%s", calls)
+	}
+
+	// Untagged already (children kept it): removed by id; the children's
+	// conflict is no error.
+	d, f = newSnapFake(t, lineage, 1, 100)
+	f.images["sha256:b"] = mk("sha256:b", nil, lineage)
+	f.removeFn = func(ref string, o image.RemoveOptions) error {
+		if ref != "sha256:b" || o.Force {
+			return fmt.Errorf("unexpected removal of %s (force %t)", ref, o.Force)
+		}
+		return conflict
+	}
+	if err := del(d, "sha256:b"); err != nil {
+		t.Errorf("a conflict blocked the delete: %v", err)
+	}
+
+	// Gone already.
+	d, _ = newSnapFake(t, lineage, 1, 100)
+	if err := del(d, "sha256:gone"); err != nil {
+		t.Errorf("deleting a missing image: %v", err)
+	}
+
+	// Another state's image: refused, untouched.
+	d, f = newSnapFake(t, lineage, 1, 100)
+	f.images["sha256:c"] = mk("sha256:c", []string{"bf-12345678-coder-snap:1"}, "other-lineage")
+	if err := del(d, "sha256:c"); err == nil || !strings.Contains(err.Error(), "does not belong to this state") {
+		t.Errorf("deleting another state's image: %v", err)
+	}
+	if strings.Contains(strings.Join(f.calls(), "\n"), "ImageRemove sha") {
+		t.Error("another state's image was removed")
+	}
+
+	// A real failure is reported.
+	d, f = newSnapFake(t, lineage, 1, 100)
+	f.images["sha256:d"] = mk("sha256:d", []string{"bf-12345678-coder-snap:1"}, lineage)
+	f.removeFn = func(string, image.RemoveOptions) error { return errors.New("disk on fire") }
+	if err := del(d, "sha256:d"); err == nil || !strings.Contains(err.Error(), "disk on fire") {
+		t.Errorf("a failing removal: %v", err)
+	}
+}
+
+// ---- real engine ----
+
+// snapEngine is a driver on the real engine through the plain client
+// (snapshots need more of the API than the counting wrapper has).
+type snapEngine struct {
+	t       *testing.T
+	d       *Driver
+	cli     *client.Client
+	lineage string
+	image   string
+}
+
+func newSnapEngine(t *testing.T, flattenDepth int64) *snapEngine {
+	t.Helper()
+	cli := dockertest.Client(t)
+	img := dockertest.BusyboxImage(t, cli)
+	lineage := dockertest.NewLineage()
+	dockertest.Cleanup(t, cli, lineage)
+	t.Cleanup(func() { removeSnapshotImages(t, cli, lineage) }) // children first, before Cleanup
+	d := newDriver(testLogger(t), newClient)
+	cfg := cty.ObjectVal(map[string]cty.Value{
+		"host": cty.NullVal(cty.String), "subnet_pool": cty.StringVal(DefaultSubnetPool),
+		"flatten_depth": cty.NumberIntVal(flattenDepth),
+	})
+	if err := d.Configure(t.Context(), drivers.ConfigureRequest{Runtime: "default", Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return &snapEngine{t: t, d: d, cli: cli, lineage: lineage, image: img}
+}
+
+// removeSnapshotImages removes a lineage's containers, then its images
+// child first (an image with children cannot be removed before them).
+func removeSnapshotImages(t *testing.T, cli *client.Client, lineage string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_ = dockertest.RemoveLineage(ctx, cli, lineage) // containers and networks; images may conflict
+	for range 20 {
+		if err := dockertest.RemoveLineage(ctx, cli, lineage); err == nil {
+			return
+		}
+	}
+	if err := dockertest.RemoveLineage(ctx, cli, lineage); err != nil {
+		t.Errorf("cleaning up lineage %s: %v", lineage, err)
+	}
+}
+
+func (e *snapEngine) apply(req drivers.ApplyRequest) drivers.ApplyResponse {
+	e.t.Helper()
+	req.Lineage = e.lineage
+	if req.Hash == "" {
+		req.Hash = "hash-of-" + req.Object.Addr
+	}
+	resp, err := e.d.Apply(e.t.Context(), req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", req.Op, req.Object.Addr, err)
+	}
+	return resp
+}
+
+func (e *snapEngine) agentSpec(name string) *drivers.AgentSpec {
+	return &drivers.AgentSpec{
+		Addr: "agent." + name, Name: name,
+		Image:   cty.StringVal(e.image),
+		Command: strList("sleep", "600"),
+		Env:     cty.MapVal(map[string]cty.Value{"ROLE": cty.StringVal("snap"), "Q": cty.StringVal(`a "b" $c \d`)}),
+		Workdir: cty.StringVal("/workspace"),
+	}
+}
+
+// agentObjects are a network and a container for an agent, as Plan makes
+// them, without the gateway (whose binary a test process does not have).
+func agentObjects(a *drivers.AgentSpec) (drivers.Object, drivers.Object) {
+	netAddr := a.Addr + ".network"
+	return drivers.Object{Addr: netAddr, Kind: kindNetwork, Attrs: map[string]cty.Value{"internal": cty.True}},
+		drivers.Object{Addr: a.Addr, Kind: kindContainer, Workload: true, DependsOn: []string{netAddr}, Attrs: map[string]cty.Value{
+			"image": a.Image, "command": a.Command, "env": a.Env, "workdir": a.Workdir, "network": cty.StringVal(netAddr),
+		}}
+}
+
+// run starts an agent and returns its container id.
+func (e *snapEngine) run(a *drivers.AgentSpec, boot string) (netID, ctrID string) {
+	e.t.Helper()
+	netObj, ctrObj := agentObjects(a)
+	n := e.apply(drivers.ApplyRequest{Op: drivers.OpCreate, Object: netObj})
+	c := e.apply(drivers.ApplyRequest{Op: drivers.OpCreate, Object: ctrObj, BootImage: boot})
+	return n.ID, c.ID
+}
+
+func (e *snapEngine) snapshot(a *drivers.AgentSpec, addr string) drivers.ApplyResponse {
+	e.t.Helper()
+	return e.apply(drivers.ApplyRequest{Op: drivers.OpCreate, Object: snapshotObject(addr, a.Addr), Agent: a})
+}
+
+func lineageFilter(lineage string) filters.Args {
+	return filters.NewArgs(filters.Arg("label", drivers.LabelLineage+"="+lineage))
+}
+
+func execIn(t *testing.T, cli *client.Client, id string, cmd ...string) string {
+	t.Helper()
+	ctx := t.Context()
+	ex, err := cli.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		t.Fatalf("exec %v: %v", cmd, err)
+	}
+	att, err := cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	if err != nil {
+		t.Fatalf("exec %v: %v", cmd, err)
+	}
+	defer att.Close()
+	var out, errb bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &errb, att.Reader); err != nil {
+		t.Fatalf("exec %v: %v", cmd, err)
+	}
+	return out.String() + errb.String()
+}
+
+// runImage runs a throwaway container from an image and returns what cmd
+// printed.
+func runImage(t *testing.T, cli *client.Client, ref string, cmd ...string) string {
+	t.Helper()
+	ctx := t.Context()
+	c, err := cli.ContainerCreate(ctx, &container.Config{Image: ref, Cmd: cmd}, &container.HostConfig{NetworkMode: "none"}, &network.NetworkingConfig{}, nil, "")
+	if err != nil {
+		t.Fatalf("running %s: %v", ref, err)
+	}
+	defer cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true})
+	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+		t.Fatalf("running %s: %v", ref, err)
+	}
+	wait, errc := cli.ContainerWait(ctx, c.ID, container.WaitConditionNotRunning)
+	select {
+	case <-wait:
+	case err := <-errc:
+		t.Fatalf("waiting for %s: %v", ref, err)
+	}
+	logs, err := cli.ContainerLogs(ctx, c.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	var out bytes.Buffer
+	stdcopy.StdCopy(&out, &out, logs)
+	return out.String()
+}
+
+// TestIntegrationSnapshotCommitAndFlatten takes the same container's
+// snapshot as a commit and as a flattened import: both hold what it wrote,
+// both boot as the agent is declared (the flattened one has the config
+// re-applied, quoting and all), Read lists both as snapshots, and a
+// container boots from each.
+func TestIntegrationSnapshotCommitAndFlatten(t *testing.T) {
+	t.Parallel()
+	e := newSnapEngine(t, 100)
+	a := e.agentSpec("coder")
+	_, ctrID := e.run(a, "")
+	execIn(t, e.cli, ctrID, "sh", "-c", "echo hi > /workspace/f; head -c 300000 /dev/zero > /workspace/zeros")
+
+	w, err := e.d.Written(t.Context(), e.lineage, drivers.LiveObject{Addr: a.Addr, Kind: kindContainer, ID: ctrID})
+	if err != nil || w.Bytes < 300000 || time.Since(w.Since) > time.Hour {
+		t.Errorf("Written = %+v, %v: want at least the 300 kB written and the creation time", w, err)
+	}
+
+	a.Command = strList("sleep", "601") // declared now: the image boots like this
+	committed := e.snapshot(a, "agent.coder.snapshot.1")
+	flat := newSnapEngine(t, 1) // every snapshot flattens
+	flat.lineage = e.lineage
+	flattened := flat.snapshot(a, "agent.coder.snapshot.2")
+	if committed.Computed["depth"] != "2" || flattened.Computed["depth"] != "1" {
+		t.Errorf("depths %s and %s, want 2 (commit) and 1 (flattened)", committed.Computed["depth"], flattened.Computed["depth"])
+	}
+	var infos []image.InspectResponse
+	for _, r := range []drivers.ApplyResponse{committed, flattened} {
+		ref := r.Computed["image"]
+		info, err := e.cli.ImageInspect(t.Context(), ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.ID != r.ID || fmt.Sprint(info.Size) != r.Computed["size"] || r.Computed["source"] != ctrID {
+			t.Errorf("%s: computed %v, image id %s size %d", ref, r.Computed, info.ID, info.Size)
+		}
+		infos = append(infos, info)
+		if got := runImage(t, e.cli, ref, "cat", "/workspace/f"); got != "hi\n" {
+			t.Errorf("%s: /workspace/f = %q", ref, got)
+		}
+	}
+	for i, info := range infos {
+		c := info.Config
+		if fmt.Sprint(c.Cmd) != "[sleep 601]" || c.WorkingDir != "/workspace" || !slices.Contains(c.Env, `Q=a "b" $c \d`) || !slices.Contains(c.Env, "ROLE=snap") ||
+			!slices.ContainsFunc(c.Env, func(s string) bool { return strings.HasPrefix(s, "PATH=") }) {
+			t.Errorf("image %d config: cmd %q workdir %q env %q", i, c.Cmd, c.WorkingDir, c.Env)
+		}
+		if c.Labels[labelSnapshotOf] != "agent.coder" || c.Labels[drivers.LabelLineage] != e.lineage || c.Labels[labelSnapshotSource] != ctrID {
+			t.Errorf("image %d labels %v", i, c.Labels)
+		}
+	}
+	if !slices.Equal(infos[0].Config.Env, infos[1].Config.Env) {
+		t.Errorf("env differs between commit and flatten:\n%q\n%q", infos[0].Config.Env, infos[1].Config.Env)
+	}
+
+	live, err := e.d.Read(t.Context(), drivers.ReadRequest{Lineage: e.lineage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]string{}
+	for _, o := range live.Objects {
+		kinds[o.Addr] = o.Kind + " " + o.Name
+	}
+	if kinds["agent.coder.snapshot.1"] != "snapshot "+committed.Computed["image"] || kinds["agent.coder.snapshot.2"] != "snapshot "+flattened.Computed["image"] || kinds["agent.coder"] != "container bf-"+e.lineage[:8]+"-coder" {
+		t.Errorf("Read: %v", kinds)
+	}
+
+	// Boot from the flattened snapshot.
+	e.apply(drivers.ApplyRequest{Op: drivers.OpDelete, ID: ctrID, Object: drivers.Object{Addr: a.Addr, Kind: kindContainer}})
+	_, ctrObj := agentObjects(a)
+	c := e.apply(drivers.ApplyRequest{Op: drivers.OpCreate, Object: ctrObj, BootImage: flattened.Computed["image"]})
+	if got := execIn(t, e.cli, c.ID, "cat", "/workspace/f"); got != "hi\n" {
+		t.Errorf("the container booted from the snapshot has /workspace/f = %q", got)
+	}
+}
+
+// TestIntegrationSnapshotDeleteWithChildren: a snapshot a later one was
+// committed on top of is only untagged when deleted, the later one keeps
+// working, and deleting that one and the container leaves nothing.
+func TestIntegrationSnapshotDeleteWithChildren(t *testing.T) {
+	t.Parallel()
+	e := newSnapEngine(t, 100)
+	a := e.agentSpec("chain")
+	netID, ctrID := e.run(a, "")
+	execIn(t, e.cli, ctrID, "sh", "-c", "echo one > /workspace/f")
+	s1 := e.snapshot(a, "agent.chain.snapshot.1")
+	e.apply(drivers.ApplyRequest{Op: drivers.OpDelete, ID: ctrID, Object: drivers.Object{Addr: a.Addr, Kind: kindContainer}})
+	_, ctrObj := agentObjects(a)
+	ctrID = e.apply(drivers.ApplyRequest{Op: drivers.OpCreate, Object: ctrObj, BootImage: s1.Computed["image"]}).ID
+	execIn(t, e.cli, ctrID, "sh", "-c", "echo two >> /workspace/f")
+	s2 := e.snapshot(a, "agent.chain.snapshot.2")
+	if info, _ := e.cli.ImageInspect(t.Context(), s2.ID); info.Parent != s1.ID {
+		t.Fatalf("snapshot 2's parent is %s, want snapshot 1 (%s)", info.Parent, s1.ID)
+	}
+
+	del := func(addr, id string) {
+		t.Helper()
+		e.apply(drivers.ApplyRequest{Op: drivers.OpDelete, ID: id, Object: drivers.Object{Addr: addr, Kind: drivers.KindSnapshot}})
+	}
+	del("agent.chain.snapshot.1", s1.ID) // children and a running container: untagged only
+	if _, err := e.cli.ImageInspect(t.Context(), s1.Computed["image"]); !cerrdefs.IsNotFound(err) {
+		t.Errorf("snapshot 1's reference is still there: %v", err)
+	}
+	live, _ := e.d.Read(t.Context(), drivers.ReadRequest{Lineage: e.lineage})
+	for _, o := range live.Objects {
+		if o.Addr == "agent.chain.snapshot.1" {
+			t.Errorf("Read still lists the deleted snapshot: %+v", o)
+		}
+	}
+	if got := runImage(t, e.cli, s2.Computed["image"], "cat", "/workspace/f"); got != "one\ntwo\n" {
+		t.Errorf("snapshot 2 after deleting its parent: /workspace/f = %q", got)
+	}
+	del("agent.chain.snapshot.1", s1.ID) // again: still no error
+	del("agent.chain.snapshot.2", s2.ID)
+	e.apply(drivers.ApplyRequest{Op: drivers.OpDelete, ID: ctrID, Object: drivers.Object{Addr: a.Addr, Kind: kindContainer}})
+	e.apply(drivers.ApplyRequest{Op: drivers.OpDelete, ID: netID, Object: drivers.Object{Addr: a.Addr + ".network", Kind: kindNetwork}})
+	imgs, err := e.cli.ImageList(t.Context(), image.ListOptions{All: true, Filters: lineageFilter(e.lineage)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, img := range imgs {
+		t.Errorf("left behind: image %s %v", shortID(img.ID), img.RepoTags)
+	}
+}
+
+// TestIntegrationSnapshotTransfer: a snapshot exported from one state and
+// imported into another on the same engine gets the new state's labels
+// and reference (a label-only build, no new layer), Read of the new state
+// lists it, and the original keeps its own tag.
+func TestIntegrationSnapshotTransfer(t *testing.T) {
+	t.Parallel()
+	e := newSnapEngine(t, 100)
+	a := e.agentSpec("mover")
+	_, ctrID := e.run(a, "")
+	execIn(t, e.cli, ctrID, "sh", "-c", "echo moved > /workspace/f")
+	s := e.snapshot(a, "agent.mover.snapshot.1")
+
+	var tarball bytes.Buffer
+	if err := e.d.ExportSnapshot(t.Context(), s.Computed["image"], &tarball); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.ExportSnapshot(t.Context(), "bf-nothere-x-snap:1", io.Discard); err == nil || !strings.Contains(err.Error(), "not on the engine") {
+		t.Errorf("exporting a missing image: %v", err)
+	}
+
+	other := newSnapEngine(t, 100)
+	obj := snapshotObject("agent.mover.snapshot.7", "agent.mover")
+	resp, err := other.d.ImportSnapshot(t.Context(), drivers.ImportRequest{Lineage: other.lineage, Object: obj, Hash: "h7"}, bytes.NewReader(tarball.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRef := "bf-" + other.lineage[:8] + "-mover-snap:7"
+	if resp.Computed["image"] != wantRef || resp.Computed["source"] != ctrID || resp.Computed["taken"] == "" || resp.Computed["depth"] != "2" {
+		t.Errorf("import computed %v", resp.Computed)
+	}
+	info, err := e.cli.ImageInspect(t.Context(), wantRef)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{drivers.LabelLineage: other.lineage, drivers.LabelAddress: "agent.mover.snapshot.7", drivers.LabelConfigHash: "h7", labelSnapshotOf: "agent.mover"} {
+		if info.Config.Labels[k] != v {
+			t.Errorf("imported label %s = %q, want %q", k, info.Config.Labels[k], v)
+		}
+	}
+	if info.ID != resp.ID {
+		t.Errorf("import id %s, image %s", resp.ID, info.ID)
+	}
+	if got := runImage(t, e.cli, wantRef, "cat", "/workspace/f"); got != "moved\n" {
+		t.Errorf("imported image: /workspace/f = %q", got)
+	}
+	orig, err := e.cli.ImageInspect(t.Context(), s.Computed["image"])
+	if err != nil || orig.ID != s.ID {
+		t.Errorf("the original snapshot lost its tag: %v %s", err, orig.ID)
+	}
+	live, err := other.d.Read(t.Context(), drivers.ReadRequest{Lineage: other.lineage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(live.Objects) != 1 || live.Objects[0].Addr != "agent.mover.snapshot.7" || live.Objects[0].Kind != drivers.KindSnapshot || live.Objects[0].Hash != "h7" {
+		t.Errorf("Read of the importing state: %+v", live.Objects)
+	}
+
+	// The same stream imported at the same address of the same lineage (a
+	// migration's move) needs no relabelling: the image id is kept.
+	obj1 := snapshotObject("agent.mover.snapshot.1", "agent.mover")
+	again, err := e.d.ImportSnapshot(t.Context(), drivers.ImportRequest{Lineage: e.lineage, Object: obj1, Hash: "hash-of-agent.mover.snapshot.1"}, bytes.NewReader(tarball.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ID != s.ID {
+		t.Errorf("re-importing the snapshot where it was taken changed its id: %s -> %s", s.ID, again.ID)
+	}
+
+	if _, err := other.d.ImportSnapshot(t.Context(), drivers.ImportRequest{Lineage: other.lineage, Object: obj, Hash: "h"}, strings.NewReader("not a tar at all, not at all, not at all")); err == nil {
+		t.Error("importing garbage succeeded")
+	}
+}
