@@ -167,7 +167,11 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 	case planner.StepForget:
 		return e.State.Delete(c.Addr)
 	case planner.StepAdopt:
-		return e.record(c, c.Live.ID, map[string]string{"name": c.Live.Name})
+		computed := map[string]string{"name": c.Live.Name}
+		for k, v := range c.Live.Computed {
+			computed[k] = v
+		}
+		return e.record(c, c.Live.ID, computed)
 	case planner.StepRecord:
 		return e.record(c, c.ID(), c.Prior.Computed)
 	case planner.StepMove:
