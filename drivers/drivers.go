@@ -74,14 +74,10 @@ type LiveObject struct {
 	Addr    string // from the address label
 	Kind    string
 	ID      string
-	Name    string
+	Name    string // for a snapshot, what a workload boots from (its image)
 	Hash    string // from the config-hash label
 	Running bool   // workloads only
 	ImageID string // workloads only
-	// Computed holds what Apply returned as Computed, where the runtime can
-	// still tell (a snapshot's image), so an adopted object is recorded
-	// whole.
-	Computed map[string]string
 }
 
 // PlanRequest asks a driver to expand one agent.

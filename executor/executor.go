@@ -168,8 +168,8 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 		return e.State.Delete(c.Addr)
 	case planner.StepAdopt:
 		computed := map[string]string{"name": c.Live.Name}
-		for k, v := range c.Live.Computed {
-			computed[k] = v
+		if c.Kind == drivers.KindSnapshot {
+			computed["image"] = c.Live.Name // so it can still be resumed from
 		}
 		return e.record(c, c.Live.ID, computed)
 	case planner.StepRecord:
