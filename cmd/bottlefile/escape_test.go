@@ -1033,20 +1033,9 @@ agent "coder" {
 		}
 	}
 	t.Run("iptables_off", func(t *testing.T) {
-		ipTool, err := exec.LookPath("ip")
-		if err != nil {
-			t.Skip("no ip tool to give the second engine a bridge of its own")
-		}
-		bridge := "bfit" + randomHex(3)
-		subnet := fmt.Sprintf("10.216.%d.1/24", 1+int(randomByte())%250)
-		for _, args := range [][]string{{"link", "add", bridge, "type", "bridge"}, {"addr", "add", subnet, "dev", bridge}, {"link", "set", bridge, "up"}} {
-			if out, err := exec.Command(ipTool, args...).CombinedOutput(); err != nil {
-				exec.Command(ipTool, "link", "del", bridge).Run()
-				t.Fatalf("ip %v: %v\n%s", args, err, out)
-			}
-		}
-		t.Cleanup(func() { exec.Command(ipTool, "link", "del", bridge).Run() })
-		sock := startEngine(t, dockerd, "--bridge", bridge, "--iptables=false")
+		// In its own network namespace the second engine makes a default
+		// bridge of its own, without touching the host's docker0.
+		sock := startEngine(t, dockerd, "--iptables=false")
 		check(t, sock, "--iptables=false")
 	})
 	t.Run("no_default_bridge", func(t *testing.T) {
@@ -1085,7 +1074,10 @@ func startEngine(t *testing.T, dockerd string, flags ...string) string {
 		t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A network namespace of its own: a dockerd started with --bridge
+	// (none or another) deletes the default bridge docker0 it finds, and in
+	// the host's namespace that would be the first engine's.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Cloneflags: syscall.CLONE_NEWNET}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", dockerd, err)
 	}
