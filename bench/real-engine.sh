@@ -172,7 +172,7 @@ round() { # round NAME-SUFFIX: one of everything
   raw_destroy
 }
 
-echo "engine: $($docker version --format '{{.Server.Version}} (API {{.Server.APIVersion}})'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$(date -u +%Y-%m-%dT%H:%MZ) engine: $($docker version --format '{{.Server.Version}} (API {{.Server.APIVersion}})'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 if ((GATEWAYS)); then
   echo "bottlefile gives each agent an egress gateway: the baselines make one too (a container per agent, connected to one egress network)"
 fi
@@ -186,16 +186,18 @@ done
 
 median() { sort -n "$work/times.$1" | awk '{a[NR] = $1} END {m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf "%.3f", m / 1e6}'; }
 samples() { awk '{printf "%s%.2f", (NR > 1 ? " " : ""), $1 / 1e6}' "$work/times.$1"; }
+# paired A B: the median over rounds of A's time / B's time in that round.
+paired() { paste "$work/times.$1" "$work/times.$2" | awk '{print $1 / $2}' | sort -g | awk '{a[NR] = $1} END {m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf "%.2f", m}'; }
 row() { # row LABEL BF BASE TARGET BASELINE-NAME
   local b c
   b=$(median "$2")
   c=$(median "$3")
-  printf '%-24s %8ss %8ss %7s   %-8s %s\n' "$1" "$b" "$c" "$(awk -v b="$b" -v c="$c" 'BEGIN {printf "%.2f", b / c}')" "$4" "$5"
+  printf '%-24s %8ss %8ss %7s %7s   %-7s %s\n' "$1" "$b" "$c" "$(awk -v b="$b" -v c="$c" 'BEGIN {printf "%.2f", b / c}')" "$(paired "$2" "$3")" "$4" "$5"
 }
 
 echo
-echo "medians of $reps runs (seconds; ratio = bottlefile / baseline)"
-printf '%-24s %9s %9s %7s   %-8s %s\n' "" bottlefile baseline ratio target baseline
+echo "medians of $reps rounds (seconds); ratio = bottlefile / baseline of the medians; paired = median of the rounds' ratios"
+printf '%-24s %9s %9s %7s %7s   %-7s %s\n' "" bottlefile baseline ratio paired target baseline
 gw=""
 ((GATEWAYS)) && gw=" (+ gateways)"
 row "apply, $agents agents" bf_apply cli_apply "<= 1.2" "docker network create + docker run -d$gw, $parallel at a time"
@@ -207,3 +209,4 @@ echo "samples (seconds):"
 for n in bf_apply cli_apply bf_plan cli_plan bf_destroy cli_destroy bf_apply20 raw_apply20; do
   printf '  %-12s %s\n' "$n" "$(samples "$n")"
 done
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

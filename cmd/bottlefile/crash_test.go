@@ -105,8 +105,7 @@ func TestE2ECrash(t *testing.T) {
 	c.killAt(randomDelay(), "apply", "-auto-approve")
 	c.recover("replacement killed at random", false)
 
-	// Destroys: the first recovers by applying again, the second by
-	// destroying again.
+	// Destroys, killed: recovered by applying again, or by destroying again.
 	c.crashAfter(2, "destroy", "-auto-approve")
 	c.recover("destroy killed after 2 driver calls, then apply", false)
 	// A crash while recovering: the destroy removed objects whose records

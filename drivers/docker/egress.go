@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sort"
 	"strings"
 	"time"
 
@@ -217,9 +218,10 @@ func (d *Driver) createEgressNetwork(ctx context.Context, api dockerAPI, req dri
 		if err != nil {
 			return fail("listing networks: %v", err)
 		}
-		if old, ok := findNetwork(nets, name); ok {
-			if old.Labels[drivers.LabelLineage] != req.Lineage || old.Labels[drivers.LabelAddress] != addr {
-				return fail("a network with this name already exists and does not belong to this state (lineage %s); remove or rename it", req.Lineage)
+		if _, ok := findNetwork(nets, name); ok {
+			old, err := d.oneEgressNetwork(ctx, api, nets, name, req.Lineage, addr)
+			if err != nil {
+				return fail("%v", err)
 			}
 			subnet := ""
 			if len(old.IPAM.Config) > 0 {
@@ -248,9 +250,53 @@ func (d *Driver) createEgressNetwork(ctx context.Context, api dockerAPI, req dri
 			return fail("subnet %s: %v", subnet, err)
 		}
 		d.log.Info("created egress network", "addr", addr, "name", name, "id", shortID(resp.ID), "subnet", subnet.String())
+		// The engine's duplicate-name check is not atomic: a create sent by
+		// an apply killed a moment ago can land beside this one. Keep one.
+		if nets, err := api.NetworkList(ctx, network.ListOptions{}); err == nil {
+			if kept, err := d.oneEgressNetwork(ctx, api, nets, name, req.Lineage, addr); err == nil && kept.ID != resp.ID {
+				s := ""
+				if len(kept.IPAM.Config) > 0 {
+					s = kept.IPAM.Config[0].Subnet
+				}
+				return drivers.ApplyResponse{ID: kept.ID, Computed: map[string]string{"subnet": s, "name": name}}, nil
+			}
+		}
 		return drivers.ApplyResponse{ID: resp.ID, Computed: map[string]string{"subnet": subnet.String(), "name": name}}, nil
 	}
 	return fail("gave up after %d attempts: other processes kept taking the free subnets of %s", maxNetworkAttempts, pool)
+}
+
+// oneEgressNetwork returns the network named name, which must be this
+// lineage's for addr. When several carry the name (the engine lets two
+// concurrent creates through), it keeps the one created first and removes
+// the others, which are this lineage's too.
+func (d *Driver) oneEgressNetwork(ctx context.Context, api dockerAPI, nets []network.Summary, name, lineage, addr string) (network.Summary, error) {
+	var same []network.Summary
+	for _, n := range nets {
+		if n.Name != name {
+			continue
+		}
+		if n.Labels[drivers.LabelLineage] != lineage || n.Labels[drivers.LabelAddress] != addr {
+			return network.Summary{}, fmt.Errorf("a network named %s already exists and does not belong to this state (lineage %s); remove or rename it", name, lineage)
+		}
+		same = append(same, n)
+	}
+	if len(same) == 0 {
+		return network.Summary{}, fmt.Errorf("no network named %s", name)
+	}
+	sort.Slice(same, func(i, j int) bool {
+		if !same[i].Created.Equal(same[j].Created) {
+			return same[i].Created.Before(same[j].Created)
+		}
+		return same[i].ID < same[j].ID
+	})
+	for _, extra := range same[1:] {
+		d.log.Info("removing a duplicate egress network of this lineage", "addr", addr, "name", name, "id", shortID(extra.ID))
+		if err := api.NetworkRemove(ctx, extra.ID); err != nil && !cerrdefs.IsNotFound(err) {
+			d.log.Warn("could not remove a duplicate egress network", "id", shortID(extra.ID), "error", err)
+		}
+	}
+	return same[0], nil
 }
 
 // deleteEgressNetwork removes a managed egress network. Gateways being

@@ -170,6 +170,7 @@ type gatewaySpec struct {
 	network       string // engine name of the bottle network
 	egressNetwork string // engine name of the egress network
 	managed       bool   // the egress network is bottlefile's own
+	egressAddr    string // its address, when managed
 	dns           []string
 }
 
@@ -202,7 +203,7 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 		return s, fmt.Errorf("egress_network: %w", err)
 	}
 	if isEgressNetworkAddr(eg) {
-		s.managed = true
+		s.managed, s.egressAddr = true, eg
 		if s.egressNetwork, err = egressNetworkName(req.Lineage, eg); err != nil {
 			return s, fmt.Errorf("egress_network: %w", err)
 		}
@@ -312,6 +313,11 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 	if !ok {
 		return fail("the egress network %s does not exist", spec.egressNetwork)
 	}
+	if spec.managed {
+		if out, err = d.oneEgressNetwork(ctx, api, nets, spec.egressNetwork, req.Lineage, spec.egressAddr); err != nil {
+			return fail("%v", err)
+		}
+	}
 	var managed netip.Prefix
 	if spec.managed && len(out.IPAM.Config) > 0 {
 		managed, _ = netip.ParsePrefix(out.IPAM.Config[0].Subnet)
@@ -374,7 +380,8 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 			d.log.Warn("could not remove the gateway that failed to start", "addr", addr, "id", shortID(created.ID), "error", err)
 		}
 	}
-	if err := api.NetworkConnect(ctx, spec.egressNetwork, created.ID, &network.EndpointSettings{}); err != nil {
+	// By id: a name two networks carry (see oneEgressNetwork) is refused.
+	if err := api.NetworkConnect(ctx, out.ID, created.ID, &network.EndpointSettings{}); err != nil {
 		cleanup()
 		return fail("connecting it to the egress network %s: %v", spec.egressNetwork, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
@@ -454,4 +455,25 @@ func TestPlanTooManySidecars(t *testing.T) {
 		t.Errorf("12 sidecars: err = %v", err)
 	}
 	planObjects(t, d, drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1"), Sidecars: scs[:11]})
+}
+
+func TestOneEgressNetwork(t *testing.T) {
+	var removed []string
+	api := &fakeAPI{NetworkRemoveFn: func(id string) error { removed = append(removed, id); return nil }}
+	d := egressDriver(t, api, nil)
+	lbl := map[string]string{drivers.LabelLineage: testLineage, drivers.LabelAddress: "runtime.local.egress"}
+	now := time.Now()
+	nets := []network.Summary{
+		{ID: "newer", Name: "bf-0f1e2d3c-local.egress", Labels: lbl, Created: now},
+		{ID: "other", Name: "unrelated"},
+		{ID: "older", Name: "bf-0f1e2d3c-local.egress", Labels: lbl, Created: now.Add(-time.Second)},
+	}
+	kept, err := d.oneEgressNetwork(t.Context(), api, nets, "bf-0f1e2d3c-local.egress", testLineage, "runtime.local.egress")
+	if err != nil || kept.ID != "older" || !slices.Equal(removed, []string{"newer"}) {
+		t.Errorf("kept %q, removed %v, err %v; want the older kept and the newer removed", kept.ID, removed, err)
+	}
+	nets[0].Labels = map[string]string{drivers.LabelLineage: "someone-else"}
+	if _, err := d.oneEgressNetwork(t.Context(), api, nets, "bf-0f1e2d3c-local.egress", testLineage, "runtime.local.egress"); err == nil || !strings.Contains(err.Error(), "does not belong to this state") {
+		t.Errorf("a foreign network of that name: err = %v", err)
+	}
 }
