@@ -316,7 +316,16 @@ func (p *Planner) expand(ctx context.Context, records []state.Record, destroy bo
 			continue
 		}
 		for _, o := range resp.Objects {
-			want[o.Addr] = &desired{runtime: rt.Name, driver: rt.Driver.Name(), object: o, agent: a, lifecycle: a.Lifecycle}
+			d := &desired{runtime: rt.Name, driver: rt.Driver.Name(), object: o, agent: a, lifecycle: a.Lifecycle}
+			if !covers([]string{a.Addr()}, o.Addr) {
+				// Shared by the runtime's agents (an egress network): no
+				// one agent's lifecycle governs it.
+				d.lifecycle = lang.Lifecycle{}
+				if prev, ok := want[o.Addr]; ok {
+					d.agent = prev.agent
+				}
+			}
+			want[o.Addr] = d
 		}
 	}
 	diags = append(diags, p.expandSnapshots(want, agents, records, destroy)...)
@@ -621,7 +630,7 @@ func (p *Planner) unknownAfterReplace(ctx context.Context, want map[string]*desi
 			continue
 		}
 		for _, c := range changes {
-			if c.Agent == ap.agent.Name && !c.Stray {
+			if c.Agent == ap.agent.Name && !c.Stray && covers([]string{ap.agent.Addr()}, c.Addr) {
 				c.WaitFor = append(c.WaitFor, after...)
 			}
 		}

@@ -159,8 +159,7 @@ func formatAny(v any) string {
 		if x == Sensitive || x == Unknown {
 			return x
 		}
-		data, _ := json.Marshal(x)
-		return string(data)
+		return quote(x)
 	case json.Number:
 		return x.String()
 	case bool:
@@ -200,4 +199,14 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// quote writes a string as a JSON string without escaping &, < and >,
+// which a plan shows as they are.
+func quote(s string) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(s)
+	return strings.TrimSuffix(b.String(), "\n")
 }

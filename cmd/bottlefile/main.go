@@ -47,14 +47,17 @@ func run(args []string) int {
 		Color:    colorWanted(),
 	}
 	c := &cli.CLI{
-		Name:         "bottlefile",
-		Version:      command.Version,
-		Args:         args,
-		Commands:     Commands(meta),
-		HelpFunc:     helpFunc,
-		HelpWriter:   os.Stdout,
-		ErrorWriter:  os.Stderr,
-		Autocomplete: false,
+		Name:     "bottlefile",
+		Version:  command.Version,
+		Args:     args,
+		Commands: Commands(meta),
+		HelpFunc: helpFunc,
+		// gateway is what the egress gateway container runs, not a command
+		// for people.
+		HiddenCommands: []string{"gateway"},
+		HelpWriter:     os.Stdout,
+		ErrorWriter:    os.Stderr,
+		Autocomplete:   false,
 	}
 	code, err := c.Run()
 	if err != nil {
@@ -150,7 +153,7 @@ func helpFunc(commands map[string]cli.CommandFactory) string {
 	b.WriteString("\nAll other commands:\n")
 	var others []string
 	for name := range commands {
-		if !primary[name] && !strings.Contains(name, " ") {
+		if !primary[name] && !strings.Contains(name, " ") && name != "gateway" {
 			others = append(others, name)
 		}
 	}

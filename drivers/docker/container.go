@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -315,6 +317,11 @@ func (d *Driver) deleteContainer(ctx context.Context, api dockerAPI, req drivers
 		id = info.ID
 	}
 	err := api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && strings.Contains(err.Error(), "already in progress") {
+		// A removal asked for by a process that was killed goes on inside
+		// the engine: wait for it rather than fail.
+		err = waitGone(ctx, api, id)
+	}
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			d.log.Debug("container already gone", "addr", addr, "id", shortID(id))
@@ -333,4 +340,22 @@ func containerRef(req drivers.ApplyRequest) (string, error) {
 		return req.ID, nil
 	}
 	return objectName(req.Lineage, req.Object.Addr, kindContainer)
+}
+
+// waitGone polls until a container being removed is gone (returning the
+// engine's not-found error), for at most a minute.
+func waitGone(ctx context.Context, api dockerAPI, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		_, err := api.ContainerInspect(ctx, id)
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the removal already in progress: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

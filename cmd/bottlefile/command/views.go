@@ -187,6 +187,10 @@ func listDiff(before, after json.RawMessage) ([]attrLine, bool) {
 }
 
 func strconvQuote(s string) string {
-	data, _ := json.Marshal(s)
-	return string(data)
+	return planner.FormatJSON(json.RawMessage(mustJSON(s)))
+}
+
+func mustJSON(v any) []byte {
+	data, _ := json.Marshal(v)
+	return data
 }
