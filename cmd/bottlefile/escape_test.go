@@ -1067,6 +1067,10 @@ func startEngine(t *testing.T, dockerd string, flags ...string) string {
 		"--config-file", filepath.Join(dir, "daemon.json"),
 		"--data-root", filepath.Join(dir, "root"), "--exec-root", filepath.Join(dir, "exec"),
 		"--pidfile", filepath.Join(dir, "pid"), "-H", "unix://" + sock,
+		// Its own containerd namespaces: where the machine's containerd is
+		// shared, the second engine must not see the first one's tasks.
+		"--containerd-namespace", "bf-" + filepath.Base(dir),
+		"--containerd-plugins-namespace", "bf-" + filepath.Base(dir) + "-plugins",
 	}, flags...)
 	cmd := exec.Command(dockerd, args...)
 	logf, err := os.Create(filepath.Join(dir, "dockerd.log"))

@@ -441,6 +441,10 @@ func snapSecondEngine(t *testing.T, first *client.Client) (string, *client.Clien
 		"--exec-root", filepath.Join(dir, "exec"),
 		"--pidfile", filepath.Join(dir, "pid"),
 		"-H", "unix://" + sock,
+		// Its own containerd namespaces: where the machine's containerd is
+		// shared, the second engine must not see the first one's tasks.
+		"--containerd-namespace", "bf-" + filepath.Base(dir),
+		"--containerd-plugins-namespace", "bf-" + filepath.Base(dir) + "-plugins",
 	}
 	if os.Getenv(engine2BridgeEnv) == "1" {
 		t.Logf("%s=1: the second engine has its own default bridge and iptables rules, inside its network namespace", engine2BridgeEnv)
