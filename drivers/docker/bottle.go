@@ -110,28 +110,9 @@ func (d *Driver) planSidecar(a drivers.AgentSpec, sc drivers.SidecarSpec, agentA
 	if err := checkSidecarEgress(a.Egress, sc.Egress); err != nil {
 		return nil, err
 	}
-	ctr := drivers.Object{
-		Addr:      addr,
-		Kind:      kindContainer,
-		Workload:  true,
-		InPlace:   []string{"cpus", "memory"},
-		DependsOn: []string{netAddr},
-		Attrs: map[string]cty.Value{
-			"image":      orNull(sc.Image, cty.String),
-			"build_hash": cty.NullVal(cty.String),
-			"command":    orNull(sc.Command, cty.List(cty.String)),
-			"entrypoint": orNull(sc.Entrypoint, cty.List(cty.String)),
-			"env":        orNull(sc.Env, cty.Map(cty.String)),
-			"workdir":    orNull(sc.Workdir, cty.String),
-			"user":       orNull(sc.User, cty.String),
-			"cpus":       orNull(sc.CPUs, cty.Number),
-			"memory":     orNull(sc.Memory, cty.Number),
-			"labels":     orNull(sc.Labels, cty.Map(cty.String)),
-			"network":    cty.StringVal(netAddr),
-			"alias":      cty.StringVal(sc.Name),
-			"sidecars":   sidecarsValue(names),
-		},
-	}
+	ctr := workloadObject(addr, netAddr, sc)
+	ctr.Attrs["alias"] = cty.StringVal(sc.Name)
+	ctr.Attrs["sidecars"] = sidecarsValue(names)
 	var objects []drivers.Object
 	if sc.Build != nil {
 		bc, err := resolveBuildContext(sc.Build.Context, sc.Build.Dockerfile)

@@ -41,26 +41,10 @@ func (d *Driver) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 		Attrs: map[string]cty.Value{"internal": cty.True},
 	}
 
-	ctr := drivers.Object{
-		Addr:      addr,
-		Kind:      kindContainer,
-		Workload:  true,
-		InPlace:   []string{"cpus", "memory"},
-		DependsOn: []string{netAddr},
-		Attrs: map[string]cty.Value{
-			"image":      orNull(a.Image, cty.String),
-			"build_hash": cty.NullVal(cty.String),
-			"command":    orNull(a.Command, cty.List(cty.String)),
-			"entrypoint": orNull(a.Entrypoint, cty.List(cty.String)),
-			"env":        orNull(a.Env, cty.Map(cty.String)),
-			"workdir":    orNull(a.Workdir, cty.String),
-			"user":       orNull(a.User, cty.String),
-			"cpus":       orNull(a.CPUs, cty.Number),
-			"memory":     orNull(a.Memory, cty.Number),
-			"labels":     orNull(a.Labels, cty.Map(cty.String)),
-			"network":    cty.StringVal(netAddr),
-		},
-	}
+	ctr := workloadObject(addr, netAddr, drivers.SidecarSpec{
+		Image: a.Image, Command: a.Command, Entrypoint: a.Entrypoint, Env: a.Env,
+		Workdir: a.Workdir, User: a.User, CPUs: a.CPUs, Memory: a.Memory, Labels: a.Labels,
+	})
 	objects := []drivers.Object{network}
 
 	if a.Build != nil {
@@ -150,4 +134,30 @@ func checkLimits(cpus, memory cty.Value) error {
 		}
 	}
 	return nil
+}
+
+// workloadObject is the container object of an agent or a sidecar on the
+// bottle's network: the attributes both have, as the configuration wrote
+// them (marks and unknowns kept), and the limits that change in place.
+func workloadObject(addr, netAddr string, w drivers.SidecarSpec) drivers.Object {
+	return drivers.Object{
+		Addr:      addr,
+		Kind:      kindContainer,
+		Workload:  true,
+		InPlace:   []string{"cpus", "memory"},
+		DependsOn: []string{netAddr},
+		Attrs: map[string]cty.Value{
+			"image":      orNull(w.Image, cty.String),
+			"build_hash": cty.NullVal(cty.String),
+			"command":    orNull(w.Command, cty.List(cty.String)),
+			"entrypoint": orNull(w.Entrypoint, cty.List(cty.String)),
+			"env":        orNull(w.Env, cty.Map(cty.String)),
+			"workdir":    orNull(w.Workdir, cty.String),
+			"user":       orNull(w.User, cty.String),
+			"cpus":       orNull(w.CPUs, cty.Number),
+			"memory":     orNull(w.Memory, cty.Number),
+			"labels":     orNull(w.Labels, cty.Map(cty.String)),
+			"network":    cty.StringVal(netAddr),
+		},
+	}
 }
