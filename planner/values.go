@@ -159,7 +159,7 @@ func formatAny(v any) string {
 		if x == Sensitive || x == Unknown {
 			return x
 		}
-		return quote(x)
+		return Quote(x)
 	case json.Number:
 		return x.String()
 	case bool:
@@ -201,9 +201,9 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// quote writes a string as a JSON string without escaping &, < and >,
+// Quote writes a string as a JSON string without escaping &, < and >,
 // which a plan shows as they are.
-func quote(s string) string {
+func Quote(s string) string {
 	var b strings.Builder
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

@@ -1044,12 +1044,6 @@ agent "coder" {
 	})
 }
 
-func randomByte() byte {
-	b := make([]byte, 1)
-	rand.Read(b)
-	return b[0]
-}
-
 // startEngine starts a second dockerd with its own paths and the flags
 // given, waits until it answers, and stops it (by its process group) when
 // the test ends. It returns its socket's path.

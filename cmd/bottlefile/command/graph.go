@@ -35,9 +35,7 @@ func (c *GraphCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("graph")
 	planFile := fs.String("plan", "", "")
-	var in inputs
-	fs.Var((*stringList)(&in.Vars), "var", "")
-	fs.Var((*stringList)(&in.VarFiles), "var-file", "")
+	in := registerInputs(fs)
 	if m.showDiags(nil, finishParse(fs, args, 0)) {
 		return 1
 	}
@@ -49,7 +47,7 @@ func (c *GraphCommand) Run(args []string) int {
 		}
 		p = saved.Plan()
 	} else {
-		op, diags := m.openOperation(m.Ctx, true, 0, in)
+		op, diags := m.openOperation(m.Ctx, true, 0, *in)
 		defer op.close()
 		if m.showDiags(op.files(), diags) {
 			return 1

@@ -50,9 +50,7 @@ func (c *LogsCommand) Run(args []string) int {
 	var follow bool
 	fs.BoolVar(&follow, "f", false, "")
 	fs.BoolVar(&follow, "follow", false, "")
-	var in inputs
-	fs.Var((*stringList)(&in.Vars), "var", "")
-	fs.Var((*stringList)(&in.VarFiles), "var-file", "")
+	in := registerInputs(fs)
 	// Options may come before or after the address.
 	var positional []string
 	rest := args
@@ -80,7 +78,7 @@ func (c *LogsCommand) Run(args []string) int {
 		return m.fail("Not a workload address", fmt.Errorf("%q is not the address of an agent, a sidecar or a gateway (agent.NAME, agent.NAME.sidecar.NAME, agent.NAME.gateway)", addr))
 	}
 
-	op, diags := m.openOperation(m.Ctx, true, 0, in)
+	op, diags := m.openOperation(m.Ctx, true, 0, *in)
 	defer op.close()
 	if m.showDiags(op.files(), diags) {
 		return 1

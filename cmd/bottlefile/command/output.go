@@ -38,13 +38,11 @@ func (c *OutputCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("output")
 	asJSON := fs.Bool("json", false, "")
-	var in inputs
-	fs.Var((*stringList)(&in.Vars), "var", "")
-	fs.Var((*stringList)(&in.VarFiles), "var-file", "")
+	in := registerInputs(fs)
 	if m.showDiags(nil, finishParse(fs, args, 1)) {
 		return 1
 	}
-	op, diags := m.openOperation(m.Ctx, true, 0, in)
+	op, diags := m.openOperation(m.Ctx, true, 0, *in)
 	defer op.close()
 	if m.showDiags(op.files(), diags) {
 		return 1

@@ -99,7 +99,7 @@ func renderRecord(m *Meta, r state.Record) {
 			rows = append(rows, [2]string{k, planner.FormatJSON(r.Attrs[k])})
 		}
 	}
-	for _, k := range sortedKeysOf(r.Computed) {
+	for _, k := range sortedNames(r.Computed) {
 		rows = append(rows, [2]string{k, r.Computed[k]})
 	}
 	width := 0
@@ -129,12 +129,4 @@ func writeStateJSON(m *Meta, s *state.Store, recs []state.Record) int {
 		return m.fail("Cannot write the state", err)
 	}
 	return 0
-}
-
-func sortedKeysOf(m map[string]string) []string {
-	raw := make(map[string]json.RawMessage, len(m))
-	for k := range m {
-		raw[k] = nil
-	}
-	return sortedNames(raw)
 }

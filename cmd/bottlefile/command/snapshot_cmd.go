@@ -80,9 +80,7 @@ func (c *SnapshotExportCommand) Run(args []string) int {
 	fs := newFlagSet("snapshot export")
 	out := fs.String("o", "", "")
 	lockTimeout := fs.Duration("lock-timeout", 0, "")
-	var vars, varFiles stringList
-	fs.Var(&vars, "var", "")
-	fs.Var(&varFiles, "var-file", "")
+	in := registerInputs(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return m.fail("Invalid command line", fmt.Errorf("%v. Run with -help to see the options", err))
@@ -96,7 +94,7 @@ func (c *SnapshotExportCommand) Run(args []string) int {
 	addr := pos[0]
 
 	ctx := m.Ctx
-	op, diags := m.openOperation(ctx, true, *lockTimeout, inputs{Vars: vars, VarFiles: varFiles})
+	op, diags := m.openOperation(ctx, true, *lockTimeout, *in)
 	defer op.close()
 	if m.showDiags(op.files(), diags) {
 		return 1
@@ -182,9 +180,7 @@ func (c *SnapshotImportCommand) Run(args []string) int {
 	fs := newFlagSet("snapshot import")
 	agentFlag := fs.String("agent", "", "")
 	lockTimeout := fs.Duration("lock-timeout", 0, "")
-	var vars, varFiles stringList
-	fs.Var(&vars, "var", "")
-	fs.Var(&varFiles, "var-file", "")
+	in := registerInputs(fs)
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return m.fail("Invalid command line", fmt.Errorf("%v. Run with -help to see the options", err))
@@ -215,7 +211,7 @@ func (c *SnapshotImportCommand) Run(args []string) int {
 	}
 
 	ctx := m.Ctx
-	op, diags := m.openOperation(ctx, false, *lockTimeout, inputs{Vars: vars, VarFiles: varFiles})
+	op, diags := m.openOperation(ctx, false, *lockTimeout, *in)
 	defer op.close()
 	if m.showDiags(op.files(), diags) {
 		return 1

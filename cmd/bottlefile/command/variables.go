@@ -2,6 +2,7 @@ package command
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -20,6 +21,14 @@ type inputs struct {
 	// Saved are the non-sensitive values a saved plan was made with; they
 	// override everything else.
 	Saved map[string]json.RawMessage
+}
+
+// registerInputs adds -var and -var-file to a command's flags.
+func registerInputs(fs *flag.FlagSet) *inputs {
+	in := &inputs{}
+	fs.Var((*stringList)(&in.Vars), "var", "")
+	fs.Var((*stringList)(&in.VarFiles), "var-file", "")
+	return in
 }
 
 // environment returns the BOTTLEFILE_VAR_ entries of the process

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/bottlefile/bottlefile/drivers"
@@ -154,13 +154,8 @@ func renderChange(w io.Writer, c *planner.Change) {
 
 func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
 
-func sortedNames(m map[string]json.RawMessage) []string {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return names
+func sortedNames[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
 }
 
 // listDiff renders a change of a set of strings element by element:
@@ -173,7 +168,7 @@ func listDiff(before, after json.RawMessage) ([]attrLine, bool) {
 	var rows []attrLine
 	for _, x := range b {
 		if !slices.Contains(a, x) {
-			rows = append(rows, attrLine{"-", "", strconvQuote(x), ""})
+			rows = append(rows, attrLine{"-", "", planner.Quote(x), ""})
 		}
 	}
 	for _, x := range a {
@@ -181,16 +176,7 @@ func listDiff(before, after json.RawMessage) ([]attrLine, bool) {
 		if !slices.Contains(b, x) {
 			sym = "+"
 		}
-		rows = append(rows, attrLine{sym, "", strconvQuote(x), ""})
+		rows = append(rows, attrLine{sym, "", planner.Quote(x), ""})
 	}
 	return rows, true
-}
-
-func strconvQuote(s string) string {
-	return planner.FormatJSON(json.RawMessage(mustJSON(s)))
-}
-
-func mustJSON(v any) []byte {
-	data, _ := json.Marshal(v)
-	return data
 }
