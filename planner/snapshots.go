@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -115,6 +116,8 @@ func recordedString(r state.Record, name string) cty.Value {
 // and max_age; what an uncovered replace or destroy would discard; and the
 // snapshot each re-created workload boots from.
 func (p *Planner) planPolicies(ctx context.Context, changes map[string]*Change, agents map[string]*agentPlan, lineage string) {
+	var discards discardReads
+	defer discards.wait()
 	for _, agentAddr := range sortedKeys(agents) {
 		ap := agents[agentAddr]
 		w := changes[agentAddr]
@@ -140,7 +143,9 @@ func (p *Planner) planPolicies(ctx context.Context, changes map[string]*Change, 
 				if policy != nil && slices.Contains(policy.Before, covered) {
 					taken = p.takeSnapshot(changes, ap, w, covered)
 				} else {
-					p.explainDiscard(ctx, w, lineage, covered)
+					if rt, ok := p.Runtimes[w.Runtime]; ok {
+						discards.explain(ctx, rt, w, lineage, covered)
+					}
 				}
 			}
 		}
@@ -215,26 +220,61 @@ func (p *Planner) takeSnapshot(changes map[string]*Change, ap *agentPlan, w *Cha
 	return c
 }
 
-// explainDiscard says how much a replace or destroy would throw away when
-// no policy snapshots first.
-func (p *Planner) explainDiscard(ctx context.Context, w *Change, lineage, covered string) {
-	rt, ok := p.Runtimes[w.Runtime]
-	if !ok {
-		return
-	}
+// discardReads ask the drivers, at most maxDiscardReads at once, how much
+// each uncovered replace or destroy would throw away: one engine call per
+// workload, which a destroy of many agents would otherwise wait for one
+// after another.
+type discardReads struct {
+	wg    sync.WaitGroup
+	slots chan struct{}
+	reads []*discardRead
+}
+
+// discardRead is one workload's: its reason goes in at index at of the
+// change's reasons, where it would have gone had the read been made there.
+type discardRead struct {
+	w      *Change
+	at     int
+	reason string
+}
+
+const maxDiscardReads = 10
+
+// explain starts reading what w's workload wrote, when its driver can say.
+func (d *discardReads) explain(ctx context.Context, rt *Runtime, w *Change, lineage, covered string) {
 	wr, ok := rt.Driver.(drivers.WrittenReader)
 	if !ok {
 		return
 	}
-	written, err := wr.Written(ctx, lineage, *w.Live)
-	if err != nil || written.Bytes <= 0 {
-		return
+	if d.slots == nil {
+		d.slots = make(chan struct{}, maxDiscardReads)
 	}
-	since := ""
-	if !written.Since.IsZero() {
-		since = " since " + written.Since.UTC().Format("2006-01-02 15:04 UTC")
+	r := &discardRead{w: w, at: len(w.Reasons)}
+	d.reads = append(d.reads, r)
+	live := *w.Live
+	d.wg.Go(func() {
+		d.slots <- struct{}{}
+		defer func() { <-d.slots }()
+		written, err := wr.Written(ctx, lineage, live)
+		if err != nil || written.Bytes <= 0 {
+			return
+		}
+		since := ""
+		if !written.Since.IsZero() {
+			since = " since " + written.Since.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		r.reason = fmt.Sprintf("this %s discards %s written inside it%s; no snapshot_policy covers %q", covered, humanBytes(written.Bytes), since, covered)
+	})
+}
+
+// wait waits for the reads and adds their reasons.
+func (d *discardReads) wait() {
+	d.wg.Wait()
+	for _, r := range d.reads {
+		if r.reason != "" {
+			r.w.Reasons = slices.Insert(r.w.Reasons, r.at, r.reason)
+		}
 	}
-	w.Reasons = append(w.Reasons, fmt.Sprintf("this %s discards %s written inside it%s; no snapshot_policy covers %q", covered, humanBytes(written.Bytes), since, covered))
 }
 
 // prune marks the policy snapshots that fall out of retention.

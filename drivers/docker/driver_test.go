@@ -75,18 +75,18 @@ func TestAllocateSubnet(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			used := usedSubnets(nets(tt.used...))
-			got, err := allocateSubnet(pool, used)
+			got, err := allocateBlock(pool, used, subnetBits)
 			if tt.want == "" {
 				if err == nil {
-					t.Fatalf("allocateSubnet = %s, want an exhaustion error", got)
+					t.Fatalf("allocateBlock = %s, want an exhaustion error", got)
 				}
 				return
 			}
 			if err != nil {
-				t.Fatalf("allocateSubnet: %v", err)
+				t.Fatalf("allocateBlock: %v", err)
 			}
 			if got.String() != tt.want {
-				t.Errorf("allocateSubnet = %s, want %s", got, tt.want)
+				t.Errorf("allocateBlock = %s, want %s", got, tt.want)
 			}
 		})
 	}
@@ -94,7 +94,8 @@ func TestAllocateSubnet(t *testing.T) {
 
 func TestAllocateSubnetExhausted(t *testing.T) {
 	pool := netip.MustParsePrefix("10.9.0.0/27") // two /28 blocks
-	_, err := allocateSubnet(pool, usedSubnets(nets("10.9.0.0/28", "10.9.0.16/28")))
+	var c subnetClaims
+	_, err := c.claim(pool, subnetBits, nets("10.9.0.0/28", "10.9.0.16/28"), nil, "subnet_pool")
 	if err == nil {
 		t.Fatal("want an error for an exhausted pool")
 	}
@@ -109,6 +110,9 @@ func TestCreateNetworkAvoidsOverlap(t *testing.T) {
 	var mu sync.Mutex
 	existing := nets("10.213.0.0/28", "10.213.0.16/28", "172.17.0.0/16")
 	var created []network.CreateOptions
+	// The creates must be in flight together: each waits for all four
+	// (or, when they come one at a time, gives up after a while).
+	arrived, inFlight, maxInFlight := make(chan struct{}, 4), 0, 0
 	api := &fakeAPI{
 		NetworkListFn: func(o network.ListOptions) ([]network.Summary, error) {
 			if o.Filters.Len() != 0 {
@@ -120,7 +124,16 @@ func TestCreateNetworkAvoidsOverlap(t *testing.T) {
 		},
 		NetworkCreateFn: func(name string, o network.CreateOptions) (network.CreateResponse, error) {
 			mu.Lock()
+			inFlight++
+			maxInFlight = max(maxInFlight, inFlight)
+			mu.Unlock()
+			arrived <- struct{}{}
+			for deadline := time.Now().Add(3 * time.Second); len(arrived) < cap(arrived) && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+			mu.Lock()
 			defer mu.Unlock()
+			inFlight--
 			created = append(created, o)
 			existing = append(existing, network.Summary{Name: name, ID: name, IPAM: *o.IPAM})
 			return network.CreateResponse{ID: "id-" + name}, nil
@@ -149,6 +162,9 @@ func TestCreateNetworkAvoidsOverlap(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	if maxInFlight != len(agents) {
+		t.Errorf("at most %d network creates were in flight at once, want all %d", maxInFlight, len(agents))
+	}
 	slices.Sort(subnets)
 	want := []string{"10.213.0.32/28", "10.213.0.48/28", "10.213.0.64/28", "10.213.0.80/28"}
 	if !slices.Equal(subnets, want) {

@@ -210,8 +210,6 @@ func (d *Driver) createEgressNetwork(ctx context.Context, api dockerAPI, req dri
 		return fail("%v", err)
 	}
 
-	subnetMu.Lock()
-	defer subnetMu.Unlock()
 	var refused []netip.Prefix
 	for attempt := 1; attempt <= maxNetworkAttempts; attempt++ {
 		nets, err := api.NetworkList(ctx, network.ListOptions{})
@@ -230,7 +228,7 @@ func (d *Driver) createEgressNetwork(ctx context.Context, api dockerAPI, req dri
 			d.log.Info("adopting unrecorded egress network of this lineage", "addr", addr, "name", name, "id", shortID(old.ID))
 			return drivers.ApplyResponse{ID: old.ID, Computed: map[string]string{"subnet": subnet, "name": name}}, nil
 		}
-		subnet, err := allocateBlock(pool, append(usedSubnets(nets), refused...), egressBits)
+		subnet, err := d.subnets.claim(pool, egressBits, nets, refused, "egress_subnet_pool")
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -243,6 +241,7 @@ func (d *Driver) createEgressNetwork(ctx context.Context, api dockerAPI, req dri
 			Labels: ownLabels(req),
 		})
 		if err != nil {
+			d.subnets.release(subnet)
 			if isOverlap(err) {
 				refused = append(refused, subnet)
 				continue
@@ -332,29 +331,4 @@ func (d *Driver) deleteEgressNetwork(ctx context.Context, api dockerAPI, req dri
 			return drivers.ApplyResponse{}, fmt.Errorf("deleting network %s of %s: %w", shortID(id), addr, err)
 		}
 	}
-}
-
-// allocateBlock returns the first block of the given prefix length in pool
-// that overlaps nothing in used.
-func allocateBlock(pool netip.Prefix, used []netip.Prefix, bits int) (netip.Prefix, error) {
-	pool = pool.Masked()
-	if !pool.Addr().Is4() || pool.Bits() > bits {
-		return netip.Prefix{}, fmt.Errorf("subnet pool %s cannot hold a /%d", pool, bits)
-	}
-	base := pool.Addr().As4()
-	start := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
-	blocks := uint64(1) << (bits - pool.Bits())
-	step := uint64(1) << (32 - bits)
-next:
-	for i := uint64(0); i < blocks; i++ {
-		a := start + uint32(i*step)
-		cand := netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)}), bits)
-		for _, u := range used {
-			if u.Overlaps(cand) {
-				continue next
-			}
-		}
-		return cand, nil
-	}
-	return netip.Prefix{}, fmt.Errorf("subnet pool %s is exhausted: all %d /%d blocks overlap existing networks; remove unused networks or set a larger pool", pool, blocks, bits)
 }

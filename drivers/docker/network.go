@@ -5,23 +5,12 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
-	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/bottlefile/bottlefile/drivers"
 )
-
-// subnetMu serializes subnet allocation and network creation within this
-// process, across drivers (two runtimes may share one engine). Another
-// process can still race; createNetwork retries on the engine's overlap
-// error.
-var subnetMu sync.Mutex
-
-// maxNetworkAttempts bounds the retries when other processes keep taking
-// the block just chosen.
-const maxNetworkAttempts = 8
 
 // inhibitIPv4 gives the bridge no host address, so that a container on the
 // network cannot reach the docker host's own services through it (an
@@ -37,9 +26,6 @@ func (d *Driver) createNetwork(ctx context.Context, api dockerAPI, pool netip.Pr
 	fail := func(format string, args ...any) (drivers.ApplyResponse, error) {
 		return drivers.ApplyResponse{}, fmt.Errorf("creating network %s for %s: %s", name, addr, fmt.Sprintf(format, args...))
 	}
-
-	subnetMu.Lock()
-	defer subnetMu.Unlock()
 
 	var refused []netip.Prefix // blocks the engine said overlap, though our list did not show it
 	for attempt := 1; attempt <= maxNetworkAttempts; attempt++ {
@@ -68,8 +54,7 @@ func (d *Driver) createNetwork(ctx context.Context, api dockerAPI, pool netip.Pr
 			}
 			continue
 		}
-		used := append(usedSubnets(nets), refused...)
-		subnet, err := allocateSubnet(pool, used)
+		subnet, err := d.subnets.claim(pool, subnetBits, nets, refused, "subnet_pool")
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -84,6 +69,7 @@ func (d *Driver) createNetwork(ctx context.Context, api dockerAPI, pool netip.Pr
 			Labels:  ownLabels(req),
 		})
 		if err != nil {
+			d.subnets.release(subnet)
 			if isOverlap(err) {
 				d.log.Debug("subnet taken meanwhile; trying the next one", "addr", addr, "subnet", subnet.String(), "attempt", attempt)
 				refused = append(refused, subnet)
@@ -141,54 +127,6 @@ func findNetwork(nets []network.Summary, name string) (network.Summary, bool) {
 		}
 	}
 	return network.Summary{}, false
-}
-
-// usedSubnets lists the IPv4 subnets of every network on the engine.
-func usedSubnets(nets []network.Summary) []netip.Prefix {
-	var used []netip.Prefix
-	for _, n := range nets {
-		for _, c := range n.IPAM.Config {
-			if p, err := netip.ParsePrefix(c.Subnet); err == nil && p.Addr().Is4() {
-				used = append(used, p.Masked())
-			}
-		}
-	}
-	return used
-}
-
-// allocateSubnet returns the first /28 of pool that overlaps nothing in used.
-func allocateSubnet(pool netip.Prefix, used []netip.Prefix) (netip.Prefix, error) {
-	pool = pool.Masked()
-	if !pool.Addr().Is4() || pool.Bits() > subnetBits {
-		return netip.Prefix{}, fmt.Errorf("subnet pool %s cannot hold a /%d", pool, subnetBits)
-	}
-	var inPool []netip.Prefix
-	for _, u := range used {
-		if u.Overlaps(pool) {
-			inPool = append(inPool, u)
-		}
-	}
-	base := pool.Addr().As4()
-	start := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
-	blocks := uint64(1) << (subnetBits - pool.Bits())
-	step := uint32(1) << (32 - subnetBits)
-next:
-	for i := uint64(0); i < blocks; i++ {
-		a := start + uint32(i)*step
-		cand := netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)}), subnetBits)
-		for _, u := range inPool {
-			if u.Overlaps(cand) {
-				continue next
-			}
-		}
-		return cand, nil
-	}
-	return netip.Prefix{}, fmt.Errorf("subnet pool %s is exhausted: all %d /%d blocks overlap existing networks; remove unused networks or set a larger subnet_pool", pool, blocks, subnetBits)
-}
-
-// isOverlap reports the engine refusing a subnet another network holds.
-func isOverlap(err error) bool {
-	return strings.Contains(strings.ToLower(err.Error()), "overlap")
 }
 
 // shortID shortens engine ids for messages; names pass through.

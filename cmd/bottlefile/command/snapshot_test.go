@@ -152,3 +152,43 @@ func TestDiscardWarning(t *testing.T) {
 		t.Errorf("plan does not warn about discarded writes:\n%s", out)
 	}
 }
+
+// TestDiscardWarningManyAgents: plan -destroy reads what each of more
+// agents than it reads at once wrote, and each change gets its own figure.
+func TestDiscardWarningManyAgents(t *testing.T) {
+	w := newWorkspace(t)
+	var src strings.Builder
+	const n = 13
+	for i := range n {
+		fmt.Fprintf(&src, "agent \"a%02d\" {\n  image   = \"busybox:1\"\n  command = [\"sleep\", \"600\"]\n}\n", i)
+	}
+	w.write(src.String())
+	w.must("apply", "-auto-approve")
+	for i := range n {
+		for f := range i + 2 { // 2 KB or more: the plan says KiB
+			w.fake.WriteFile(w.lineage(), fmt.Sprintf("agent.a%02d", i), fmt.Sprintf("/f%d", f))
+		}
+	}
+	out := w.must("plan", "-destroy")
+	for i := range n {
+		block := planBlock(out, fmt.Sprintf("agent.a%02d will be destroyed", i))
+		want := fmt.Sprintf(`this destroy discards %s written inside it; no snapshot_policy covers "destroy"`, humanKiB(i+2))
+		if !strings.Contains(block, want) {
+			t.Errorf("agent.a%02d: want %q in\n%s", i, want, block)
+		}
+	}
+}
+
+// planBlock is the part of a human plan from the line containing header
+// to the next blank line.
+func planBlock(out, header string) string {
+	i := strings.Index(out, header)
+	if i < 0 {
+		return ""
+	}
+	block, _, _ := strings.Cut(out[i:], "\n\n")
+	return block
+}
+
+// humanKiB is how the plan writes n thousand bytes.
+func humanKiB(n int) string { return fmt.Sprintf("%.1f KiB", float64(n*1000)/1024) }
