@@ -41,9 +41,6 @@ type Driver struct {
 	egress  egressConfig
 	snap    snapshotConfig // snapshot.go
 
-	// subnets are the network blocks this driver has chosen (subnets.go).
-	subnets subnetClaims
-
 	// checks caches the read-only facts Plan asks the engine and the
 	// gateway binary's hash, once per driver instance (isolation.go).
 	checks *engineChecks

@@ -95,7 +95,10 @@ func TestAllocateSubnet(t *testing.T) {
 func TestAllocateSubnetExhausted(t *testing.T) {
 	pool := netip.MustParsePrefix("10.9.0.0/27") // two /28 blocks
 	var c subnetClaims
-	_, err := c.claim(pool, subnetBits, nets("10.9.0.0/28", "10.9.0.16/28"), nil, "subnet_pool")
+	api := &fakeAPI{NetworkListFn: func(network.ListOptions) ([]network.Summary, error) {
+		return nets("10.9.0.0/28", "10.9.0.16/28"), nil
+	}}
+	_, _, err := c.claim(t.Context(), api, "bf-x", pool, subnetBits, nil, "subnet_pool")
 	if err == nil {
 		t.Fatal("want an error for an exhausted pool")
 	}

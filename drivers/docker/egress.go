@@ -212,9 +212,9 @@ func (d *Driver) createEgressNetwork(ctx context.Context, api dockerAPI, req dri
 
 	var refused []netip.Prefix
 	for attempt := 1; attempt <= maxNetworkAttempts; attempt++ {
-		nets, err := api.NetworkList(ctx, network.ListOptions{})
+		nets, subnet, err := claims.claim(ctx, api, name, pool, egressBits, refused, "egress_subnet_pool")
 		if err != nil {
-			return fail("listing networks: %v", err)
+			return fail("%v", err)
 		}
 		if _, ok := findNetwork(nets, name); ok {
 			old, err := d.oneEgressNetwork(ctx, api, nets, name, req.Lineage, addr)
@@ -228,10 +228,6 @@ func (d *Driver) createEgressNetwork(ctx context.Context, api dockerAPI, req dri
 			d.log.Info("adopting unrecorded egress network of this lineage", "addr", addr, "name", name, "id", shortID(old.ID))
 			return drivers.ApplyResponse{ID: old.ID, Computed: map[string]string{"subnet": subnet, "name": name}}, nil
 		}
-		subnet, err := d.subnets.claim(pool, egressBits, nets, refused, "egress_subnet_pool")
-		if err != nil {
-			return fail("%v", err)
-		}
 		resp, err := api.NetworkCreate(ctx, name, network.CreateOptions{
 			Driver: "bridge",
 			IPAM: &network.IPAM{
@@ -240,8 +236,8 @@ func (d *Driver) createEgressNetwork(ctx context.Context, api dockerAPI, req dri
 			},
 			Labels: ownLabels(req),
 		})
+		claims.release(subnet)
 		if err != nil {
-			d.subnets.release(subnet)
 			if isOverlap(err) {
 				refused = append(refused, subnet)
 				continue

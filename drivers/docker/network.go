@@ -29,9 +29,9 @@ func (d *Driver) createNetwork(ctx context.Context, api dockerAPI, pool netip.Pr
 
 	var refused []netip.Prefix // blocks the engine said overlap, though our list did not show it
 	for attempt := 1; attempt <= maxNetworkAttempts; attempt++ {
-		nets, err := api.NetworkList(ctx, network.ListOptions{})
+		nets, subnet, err := claims.claim(ctx, api, name, pool, subnetBits, refused, "subnet_pool")
 		if err != nil {
-			return fail("listing networks: %v", err)
+			return fail("%v", err)
 		}
 		if old, ok := findNetwork(nets, name); ok {
 			// A crash between create and record leaves our own network
@@ -54,10 +54,6 @@ func (d *Driver) createNetwork(ctx context.Context, api dockerAPI, pool netip.Pr
 			}
 			continue
 		}
-		subnet, err := d.subnets.claim(pool, subnetBits, nets, refused, "subnet_pool")
-		if err != nil {
-			return fail("%v", err)
-		}
 		resp, err := api.NetworkCreate(ctx, name, network.CreateOptions{
 			Driver:   "bridge",
 			Internal: true,
@@ -68,8 +64,8 @@ func (d *Driver) createNetwork(ctx context.Context, api dockerAPI, pool netip.Pr
 			Options: map[string]string{inhibitIPv4: "true"},
 			Labels:  ownLabels(req),
 		})
+		claims.release(subnet)
 		if err != nil {
-			d.subnets.release(subnet)
 			if isOverlap(err) {
 				d.log.Debug("subnet taken meanwhile; trying the next one", "addr", addr, "subnet", subnet.String(), "attempt", attempt)
 				refused = append(refused, subnet)

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -13,37 +14,48 @@ import (
 // the block just chosen.
 const maxNetworkAttempts = 8
 
-// subnetClaims are the blocks this driver has chosen for networks it is
-// creating or has created. Choosing a block is serialized; the
-// NetworkCreate calls that follow are not, so that ten agents' networks
-// are made at once. A block stays claimed after its network exists (one
-// apply makes few networks and a pool holds thousands of blocks): a
-// NetworkList taken before that create finished would not show it.
-// Another process, or another runtime on the same engine, can still take
-// a block between list and create; createNetwork retries on the engine's
-// overlap error.
+// claims are the blocks this process is creating networks in, across
+// drivers (two runtimes may share one engine).
+var claims subnetClaims
+
+// subnetClaims let networks be created at once. Listing the engine's
+// networks and choosing a free block are serialized; the NetworkCreate
+// that follows is not. A block stays claimed until its create has
+// returned, so a list taken under the lock shows every network this
+// process has made and the claims name every one it is making. Another
+// process can still take a block between list and create; the creates
+// retry on the engine's overlap error.
 type subnetClaims struct {
 	mu   sync.Mutex
 	held []netip.Prefix
 }
 
-// claim returns the first block of the given prefix length in pool that
-// overlaps neither the engine's networks (nets), nor the blocks the engine
-// refused, nor one already claimed, and claims it. setting names the
-// attribute that sets pool, for the error when it is full.
-func (c *subnetClaims) claim(pool netip.Prefix, bits int, nets []network.Summary, refused []netip.Prefix, setting string) (netip.Prefix, error) {
+// claim lists the engine's networks and, unless one is already named
+// name, claims the first block of the given prefix length in pool that
+// overlaps none of them, no block the engine refused, and no block
+// claimed. It returns the list too; the block is invalid when name was
+// found. setting names the attribute that sets pool, for the error when it
+// is full.
+func (c *subnetClaims) claim(ctx context.Context, api dockerAPI, name string, pool netip.Prefix, bits int, refused []netip.Prefix, setting string) ([]network.Summary, netip.Prefix, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	nets, err := api.NetworkList(ctx, network.ListOptions{})
+	if err != nil {
+		return nil, netip.Prefix{}, fmt.Errorf("listing networks: %w", err)
+	}
+	if _, ok := findNetwork(nets, name); ok {
+		return nets, netip.Prefix{}, nil
+	}
 	used := append(append(usedSubnets(nets), refused...), c.held...)
 	p, err := allocateBlock(pool, used, bits)
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("%w; remove unused networks or set a larger %s", err, setting)
+		return nil, netip.Prefix{}, fmt.Errorf("%w; remove unused networks or set a larger %s", err, setting)
 	}
 	c.held = append(c.held, p)
-	return p, nil
+	return nets, p, nil
 }
 
-// release gives back a block whose network was not created.
+// release gives back a block once its NetworkCreate has returned.
 func (c *subnetClaims) release(p netip.Prefix) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
