@@ -78,6 +78,10 @@ type LiveObject struct {
 	Hash    string // from the config-hash label
 	Running bool   // workloads only
 	ImageID string // workloads only
+	// Unfinished marks an object an apply was cut off while setting up
+	// (a gateway made and never started may lack its rules): it is
+	// replaced, never adopted or started.
+	Unfinished bool
 }
 
 // PlanRequest asks a driver to expand one agent.

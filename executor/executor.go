@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"sync"
 	"time"
 
@@ -214,8 +215,14 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 		resp.ID = id
 	}
 	computed := resp.Computed
-	if computed == nil && c.Prior != nil && op != drivers.OpCreate {
-		computed = c.Prior.Computed
+	if op != drivers.OpCreate && c.Prior != nil && c.Prior.ID == resp.ID {
+		// A start or update keeps what the driver does not report again
+		// (a gateway's proxy address, say).
+		computed = maps.Clone(c.Prior.Computed)
+		if computed == nil {
+			computed = resp.Computed
+		}
+		maps.Copy(computed, resp.Computed)
 	}
 	return e.record(c, resp.ID, computed)
 }

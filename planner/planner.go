@@ -169,6 +169,13 @@ func refreshOnly(changes map[string]*Change) {
 				continue
 			}
 			delete(changes, addr)
+		case Start:
+			if c.Prior == nil || c.Prior.ID != c.Live.ID { // made, never started, not recorded
+				c.Action = Adopt
+				c.Reasons = []string{"it carries this state's lineage, matches the configuration and is not recorded; -refresh-only records it and does not start it"}
+				continue
+			}
+			c.Action, c.Reasons = NoOp, nil
 		default:
 			if c.Prior == nil {
 				delete(changes, addr) // unrecorded and unmatched: a normal plan removes it
@@ -378,10 +385,12 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 	switch {
 	case rec == nil && lo == nil:
 		c.Action = Create
+	case rec == nil && lo.Unfinished:
+		c.Action = Replace
+		c.Reasons = append(c.Reasons, fmt.Sprintf("%s %s carries this state's lineage but is not recorded, and the apply that made it was cut off before it was ready", lo.Kind, lo.Name))
 	case rec == nil:
-		if fp.Hash != "" && lo.Hash == fp.Hash && (!d.object.Workload || lo.Running) {
-			c.Action = Adopt
-			c.Reasons = append(c.Reasons, fmt.Sprintf("%s %s carries this state's lineage but is not recorded (left by an interrupted apply); it matches the configuration and will be recorded", lo.Kind, lo.Name))
+		if matches(fp, lo) {
+			adopt(c, d, lo, fmt.Sprintf("%s %s carries this state's lineage but is not recorded (left by an interrupted apply); it matches the configuration", lo.Kind, lo.Name))
 		} else {
 			c.Action = Replace
 			c.Reasons = append(c.Reasons, fmt.Sprintf("%s %s carries this state's lineage but is not recorded (left by an interrupted apply), and does not match the configuration", lo.Kind, lo.Name))
@@ -395,10 +404,15 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 		c.Reasons = append(c.Reasons, fmt.Sprintf("it moves from runtime %q to %q", rec.Runtime, d.runtime))
 	case lo == nil:
 		c.Action = Create
-		c.Reasons = append(c.Reasons, fmt.Sprintf("it was recorded as %s but no longer exists on the runtime (deleted outside bottlefile)", shortID(rec.ID)))
+		c.Reasons = append(c.Reasons, fmt.Sprintf("it was recorded as %s but no longer exists on the runtime (deleted outside bottlefile, or by a run cut off before it updated the state)", shortID(rec.ID)))
 	default:
 		c.Changed = changedAttrs(rec.AttrHashes, fp.Attrs, d.object.Attrs)
 		switch {
+		case lo.ID != rec.ID && matches(fp, lo) && !lo.Unfinished:
+			// An apply made it and was cut off before recording it (after
+			// deleting the recorded one, maybe in an earlier cut-off run).
+			c.Changed = nil
+			adopt(c, d, lo, fmt.Sprintf("the live %s %s is not the recorded %s; it carries this state's lineage and matches the configuration (an interrupted apply made it)", lo.Kind, shortID(lo.ID), shortID(rec.ID)))
 		case lo.ID != rec.ID:
 			// Judged by id, not by the hash label: labels cannot change, so
 			// an object updated in place keeps the hash it was created with.
@@ -429,6 +443,25 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 		}
 	}
 	return c
+}
+
+// matches reports whether a live object was made from the desired
+// configuration: its hash label is the desired hash.
+func matches(fp Fingerprint, lo *drivers.LiveObject) bool {
+	return fp.Hash != "" && lo.Hash == fp.Hash
+}
+
+// adopt plans recording a live object that matches the configuration; a
+// workload that is not running (made, then cut off before its start) is
+// started first, not replaced.
+func adopt(c *Change, d *desired, lo *drivers.LiveObject, why string) {
+	if d.object.Workload && !lo.Running {
+		c.Action = Start
+		c.Reasons = append(c.Reasons, why+", but it was never started: it will be started and recorded, not replaced")
+		return
+	}
+	c.Action = Adopt
+	c.Reasons = append(c.Reasons, why+" and will be recorded")
 }
 
 // changedAttrs names the attributes whose hash differs from the recorded
@@ -464,17 +497,33 @@ func propagateReplacement(changes map[string]*Change) {
 			}
 			for _, dep := range c.Object.DependsOn {
 				d, ok := changes[dep]
-				if !ok || (d.Action != Replace && d.Action != Create) {
+				if !ok {
+					continue
+				}
+				var why string
+				switch {
+				case d.Action == Replace || d.Action == Create:
+					why = fmt.Sprintf("%s, which it depends on, will be %s", dep, pastTense(d.Action))
+				case recreated(d) && c.Prior != nil && c.Live != nil && c.Live.ID == c.Prior.ID:
+					// Made on the dependency it was recorded with, which is gone.
+					why = fmt.Sprintf("%s, which it depends on, was re-created after it", dep)
+				default:
 					continue
 				}
 				c.Action = Replace
 				c.StateOnly = false
-				c.Reasons = append(c.Reasons, fmt.Sprintf("%s, which it depends on, will be %s", dep, pastTense(d.Action)))
+				c.Reasons = append(c.Reasons, why)
 				changed = true
 				break
 			}
 		}
 	}
+}
+
+// recreated reports a change that records a live object made in place of
+// the recorded one.
+func recreated(c *Change) bool {
+	return (c.Action == Adopt || c.Action == Start) && c.Prior != nil && c.Live != nil && c.Prior.ID != c.Live.ID
 }
 
 func pastTense(a Action) string {

@@ -351,6 +351,14 @@ func (c *crashRig) recover(what string, destroy bool) {
 		if !ch.explained(destroy) {
 			t.Errorf("%s: the plan does not say why %s %s:\n%s", what, ch.addr, ch.headline, r.stdout)
 		}
+		// Only bottlefile touched the engine, and what a cut-off apply
+		// made matches the configuration it was making: nothing may be
+		// blamed on the outside or replaced for not matching.
+		for _, why := range ch.reasons {
+			if strings.Contains(why, "(re-created outside bottlefile)") || strings.Contains(why, "stopped outside bottlefile") || strings.Contains(why, "does not match the configuration") {
+				t.Errorf("%s: %s %s for a reason a crash cannot cause: %s\n%s", what, ch.addr, ch.headline, why, r.stdout)
+			}
+		}
 	}
 	t.Logf("%s: plan: %s", what, strings.Join(summary, "; "))
 
@@ -367,7 +375,7 @@ func (c *crashRig) recover(what string, destroy bool) {
 			continue
 		}
 		switch byAddr[o.addr].headline {
-		case "will be adopted into state", "will be destroyed", "must be replaced":
+		case "will be adopted into state", "will be started", "will be destroyed", "must be replaced":
 		default:
 			t.Errorf("%s: %s carries the lineage but is neither recorded nor adopted or removed by the plan:\n%s", what, o, r.stdout)
 		}
@@ -378,7 +386,9 @@ func (c *crashRig) recover(what string, destroy bool) {
 			continue
 		}
 		switch h := byAddr[rec.Addr].headline; {
-		case h == "will be created", h == "must be replaced", strings.HasPrefix(h, "will be forgotten"):
+		case h == "will be created", h == "must be replaced", strings.HasPrefix(h, "will be forgotten"),
+			// re-recorded: an apply made its successor and was cut off
+			h == "will be adopted into state", h == "will be started":
 		default:
 			t.Errorf("%s: %s is recorded as %s, which is gone, and the plan does not deal with it (%q):\n%s", what, rec.Addr, short(rec.ID), h, r.stdout)
 		}

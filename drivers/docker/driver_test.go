@@ -409,6 +409,10 @@ func TestReadMapsObjects(t *testing.T) {
 				{ID: "c1", Names: []string{"/bf-0f1e2d3c-a"}, State: "running", ImageID: "sha256:i1", Labels: lbl("agent.a")},
 				{ID: "c2", Names: []string{"/bf-0f1e2d3c-b"}, State: "exited", ImageID: "sha256:i2", Labels: lbl("agent.b")},
 				{ID: "c3", Labels: map[string]string{drivers.LabelLineage: testLineage}}, // no address: skipped
+				// Made and never started: an agent can be started, a gateway
+				// may lack its rules and egress connection.
+				{ID: "c4", Names: []string{"/bf-0f1e2d3c-c"}, State: "created", ImageID: "sha256:i1", Labels: lbl("agent.c")},
+				{ID: "g4", Names: []string{"/bf-0f1e2d3c-c-gw"}, State: "created", ImageID: "sha256:gw", Labels: withKind(lbl("agent.c.gateway"), kindGateway)},
 			}, nil
 		},
 		NetworkListFn: func(o network.ListOptions) ([]network.Summary, error) {
@@ -430,6 +434,8 @@ func TestReadMapsObjects(t *testing.T) {
 		{Addr: "agent.a.network", Kind: "network", ID: "n1", Name: "bf-0f1e2d3c-a", Hash: "h-agent.a.network"},
 		{Addr: "agent.b", Kind: "container", ID: "c2", Name: "bf-0f1e2d3c-b", Hash: "h-agent.b", ImageID: "sha256:i2"},
 		{Addr: "agent.b.image", Kind: "image", ID: "sha256:i2", Name: "bf-0f1e2d3c-b:abc", Hash: "h-agent.b.image"},
+		{Addr: "agent.c", Kind: "container", ID: "c4", Name: "bf-0f1e2d3c-c", Hash: "h-agent.c", ImageID: "sha256:i1"},
+		{Addr: "agent.c.gateway", Kind: "gateway", ID: "g4", Name: "bf-0f1e2d3c-c-gw", Hash: "h-agent.c.gateway", ImageID: "sha256:gw", Unfinished: true},
 	}
 	if !slices.Equal(resp.Objects, wantObjs) {
 		t.Errorf("objects:\n got %+v\nwant %+v", resp.Objects, wantObjs)
@@ -437,6 +443,11 @@ func TestReadMapsObjects(t *testing.T) {
 	if got := api.calls(); !slices.Equal(got, []string{"ContainerList", "NetworkList", "ImageList"}) {
 		t.Errorf("calls = %v, want one list per kind", got)
 	}
+}
+
+func withKind(labels map[string]string, kind string) map[string]string {
+	labels[labelKind] = kind
+	return labels
 }
 
 func TestPlan(t *testing.T) {

@@ -43,6 +43,10 @@ func (d *Driver) Read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 		}
 		if o, ok := d.live(c.Labels, kind, c.ID, name); ok {
 			o.Running = c.State == container.StateRunning
+			// A gateway is connected to the egress network and given its
+			// rules between create and start: one never started may not
+			// have them. An agent or sidecar is started right after create.
+			o.Unfinished = kind == kindGateway && c.State == container.StateCreated
 			o.ImageID = c.ImageID
 			resp.Objects = append(resp.Objects, o)
 		}

@@ -35,24 +35,39 @@ func TestPlanGolden(t *testing.T) {
 		{name: "start", drift: func(_ *workspace, f *drivertest.Fake, l string) { f.Stop(l, "agent.coder") }},
 		{name: "deleted-out-of-band", drift: func(_ *workspace, f *drivertest.Fake, l string) { f.Remove(l, "agent.coder") }},
 		{name: "network-replaced", drift: func(_ *workspace, f *drivertest.Fake, l string) {
-			// The network was re-created outside bottlefile: same address, new id.
+			// The network was re-created outside bottlefile: same address,
+			// new id, made from another configuration.
+			recreate(f, l, "agent.coder.network", "other-config")
+		}},
+		{name: "recreated-by-crash", drift: func(_ *workspace, f *drivertest.Fake, l string) {
+			// An apply re-made the network from this configuration and was
+			// cut off before recording it: it is recorded, not replaced, and
+			// the container still recorded on the old one is replaced.
+			recreate(f, l, "agent.coder.network", "")
+		}},
+		{name: "never-started-refresh-only", args: []string{"-refresh-only"}, drift: func(w *workspace, f *drivertest.Fake, l string) {
+			// Refreshing only records it; starting it is a normal plan's.
+			w.forget("agent.coder")
+			f.Stop(l, "agent.coder")
+		}},
+		{name: "unfinished", drift: func(w *workspace, f *drivertest.Fake, l string) {
+			// An apply died while setting the object up: replaced, not started.
+			w.forget("agent.coder")
 			for _, o := range f.Objects(l) {
-				if o.Addr == "agent.coder.network" {
-					o.ID = "fake-recreated"
+				if o.Addr == "agent.coder" {
+					o.Running, o.Unfinished = false, true
 					f.Put(l, o)
 				}
 			}
 		}},
+		{name: "never-started", drift: func(w *workspace, f *drivertest.Fake, l string) {
+			// An apply died between creating the container and starting it.
+			w.forget("agent.coder")
+			f.Stop(l, "agent.coder")
+		}},
 		{name: "adopt", drift: func(w *workspace, _ *drivertest.Fake, _ string) {
 			// An apply that died between creating the container and recording it.
-			s, err := state.Open(w.dir, state.Options{})
-			if err != nil {
-				w.t.Fatal(err)
-			}
-			defer s.Close()
-			if err := s.Delete("agent.coder"); err != nil {
-				w.t.Fatal(err)
-			}
+			w.forget("agent.coder")
 		}},
 		{name: "target", args: []string{"-target=agent.reviewer"}},
 		{name: "replace-requested", args: []string{"-replace=agent.coder"}, check: []string{}},
@@ -97,5 +112,32 @@ func TestPlanGolden(t *testing.T) {
 				t.Errorf("after apply, plan still has changes:\n%s", got)
 			}
 		})
+	}
+}
+
+// recreate gives a live object a new id, as re-making it would; hash, when
+// not empty, is the config hash it was made with.
+func recreate(f *drivertest.Fake, lineage, addr, hash string) {
+	for _, o := range f.Objects(lineage) {
+		if o.Addr == addr {
+			o.ID = "fake-recreated"
+			if hash != "" {
+				o.Hash = hash
+			}
+			f.Put(lineage, o)
+		}
+	}
+}
+
+// forget removes a record from the workspace's state, as an apply cut off
+// before recording an object leaves it.
+func (w *workspace) forget(addr string) {
+	s, err := state.Open(w.dir, state.Options{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Delete(addr); err != nil {
+		w.t.Fatal(err)
 	}
 }
