@@ -118,6 +118,7 @@ func recordedString(r state.Record, name string) cty.Value {
 func (p *Planner) planPolicies(ctx context.Context, changes map[string]*Change, agents map[string]*agentPlan, lineage string) {
 	var discards discardReads
 	defer discards.wait()
+	snaps := indexSnapshots(changes)
 	for _, agentAddr := range sortedKeys(agents) {
 		ap := agents[agentAddr]
 		w := changes[agentAddr]
@@ -134,14 +135,14 @@ func (p *Planner) planPolicies(ctx context.Context, changes map[string]*Change, 
 		} else if w != nil && w.Action == Migrate {
 			// A migration carries the filesystem in a snapshot, taken on the
 			// old runtime and moved to the new one, whatever the policy.
-			taken = p.takeSnapshot(changes, ap, w, "migrate")
+			taken = p.takeSnapshot(changes, snaps, ap, w, "migrate")
 			taken.Runtime, taken.Driver = w.Prior.Runtime, w.Prior.Driver
 			taken.MoveTo = w.Runtime
 			w.BootFrom = taken.Addr
 		} else if w != nil && w.Live != nil && w.Prior != nil {
 			if covered := policyAction(w.Action); covered != "" {
 				if policy != nil && slices.Contains(policy.Before, covered) {
-					taken = p.takeSnapshot(changes, ap, w, covered)
+					taken = p.takeSnapshot(changes, snaps, ap, w, covered)
 				} else {
 					if rt, ok := p.Runtimes[w.Runtime]; ok {
 						discards.explain(ctx, rt, w, lineage, covered)
@@ -150,10 +151,10 @@ func (p *Planner) planPolicies(ctx context.Context, changes map[string]*Change, 
 			}
 		}
 		if policy != nil {
-			prune(changes, agentAddr, policy, taken)
+			prune(snaps[agentAddr], agentAddr, policy, taken)
 		}
 		if w != nil && (w.Action == Create || w.Action == Replace) && ap.val.Resume {
-			resume(changes, ap, w, taken)
+			resume(changes, snaps[agentAddr], ap, w, taken)
 		}
 	}
 	for _, c := range changes {
@@ -186,11 +187,33 @@ func policyAction(a Action) string {
 	return ""
 }
 
+// snapshotIndex holds the snapshot changes by the agent they are of, so
+// that each agent's policy looks at its own and not at every change.
+type snapshotIndex map[string][]*Change
+
+// indexSnapshots indexes a policy snapshot by its address (one being
+// deleted keeps its number taken) and any other by its agent attribute.
+func indexSnapshots(changes map[string]*Change) snapshotIndex {
+	idx := snapshotIndex{}
+	for _, addr := range sortedKeys(changes) {
+		c := changes[addr]
+		if c.Kind != drivers.KindSnapshot {
+			continue
+		}
+		agent, _, ok := strings.Cut(addr, policySnapshotInfix)
+		if !ok || !strings.HasPrefix(agent, "agent.") {
+			agent = snapshotAgent(c)
+		}
+		idx[agent] = append(idx[agent], c)
+	}
+	return idx
+}
+
 // takeSnapshot plans a policy snapshot of the workload before it goes.
-func (p *Planner) takeSnapshot(changes map[string]*Change, ap *agentPlan, w *Change, covered string) *Change {
+func (p *Planner) takeSnapshot(changes map[string]*Change, snaps snapshotIndex, ap *agentPlan, w *Change, covered string) *Change {
 	next := 1
-	for addr := range changes {
-		if n, ok := policySnapshotIndex(ap.agent.Addr(), addr); ok && n >= next {
+	for _, c := range snaps[ap.agent.Addr()] {
+		if n, ok := policySnapshotIndex(ap.agent.Addr(), c.Addr); ok && n >= next {
 			next = n + 1
 		}
 	}
@@ -213,6 +236,7 @@ func (p *Planner) takeSnapshot(changes map[string]*Change, ap *agentPlan, w *Cha
 		c.After[name] = RedactedJSON(v)
 	}
 	changes[addr] = c
+	snaps[ap.agent.Addr()] = append(snaps[ap.agent.Addr()], c)
 	w.SnapshotFirst = addr
 	if covered != "migrate" {
 		w.Reasons = append(w.Reasons, fmt.Sprintf("%s is taken first (snapshot_policy)", addr))
@@ -277,15 +301,16 @@ func (d *discardReads) wait() {
 	}
 }
 
-// prune marks the policy snapshots that fall out of retention.
-func prune(changes map[string]*Change, agentAddr string, policy *lang.SnapshotPolicyValue, taken *Change) {
+// prune marks the policy snapshots, among the agent's, that fall out of
+// retention.
+func prune(ofAgent []*Change, agentAddr string, policy *lang.SnapshotPolicyValue, taken *Change) {
 	type snap struct {
 		n int
 		c *Change
 	}
 	var snaps []snap
-	for addr, c := range changes {
-		n, ok := policySnapshotIndex(agentAddr, addr)
+	for _, c := range ofAgent {
+		n, ok := policySnapshotIndex(agentAddr, c.Addr)
 		if ok && c.Action != Delete && c.Action != Forget {
 			snaps = append(snaps, snap{n, c})
 		}
@@ -315,7 +340,7 @@ func prune(changes map[string]*Change, agentAddr string, policy *lang.SnapshotPo
 
 // resume picks the snapshot a (re)created workload boots from: the one
 // from_snapshot pins, or the newest of its agent's snapshots.
-func resume(changes map[string]*Change, ap *agentPlan, w *Change, taken *Change) {
+func resume(changes map[string]*Change, ofAgent []*Change, ap *agentPlan, w *Change, taken *Change) {
 	var from *Change
 	if ap.agent.FromSnapshot != "" {
 		from = changes["snapshot."+ap.agent.FromSnapshot]
@@ -323,8 +348,8 @@ func resume(changes map[string]*Change, ap *agentPlan, w *Change, taken *Change)
 		from = taken
 	} else {
 		var newest time.Time
-		for _, c := range changes {
-			if c.Kind != drivers.KindSnapshot || c.Prior == nil || c.Action == Delete || c.Action == Forget || snapshotAgent(c) != ap.agent.Addr() {
+		for _, c := range ofAgent {
+			if c.Prior == nil || c.Action == Delete || c.Action == Forget || snapshotAgent(c) != ap.agent.Addr() {
 				continue
 			}
 			created, err := time.Parse(time.RFC3339Nano, c.Prior.Computed["created"])

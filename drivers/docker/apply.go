@@ -68,7 +68,11 @@ func (d *Driver) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.A
 		case drivers.OpStart:
 			return d.startContainer(ctx, api, req)
 		case drivers.OpDelete:
-			return d.deleteContainer(ctx, api, req)
+			resp, err := d.deleteContainer(ctx, api, req)
+			if err == nil {
+				d.sweepGatewayImages(ctx, api)
+			}
+			return resp, err
 		}
 	case drivers.KindSnapshot:
 		switch req.Op {

@@ -60,7 +60,8 @@
 //   - agent.coder.gateway (kind "gateway", a workload): the egress gateway
 //     (gateway.go), "bottlefile gateway" as PID 1 of a FROM scratch image
 //     imported from the gateway binary (static; tagged
-//     bottlefile-gateway:<sha256>, labelled io.bottlefile.gateway-image=1),
+//     bottlefile-gateway:<sha256>, labelled io.bottlefile.gateway-image=1,
+//     removed when the last gateway using it is deleted),
 //     on the agent's network at that subnet's last address (alias
 //     "gateway", the only address it listens on, port 3128) and on the
 //     egress network. Attributes: allow (the rules, canonical), binary

@@ -27,6 +27,8 @@ type fakeAPI struct {
 	NetworkCreateFn    func(string, network.CreateOptions) (network.CreateResponse, error)
 	NetworkRemoveFn    func(string) error
 	ImageListFn        func(image.ListOptions) ([]image.Summary, error)
+	ContainerRemoveFn  func(string, container.RemoveOptions) error
+	ImageRemoveFn      func(string, image.RemoveOptions) ([]image.DeleteResponse, error)
 }
 
 var _ dockerAPI = (*fakeAPI)(nil)
@@ -76,8 +78,11 @@ func (f *fakeAPI) ContainerUpdate(context.Context, string, container.UpdateConfi
 	return container.UpdateResponse{}, unexpected("ContainerUpdate")
 }
 
-func (f *fakeAPI) ContainerRemove(context.Context, string, container.RemoveOptions) error {
+func (f *fakeAPI) ContainerRemove(_ context.Context, id string, o container.RemoveOptions) error {
 	f.record("ContainerRemove")
+	if f.ContainerRemoveFn != nil {
+		return f.ContainerRemoveFn(id, o)
+	}
 	return unexpected("ContainerRemove")
 }
 
@@ -128,8 +133,11 @@ func (f *fakeAPI) ImageBuild(context.Context, io.Reader, build.ImageBuildOptions
 	return build.ImageBuildResponse{}, unexpected("ImageBuild")
 }
 
-func (f *fakeAPI) ImageRemove(context.Context, string, image.RemoveOptions) ([]image.DeleteResponse, error) {
+func (f *fakeAPI) ImageRemove(_ context.Context, ref string, o image.RemoveOptions) ([]image.DeleteResponse, error) {
 	f.record("ImageRemove")
+	if f.ImageRemoveFn != nil {
+		return f.ImageRemoveFn(ref, o)
+	}
 	return nil, unexpected("ImageRemove")
 }
 

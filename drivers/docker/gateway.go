@@ -18,6 +18,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/pkg/stdcopy"
@@ -36,9 +37,9 @@ const (
 	labelKind = "io.bottlefile.kind"
 
 	// GatewayImageLabel marks the gateway images the driver builds. They
-	// carry no lineage (every state on the engine shares one per binary):
-	// remove them with
-	//   docker image rm $(docker image ls -q --filter label=io.bottlefile.gateway-image=1)
+	// carry no lineage (every state on the engine shares one per binary);
+	// deleting a gateway removes those no container uses any more
+	// (sweepGatewayImages).
 	GatewayImageLabel = "io.bottlefile.gateway-image"
 	// gatewayImageRepo is the repository of gateway images; the tag is the
 	// binary's SHA-256.
@@ -282,10 +283,6 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 	if spec.binary != "" && spec.binary != sum {
 		return fail("the gateway binary %s changed since the plan (sha256 %s, planned %s); plan again", path, shortHash(sum), shortHash(spec.binary))
 	}
-	ref, err := d.ensureGatewayImage(ctx, api, path, sum)
-	if err != nil {
-		return fail("%v", err)
-	}
 	tarball, err := rulesTar(spec.agent, spec.allow)
 	if err != nil {
 		return fail("rules: %v", err)
@@ -347,7 +344,6 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 	labels := ownLabels(req)
 	labels[labelKind] = kindGateway
 	cfg := &container.Config{
-		Image:  ref,
 		Cmd:    cmd,
 		User:   gatewayUser,
 		Labels: labels,
@@ -368,7 +364,7 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 	netCfg := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
 		spec.network: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: ip.String()}, Aliases: []string{gatewayAlias}},
 	}}
-	created, err := api.ContainerCreate(ctx, cfg, hostCfg, netCfg, nil, spec.name)
+	created, err := d.createGatewayContainer(ctx, api, path, sum, cfg, hostCfg, netCfg, spec.name)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -551,6 +547,60 @@ func indent(s string) string {
 
 // gatewayImageMu serializes building gateway images within the process.
 var gatewayImageMu sync.Mutex
+
+// gatewayImageUse is held shared from making sure the gateway image exists
+// until a container uses it, and exclusively by the sweep that removes
+// unused gateway images, so the sweep never takes an image from under a
+// create of this process.
+var gatewayImageUse sync.RWMutex
+
+// createGatewayContainer creates the gateway container from the image of
+// the binary at path, making the image first when it is missing. Another
+// process's sweep can remove the image between the two: then it tries once
+// more.
+func (d *Driver) createGatewayContainer(ctx context.Context, api dockerAPI, path, sum string, cfg *container.Config, hostCfg *container.HostConfig, netCfg *network.NetworkingConfig, name string) (container.CreateResponse, error) {
+	gatewayImageUse.RLock()
+	defer gatewayImageUse.RUnlock()
+	for attempt := 1; ; attempt++ {
+		ref, err := d.ensureGatewayImage(ctx, api, path, sum)
+		if err != nil {
+			return container.CreateResponse{}, err
+		}
+		cfg.Image = ref
+		created, err := api.ContainerCreate(ctx, cfg, hostCfg, netCfg, nil, name)
+		if err != nil && cerrdefs.IsNotFound(err) && attempt == 1 {
+			d.log.Debug("the gateway image went away before the container was created; making it again", "image", ref, "error", err)
+			continue
+		}
+		return created, err
+	}
+}
+
+// sweepGatewayImages removes the gateway images no container uses, after a
+// gateway was deleted: they are shared by every state on the engine (one
+// per bottlefile binary), so the last gateway to go takes its image along,
+// and an upgrade leaves no old one behind. The engine refuses to remove an
+// image a container uses; errors are only logged.
+func (d *Driver) sweepGatewayImages(ctx context.Context, api dockerAPI) {
+	gatewayImageUse.Lock()
+	defer gatewayImageUse.Unlock()
+	ctx = context.WithoutCancel(ctx)
+	list, err := api.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", GatewayImageLabel+"=1"))})
+	if err != nil {
+		d.log.Debug("listing gateway images", "error", err)
+		return
+	}
+	for _, img := range list {
+		_, err := api.ImageRemove(ctx, img.ID, image.RemoveOptions{PruneChildren: true})
+		switch {
+		case err == nil:
+			d.log.Info("removed the gateway image no container uses", "id", shortID(img.ID), "tags", strings.Join(img.RepoTags, ","))
+		case cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err):
+		default:
+			d.log.Debug("could not remove a gateway image", "id", shortID(img.ID), "error", err)
+		}
+	}
+}
 
 // ensureGatewayImage makes sure the engine has the gateway image for the
 // binary at path (whose SHA-256 is sum), and returns its reference. The

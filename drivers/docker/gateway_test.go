@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/zclconf/go-cty/cty"
 
@@ -475,5 +477,43 @@ func TestOneEgressNetwork(t *testing.T) {
 	nets[0].Labels = map[string]string{drivers.LabelLineage: "someone-else"}
 	if _, err := d.oneEgressNetwork(t.Context(), api, nets, "bf-0f1e2d3c-local.egress", testLineage, "runtime.local.egress"); err == nil || !strings.Contains(err.Error(), "does not belong to this state") {
 		t.Errorf("a foreign network of that name: err = %v", err)
+	}
+}
+
+// TestDeleteGatewaySweepsImages: after a gateway goes, the gateway images
+// are offered for removal, never forced: the engine keeps those a
+// container uses (a conflict), and that does not fail the delete.
+func TestDeleteGatewaySweepsImages(t *testing.T) {
+	var removed []string
+	api := &fakeAPI{
+		ContainerRemoveFn: func(id string, o container.RemoveOptions) error {
+			if id != "g1" || !o.Force {
+				t.Errorf("ContainerRemove(%q, %+v)", id, o)
+			}
+			return nil
+		},
+		ImageListFn: func(o image.ListOptions) ([]image.Summary, error) {
+			if got := o.Filters.Get("label"); !slices.Equal(got, []string{GatewayImageLabel + "=1"}) || o.Filters.Len() != 1 {
+				t.Errorf("image list filters = %v, want only the gateway image label", o.Filters)
+			}
+			return []image.Summary{{ID: "sha256:inuse"}, {ID: "sha256:old"}}, nil
+		},
+		ImageRemoveFn: func(ref string, o image.RemoveOptions) ([]image.DeleteResponse, error) {
+			if o.Force {
+				t.Errorf("ImageRemove(%q) forced: it would untag an image a container uses", ref)
+			}
+			if ref == "sha256:inuse" {
+				return nil, cerrdefs.ErrConflict.WithMessage("conflict: unable to remove repository reference (must force) - container 1234 is using its referenced image")
+			}
+			removed = append(removed, ref)
+			return nil, nil
+		},
+	}
+	d := egressDriver(t, api, nil)
+	if _, err := d.Apply(t.Context(), drivers.ApplyRequest{Op: drivers.OpDelete, Lineage: testLineage, ID: "g1", Object: drivers.Object{Addr: "agent.a.gateway", Kind: kindGateway}}); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if !slices.Equal(removed, []string{"sha256:old"}) {
+		t.Errorf("removed %v, want the unused image", removed)
 	}
 }

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -36,6 +39,12 @@ type engineTest struct {
 // counting wrapper, with a fresh lineage cleaned up by label at the end.
 func newEngineTest(t *testing.T) *engineTest {
 	t.Helper()
+	return newEngineTestGateway(t, dockertest.GatewayBinary(t))
+}
+
+// newEngineTestGateway is newEngineTest with the given gateway_binary.
+func newEngineTestGateway(t *testing.T, gatewayBinary string) *engineTest {
+	t.Helper()
 	cli := dockertest.Client(t)
 	lineage := dockertest.NewLineage()
 	dockertest.Cleanup(t, cli, lineage)
@@ -48,7 +57,7 @@ func newEngineTest(t *testing.T) *engineTest {
 		counter.api = api
 		return counter, nil
 	})
-	cfg := cty.ObjectVal(map[string]cty.Value{"host": cty.NullVal(cty.String), "subnet_pool": cty.StringVal(DefaultSubnetPool), "gateway_binary": cty.StringVal(dockertest.GatewayBinary(t))})
+	cfg := cty.ObjectVal(map[string]cty.Value{"host": cty.NullVal(cty.String), "subnet_pool": cty.StringVal(DefaultSubnetPool), "gateway_binary": cty.StringVal(gatewayBinary)})
 	if err := d.Configure(t.Context(), drivers.ConfigureRequest{Runtime: "default", Config: cfg}); err != nil {
 		t.Fatalf("Configure: %v", err)
 	}
@@ -561,4 +570,62 @@ func TestIntegrationManyNetworksInParallel(t *testing.T) {
 	if live := e.read(); len(live) != n {
 		t.Errorf("Read found %d networks, want %d", len(live), n)
 	}
+}
+
+// TestIntegrationGatewayImageSweep: the gateway image is shared; deleting
+// a gateway removes it once no container uses it, and not before.
+func TestIntegrationGatewayImageSweep(t *testing.T) {
+	t.Parallel()
+	// A gateway binary of this test's own (the shared one plus bytes the
+	// loader ignores) gives it a gateway image no other test uses.
+	data, err := os.ReadFile(dockertest.GatewayBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "bottlefile")
+	if err := os.WriteFile(bin, append(data, []byte("sweep test "+t.Name()+dockertest.NewLineage())...), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, sum, err := hashGatewayBinary(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEngineTestGateway(t, bin)
+	ours := filters.NewArgs(filters.Arg("label", "io.bottlefile.gateway-binary="+sum))
+	t.Cleanup(func() { // whatever the test left, by label
+		imgs, _ := e.cli.ImageList(context.Background(), image.ListOptions{Filters: ours})
+		for _, img := range imgs {
+			e.cli.ImageRemove(context.Background(), img.ID, image.RemoveOptions{Force: true, PruneChildren: true})
+		}
+	})
+	images := func() int {
+		t.Helper()
+		imgs, err := e.cli.ImageList(t.Context(), image.ListOptions{Filters: ours})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(imgs)
+	}
+
+	img := dockertest.BusyboxImage(t, e.cli)
+	objs := map[string]drivers.Object{}
+	for _, name := range []string{"a", "b"} {
+		maps.Copy(objs, e.plan(drivers.AgentSpec{Addr: "agent." + name, Name: name, Image: cty.StringVal(img), Command: strList("sleep", "600")}))
+	}
+	ids := e.createAll(objs)
+	if n := images(); n != 1 {
+		t.Fatalf("%d gateway images of this binary after creating two gateways, want 1", n)
+	}
+	e.apply(drivers.OpDelete, objs["agent.a.gateway"], ids["agent.a.gateway"].ID)
+	if n := images(); n != 1 {
+		t.Errorf("deleting one of two gateways removed the image the other runs from (%d left)", n)
+	}
+	e.apply(drivers.OpDelete, objs["agent.b.gateway"], ids["agent.b.gateway"].ID)
+	if n := images(); n != 0 {
+		t.Errorf("%d gateway images left after the last gateway using it was deleted, want 0", n)
+	}
+	delete(objs, "agent.a.gateway")
+	delete(objs, "agent.b.gateway")
+	e.deleteAll(objs, ids)
+	e.assertGone()
 }
