@@ -70,7 +70,7 @@ func (d *Driver) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.A
 		case drivers.OpDelete:
 			resp, err := d.deleteContainer(ctx, api, req)
 			if err == nil {
-				d.sweepGatewayImages(ctx, api)
+				d.gatewayDeleted.Store(true) // Close sweeps the images
 			}
 			return resp, err
 		}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"github.com/docker/docker/client"
 	"github.com/hashicorp/go-hclog"
@@ -40,6 +41,10 @@ type Driver struct {
 	pool    netip.Prefix
 	egress  egressConfig
 	snap    snapshotConfig // snapshot.go
+
+	// gatewayDeleted is set when this run deleted a gateway: Close then
+	// sweeps the gateway images.
+	gatewayDeleted atomic.Bool
 
 	// checks caches the read-only facts Plan asks the engine and the
 	// gateway binary's hash, once per driver instance (isolation.go).
@@ -143,7 +148,9 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 	return nil
 }
 
-// Close releases the engine client.
+// Close releases the engine client. When this run deleted a gateway, it
+// first removes the gateway images no container uses any more: once, at
+// the end, rather than after every delete of a destroy.
 func (d *Driver) Close() error {
 	d.mu.Lock()
 	api := d.api
@@ -151,6 +158,11 @@ func (d *Driver) Close() error {
 	d.mu.Unlock()
 	if api == nil {
 		return nil
+	}
+	if d.gatewayDeleted.Swap(false) {
+		ctx, cancel := context.WithTimeout(context.Background(), sweepTimeout)
+		d.sweepGatewayImages(ctx, api)
+		cancel()
 	}
 	return api.Close()
 }

@@ -38,8 +38,8 @@ const (
 
 	// GatewayImageLabel marks the gateway images the driver builds. They
 	// carry no lineage (every state on the engine shares one per binary);
-	// deleting a gateway removes those no container uses any more
-	// (sweepGatewayImages).
+	// a run that deleted a gateway removes, as it ends, those no container
+	// uses any more (sweepGatewayImages).
 	GatewayImageLabel = "io.bottlefile.gateway-image"
 	// gatewayImageRepo is the repository of gateway images; the tag is the
 	// binary's SHA-256.
@@ -576,15 +576,17 @@ func (d *Driver) createGatewayContainer(ctx context.Context, api dockerAPI, path
 	}
 }
 
+// sweepTimeout bounds the sweep Close makes.
+const sweepTimeout = 30 * time.Second
+
 // sweepGatewayImages removes the gateway images no container uses, after a
-// gateway was deleted: they are shared by every state on the engine (one
+// run deleted a gateway: they are shared by every state on the engine (one
 // per bottlefile binary), so the last gateway to go takes its image along,
 // and an upgrade leaves no old one behind. The engine refuses to remove an
 // image a container uses; errors are only logged.
 func (d *Driver) sweepGatewayImages(ctx context.Context, api dockerAPI) {
 	gatewayImageUse.Lock()
 	defer gatewayImageUse.Unlock()
-	ctx = context.WithoutCancel(ctx)
 	list, err := api.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", GatewayImageLabel+"=1"))})
 	if err != nil {
 		d.log.Debug("listing gateway images", "error", err)

@@ -480,9 +480,10 @@ func TestOneEgressNetwork(t *testing.T) {
 	}
 }
 
-// TestDeleteGatewaySweepsImages: after a gateway goes, the gateway images
-// are offered for removal, never forced: the engine keeps those a
-// container uses (a conflict), and that does not fail the delete.
+// TestDeleteGatewaySweepsImages: when a run that deleted a gateway closes
+// the driver, the gateway images are offered for removal, never forced:
+// the engine keeps those a container uses (a conflict), and that is no
+// error.
 func TestDeleteGatewaySweepsImages(t *testing.T) {
 	var removed []string
 	api := &fakeAPI{
@@ -513,7 +514,27 @@ func TestDeleteGatewaySweepsImages(t *testing.T) {
 	if _, err := d.Apply(t.Context(), drivers.ApplyRequest{Op: drivers.OpDelete, Lineage: testLineage, ID: "g1", Object: drivers.Object{Addr: "agent.a.gateway", Kind: kindGateway}}); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
+	if calls := api.calls(); !slices.Equal(calls, []string{"ContainerRemove"}) {
+		t.Errorf("delete made calls %v, want only the remove (the sweep waits for Close)", calls)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if !slices.Equal(removed, []string{"sha256:old"}) {
 		t.Errorf("removed %v, want the unused image", removed)
+	}
+}
+
+// TestCloseWithoutGatewayDeleteSweepsNothing: plan, and any run that
+// deleted no gateway, leave the images alone.
+func TestCloseWithoutGatewayDeleteSweepsNothing(t *testing.T) {
+	api := listing(isolatingEngine())
+	d := egressDriver(t, api, nil)
+	planObjects(t, d, drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1")})
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if calls := api.calls(); !slices.Equal(calls, []string{"NetworkList"}) {
+		t.Errorf("plan and Close made calls %v, want only the isolation check's network list", calls)
 	}
 }

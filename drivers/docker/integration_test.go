@@ -33,6 +33,7 @@ type engineTest struct {
 	api     *countingAPI
 	cli     *client.Client
 	lineage string
+	cfg     cty.Value // the runtime block
 }
 
 // newEngineTest configures a driver against the real engine, through a
@@ -62,7 +63,19 @@ func newEngineTestGateway(t *testing.T, gatewayBinary string) *engineTest {
 		t.Fatalf("Configure: %v", err)
 	}
 	t.Cleanup(func() { d.Close() })
-	return &engineTest{t: t, d: d, api: counter, cli: cli, lineage: lineage}
+	return &engineTest{t: t, d: d, api: counter, cli: cli, lineage: lineage, cfg: cfg}
+}
+
+// reopen closes the driver, as the end of a run does, and configures it
+// again.
+func (e *engineTest) reopen() {
+	e.t.Helper()
+	if err := e.d.Close(); err != nil {
+		e.t.Fatalf("Close: %v", err)
+	}
+	if err := e.d.Configure(e.t.Context(), drivers.ConfigureRequest{Runtime: "default", Config: e.cfg}); err != nil {
+		e.t.Fatalf("Configure: %v", err)
+	}
 }
 
 func (e *engineTest) plan(a drivers.AgentSpec) map[string]drivers.Object {
@@ -572,8 +585,9 @@ func TestIntegrationManyNetworksInParallel(t *testing.T) {
 	}
 }
 
-// TestIntegrationGatewayImageSweep: the gateway image is shared; deleting
-// a gateway removes it once no container uses it, and not before.
+// TestIntegrationGatewayImageSweep: the gateway image is shared; a run
+// that deleted a gateway removes it as it ends once no container uses it,
+// and not before.
 func TestIntegrationGatewayImageSweep(t *testing.T) {
 	t.Parallel()
 	// A gateway binary of this test's own (the shared one plus bytes the
@@ -617,12 +631,17 @@ func TestIntegrationGatewayImageSweep(t *testing.T) {
 		t.Fatalf("%d gateway images of this binary after creating two gateways, want 1", n)
 	}
 	e.apply(drivers.OpDelete, objs["agent.a.gateway"], ids["agent.a.gateway"].ID)
+	e.reopen()
 	if n := images(); n != 1 {
-		t.Errorf("deleting one of two gateways removed the image the other runs from (%d left)", n)
+		t.Errorf("a run deleting one of two gateways removed the image the other runs from (%d left)", n)
 	}
 	e.apply(drivers.OpDelete, objs["agent.b.gateway"], ids["agent.b.gateway"].ID)
+	if n := images(); n != 1 {
+		t.Errorf("the image went before the run ended (%d left)", n)
+	}
+	e.reopen()
 	if n := images(); n != 0 {
-		t.Errorf("%d gateway images left after the last gateway using it was deleted, want 0", n)
+		t.Errorf("%d gateway images left after a run deleted the last gateway using it, want 0", n)
 	}
 	delete(objs, "agent.a.gateway")
 	delete(objs, "agent.b.gateway")
