@@ -41,7 +41,7 @@ func lineagePrefix(lineage string) string {
 func addrPart(addr, kind string) (string, error) {
 	rest, ok := strings.CutPrefix(addr, "agent.")
 	if !ok || rest == "" {
-		return "", fmt.Errorf("address %q is not below agent.", addr)
+		return "", fmt.Errorf("address %q is not below %q", addr, "agent")
 	}
 	switch kind {
 	case kindNetwork:
