@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
@@ -81,13 +83,26 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		recorded[records[i].Addr] = &records[i]
 	}
 	changes := make(map[string]*Change, len(want)+len(records))
+	type diff struct {
+		d   *desired
+		rec *state.Record
+		lo  *drivers.LiveObject
+		c   *Change
+	}
+	diffs := make([]diff, 0, len(want))
 	for addr, d := range want {
 		rec := recorded[addr]
 		runtime := d.runtime
 		if rec != nil && rec.Runtime != d.runtime {
 			runtime = rec.Runtime // it is live where it was recorded, until it moves
 		}
-		changes[addr] = diffObject(d, rec, live.take(runtime, addr))
+		diffs = append(diffs, diff{d: d, rec: rec, lo: live.take(runtime, addr)})
+	}
+	// Hashing and redacting every attribute is most of a large plan's diff:
+	// it is spread over the processors.
+	inParallel(len(diffs), func(i int) { diffs[i].c = diffObject(diffs[i].d, diffs[i].rec, diffs[i].lo) })
+	for _, df := range diffs {
+		changes[df.c.Addr] = df.c
 	}
 	diags = append(diags, p.unknownAfterReplace(ctx, want, agents, changes)...)
 	for _, c := range changes {
@@ -408,7 +423,10 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 	default:
 		c.Changed = changedAttrs(rec.AttrHashes, fp.Attrs, d.object.Attrs)
 		switch {
-		case lo.ID != rec.ID && matches(fp, lo) && !lo.Unfinished:
+		case lo.ID != rec.ID && lo.Unfinished:
+			c.Action = Replace
+			c.Reasons = append(c.Reasons, fmt.Sprintf("the live %s %s is not the recorded %s; the apply that made it was cut off before it was ready", lo.Kind, shortID(lo.ID), shortID(rec.ID)))
+		case lo.ID != rec.ID && matches(fp, lo):
 			// An apply made it and was cut off before recording it (after
 			// deleting the recorded one, maybe in an earlier cut-off run).
 			c.Changed = nil
@@ -443,6 +461,21 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 		}
 	}
 	return c
+}
+
+// inParallel calls f for 0 .. n-1, spread over as many goroutines as there
+// are processors when n is large enough to be worth it.
+func inParallel(n int, f func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n/500+1)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // matches reports whether a live object was made from the desired

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -210,20 +213,47 @@ func (s *Store) Records() ([]Record, error) {
 		if b == nil {
 			return nil
 		}
-		return b.ForEach(func(k, v []byte) error {
-			var r Record
-			if err := json.Unmarshal(v, &r); err != nil {
-				return fmt.Errorf("record %q is not valid: %w", k, err)
-			}
-			out = append(out, r)
+		var keys, values [][]byte // valid until the transaction ends
+		if err := b.ForEach(func(k, v []byte) error {
+			keys, values = append(keys, k), append(values, v)
 			return nil
-		})
+		}); err != nil {
+			return err
+		}
+		out = make([]Record, len(values))
+		return decodeRecords(keys, values, out)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading state %s: %w", s.path, err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
 	return out, nil
+}
+
+// decodeRecords decodes values into out, in as many goroutines as there
+// are processors when there are many: decoding is most of reading a large
+// state. The error is the first bad record's, in key order.
+func decodeRecords(keys, values [][]byte, out []Record) error {
+	workers := min(runtime.GOMAXPROCS(0), len(values)/1000+1)
+	bad := make([]int, workers) // each worker's first bad record, or len(values)
+	var wg sync.WaitGroup
+	for w := range workers {
+		bad[w] = len(values)
+		wg.Go(func() {
+			for i := w; i < len(values); i += workers {
+				if json.Unmarshal(values[i], &out[i]) != nil {
+					bad[w] = i
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if i := slices.Min(bad); i < len(values) {
+		err := json.Unmarshal(values[i], new(Record))
+		return fmt.Errorf("record %q is not valid: %w", keys[i], err)
+	}
+	return nil
 }
 
 // Get returns one record.

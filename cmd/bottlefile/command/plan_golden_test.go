@@ -45,6 +45,16 @@ func TestPlanGolden(t *testing.T) {
 			// the container still recorded on the old one is replaced.
 			recreate(f, l, "agent.coder.network", "")
 		}},
+		{name: "unfinished-recreated", drift: func(w *workspace, f *drivertest.Fake, l string) {
+			// A cut-off apply removed the recorded one and made another,
+			// and was cut off again before it was ready: replaced.
+			for _, o := range f.Objects(l) {
+				if o.Addr == "agent.coder" {
+					o.ID, o.Running, o.Unfinished = "fake-recreated", false, true
+					f.Put(l, o)
+				}
+			}
+		}},
 		{name: "never-started-refresh-only", args: []string{"-refresh-only"}, drift: func(w *workspace, f *drivertest.Fake, l string) {
 			// Refreshing only records it; starting it is a normal plan's.
 			w.forget("agent.coder")
