@@ -29,6 +29,8 @@ type fakeAPI struct {
 	ImageListFn        func(image.ListOptions) ([]image.Summary, error)
 	ContainerRemoveFn  func(string, container.RemoveOptions) error
 	ImageRemoveFn      func(string, image.RemoveOptions) ([]image.DeleteResponse, error)
+	ImageInspectFn     func(string) (image.InspectResponse, error)
+	ContainerCreateFn  func(*container.Config, string) (container.CreateResponse, error)
 }
 
 var _ dockerAPI = (*fakeAPI)(nil)
@@ -63,8 +65,11 @@ func (f *fakeAPI) ContainerInspect(_ context.Context, id string) (container.Insp
 	return container.InspectResponse{}, unexpected("ContainerInspect")
 }
 
-func (f *fakeAPI) ContainerCreate(context.Context, *container.Config, *container.HostConfig, *network.NetworkingConfig, *ocispec.Platform, string) (container.CreateResponse, error) {
+func (f *fakeAPI) ContainerCreate(_ context.Context, cfg *container.Config, _ *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, name string) (container.CreateResponse, error) {
 	f.record("ContainerCreate")
+	if f.ContainerCreateFn != nil {
+		return f.ContainerCreateFn(cfg, name)
+	}
 	return container.CreateResponse{}, unexpected("ContainerCreate")
 }
 
@@ -118,8 +123,11 @@ func (f *fakeAPI) ImageList(_ context.Context, o image.ListOptions) ([]image.Sum
 	return nil, unexpected("ImageList")
 }
 
-func (f *fakeAPI) ImageInspect(context.Context, string, ...client.ImageInspectOption) (image.InspectResponse, error) {
+func (f *fakeAPI) ImageInspect(_ context.Context, ref string, _ ...client.ImageInspectOption) (image.InspectResponse, error) {
 	f.record("ImageInspect")
+	if f.ImageInspectFn != nil {
+		return f.ImageInspectFn(ref)
+	}
 	return image.InspectResponse{}, unexpected("ImageInspect")
 }
 

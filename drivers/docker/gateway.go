@@ -556,25 +556,29 @@ var gatewayImageUse sync.RWMutex
 
 // createGatewayContainer creates the gateway container from the image of
 // the binary at path, making the image first when it is missing. Another
-// process's sweep can remove the image between the two: then it tries once
-// more.
+// process's sweep can remove the image between making it and using it:
+// then it is made again, up to gatewayImageAttempts times in all.
 func (d *Driver) createGatewayContainer(ctx context.Context, api dockerAPI, path, sum string, cfg *container.Config, hostCfg *container.HostConfig, netCfg *network.NetworkingConfig, name string) (container.CreateResponse, error) {
 	gatewayImageUse.RLock()
 	defer gatewayImageUse.RUnlock()
 	for attempt := 1; ; attempt++ {
 		ref, err := d.ensureGatewayImage(ctx, api, path, sum)
-		if err != nil {
+		if err == nil {
+			cfg.Image = ref
+			var created container.CreateResponse
+			if created, err = api.ContainerCreate(ctx, cfg, hostCfg, netCfg, nil, name); err == nil {
+				return created, nil
+			}
+		}
+		if !cerrdefs.IsNotFound(err) || attempt == gatewayImageAttempts {
 			return container.CreateResponse{}, err
 		}
-		cfg.Image = ref
-		created, err := api.ContainerCreate(ctx, cfg, hostCfg, netCfg, nil, name)
-		if err != nil && cerrdefs.IsNotFound(err) && attempt == 1 {
-			d.log.Debug("the gateway image went away before the container was created; making it again", "image", ref, "error", err)
-			continue
-		}
-		return created, err
+		d.log.Debug("the gateway image went away before the container was created; making it again", "attempt", attempt, "error", err)
 	}
 }
+
+// gatewayImageAttempts bounds createGatewayContainer's tries.
+const gatewayImageAttempts = 3
 
 // sweepTimeout bounds the sweep Close makes.
 const sweepTimeout = 30 * time.Second

@@ -538,3 +538,52 @@ func TestCloseWithoutGatewayDeleteSweepsNothing(t *testing.T) {
 		t.Errorf("plan and Close made calls %v, want only the isolation check's network list", calls)
 	}
 }
+
+// TestGatewayImageSweptMeanwhile: when another process's sweep removes the
+// gateway image between making sure of it and creating the container, the
+// create makes sure of it again, a bounded number of times.
+func TestGatewayImageSweptMeanwhile(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		misses  int // creates answered "no such image"
+		wantErr bool
+	}{
+		{"swept once", 1, false},
+		{"swept twice", 2, false},
+		{"swept every time", 99, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			creates := 0
+			api := &fakeAPI{
+				ImageInspectFn: func(ref string) (image.InspectResponse, error) { return image.InspectResponse{ID: "sha256:gw"}, nil },
+				ContainerCreateFn: func(cfg *container.Config, name string) (container.CreateResponse, error) {
+					creates++
+					if creates <= tt.misses {
+						return container.CreateResponse{}, cerrdefs.ErrNotFound.WithMessage("No such image: " + cfg.Image)
+					}
+					return container.CreateResponse{ID: "g1"}, nil
+				},
+			}
+			d := egressDriver(t, api, nil)
+			created, err := d.createGatewayContainer(t.Context(), api, "/unused", "abc", &container.Config{}, &container.HostConfig{}, &network.NetworkingConfig{}, "bf-x-gateway")
+			if tt.wantErr {
+				if err == nil || !cerrdefs.IsNotFound(err) || creates != gatewayImageAttempts {
+					t.Errorf("err = %v after %d creates, want the not-found error after %d", err, creates, gatewayImageAttempts)
+				}
+				return
+			}
+			if err != nil || created.ID != "g1" || creates != tt.misses+1 {
+				t.Errorf("created %+v, %v after %d creates, want g1 after %d", created, err, creates, tt.misses+1)
+			}
+			inspects := 0
+			for _, c := range api.calls() {
+				if c == "ImageInspect" {
+					inspects++
+				}
+			}
+			if inspects != creates {
+				t.Errorf("calls %v: want the image made sure of before each create", api.calls())
+			}
+		})
+	}
+}
