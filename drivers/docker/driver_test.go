@@ -205,12 +205,47 @@ func TestCreateNetworkRetriesOnOverlap(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	want := []string{"10.213.0.0/28", "10.213.0.16/28", "10.213.0.32/28"}
-	if !slices.Equal(tried, want) {
-		t.Errorf("tried %v, want %v", tried, want)
+	// The first free block first; after a refusal, other processes are
+	// at it too, and the next tries start at random blocks of the pool.
+	if len(tried) != 3 || tried[0] != "10.213.0.0/28" {
+		t.Fatalf("tried %v, want three blocks, the first free one first", tried)
 	}
-	if resp.ID != "n1" || resp.Computed["subnet"] != "10.213.0.32/28" {
-		t.Errorf("resp = %+v", resp)
+	pool := netip.MustParsePrefix(DefaultSubnetPool)
+	for _, s := range tried {
+		if p := netip.MustParsePrefix(s); p.Bits() != subnetBits || !pool.Contains(p.Addr()) {
+			t.Errorf("tried %s, not a /%d of %s", s, subnetBits, pool)
+		}
+	}
+	if len(slices.Compact(slices.Sorted(slices.Values(tried)))) != 3 {
+		t.Errorf("tried %v: a refused block again", tried)
+	}
+	if resp.ID != "n1" || resp.Computed["subnet"] != tried[2] {
+		t.Errorf("resp = %+v, want the block tried last", resp)
+	}
+}
+
+// TestClaimScattersAfterRefusal: processes racing for the pool's first free
+// blocks keep meeting; once refused, a claim starts at a random block, so
+// two such claims rarely pick the same one.
+func TestClaimScattersAfterRefusal(t *testing.T) {
+	api := &fakeAPI{NetworkListFn: func(network.ListOptions) ([]network.Summary, error) { return nil, nil }}
+	pool := netip.MustParsePrefix(DefaultSubnetPool)
+	refused := []netip.Prefix{netip.MustParsePrefix("10.213.0.0/28")}
+	seen := map[netip.Prefix]bool{}
+	for range 20 {
+		var c subnetClaims // a process of its own each time
+		_, p, err := c.claim(t.Context(), api, "bf-x", pool, subnetBits, refused, "subnet_pool")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p == refused[0] {
+			t.Fatalf("claimed the refused block %s", p)
+		}
+		seen[p] = true
+	}
+	// 20 draws from 4,095 blocks: all alike only if not random at all.
+	if len(seen) < 10 {
+		t.Errorf("20 claims after a refusal picked only %d different blocks: %v", len(seen), seen)
 	}
 }
 

@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"strings"
 	"sync"
@@ -47,7 +48,14 @@ func (c *subnetClaims) claim(ctx context.Context, api dockerAPI, name string, po
 		return nets, netip.Prefix{}, nil
 	}
 	used := append(append(usedSubnets(nets), refused...), c.held...)
-	p, err := allocateBlock(pool, used, bits)
+	// The first free block, unless the engine already refused one: then
+	// other processes are making networks too, and all of them would go for
+	// the same next block. From a random block on, they rarely meet.
+	var first uint64
+	if len(refused) > 0 && pool.Bits() <= bits {
+		first = rand.Uint64N(uint64(1) << (bits - pool.Bits()))
+	}
+	p, err := allocateBlockFrom(pool, used, bits, first)
 	if err != nil {
 		return nil, netip.Prefix{}, fmt.Errorf("%w; remove unused networks or set a larger %s", err, setting)
 	}
@@ -83,6 +91,12 @@ func usedSubnets(nets []network.Summary) []netip.Prefix {
 // allocateBlock returns the first block of the given prefix length in pool
 // that overlaps nothing in used.
 func allocateBlock(pool netip.Prefix, used []netip.Prefix, bits int) (netip.Prefix, error) {
+	return allocateBlockFrom(pool, used, bits, 0)
+}
+
+// allocateBlockFrom is allocateBlock scanning from the first'th block of
+// pool on, wrapping around.
+func allocateBlockFrom(pool netip.Prefix, used []netip.Prefix, bits int, first uint64) (netip.Prefix, error) {
 	pool = pool.Masked()
 	if !pool.Addr().Is4() || pool.Bits() > bits {
 		return netip.Prefix{}, fmt.Errorf("subnet pool %s cannot hold a /%d", pool, bits)
@@ -98,7 +112,8 @@ func allocateBlock(pool netip.Prefix, used []netip.Prefix, bits int) (netip.Pref
 	blocks := uint64(1) << (bits - pool.Bits())
 	step := uint64(1) << (32 - bits)
 next:
-	for i := uint64(0); i < blocks; i++ {
+	for n := uint64(0); n < blocks; n++ {
+		i := (first + n) % blocks
 		a := start + uint32(i*step)
 		cand := netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(a >> 24), byte(a >> 16), byte(a >> 8), byte(a)}), bits)
 		for _, u := range inPool {
