@@ -131,7 +131,7 @@ func TestCreateNetworkAvoidsOverlap(t *testing.T) {
 			maxInFlight = max(maxInFlight, inFlight)
 			mu.Unlock()
 			arrived <- struct{}{}
-			for deadline := time.Now().Add(3 * time.Second); len(arrived) < cap(arrived) && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(10 * time.Second); len(arrived) < cap(arrived) && time.Now().Before(deadline); {
 				time.Sleep(time.Millisecond)
 			}
 			mu.Lock()
