@@ -635,10 +635,9 @@ func TestIntegrationGatewayImageSweep(t *testing.T) {
 	if n := images(); n != 1 {
 		t.Errorf("a run deleting one of two gateways removed the image the other runs from (%d left)", n)
 	}
+	// (That the sweep waits for Close is TestDeleteGatewaySweepsImages':
+	// here another test process's sweep may take the unused image first.)
 	e.apply(drivers.OpDelete, objs["agent.b.gateway"], ids["agent.b.gateway"].ID)
-	if n := images(); n != 1 {
-		t.Errorf("the image went before the run ended (%d left)", n)
-	}
 	e.reopen()
 	if n := images(); n != 0 {
 		t.Errorf("%d gateway images left after a run deleted the last gateway using it, want 0", n)
