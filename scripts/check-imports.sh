@@ -13,6 +13,7 @@ declare -A allowed=(
   [drivers/docker/dockertest]="drivers"
   [drivers/smolvm]="drivers egress"
   [drivers/smolvm/fakesmolvm]=""
+  [drivers/smolvm/smolvmtest]=""
   [drivers/drivertest]="drivers planner/dag"
   [planner]="lang planner/dag drivers state"
   [executor]="planner planner/dag drivers lang state"

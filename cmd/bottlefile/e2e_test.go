@@ -19,6 +19,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
+	"github.com/bottlefile/bottlefile/drivers/smolvm/smolvmtest"
 	"github.com/bottlefile/bottlefile/state"
 )
 
@@ -42,6 +43,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	smolvmtest.Cleanup()
 	os.Exit(code)
 }
 

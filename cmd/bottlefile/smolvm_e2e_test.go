@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,13 +9,13 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/docker/docker/client"
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
+	"github.com/bottlefile/bottlefile/drivers/smolvm/smolvmtest"
 	"github.com/bottlefile/bottlefile/state"
 )
 
@@ -29,68 +26,16 @@ import (
 // test process (t.Setenv), which the child bottlefile inherits, so none of
 // them runs in parallel.
 
-// fakeSmolvmBuild is the fake, built once into the directory TestMain
-// removes.
-var fakeSmolvmBuild struct {
-	once sync.Once
-	dir  string
-	err  error
-}
-
 // useFakeSmolvm puts the fake smolvm first on PATH with a fresh state
 // directory, and returns that directory.
 func useFakeSmolvm(t *testing.T) string {
 	t.Helper()
-	fakeSmolvmBuild.once.Do(func() {
-		dir := filepath.Join(filepath.Dir(binary), "fakesmolvm")
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "smolvm"), "github.com/bottlefile/bottlefile/drivers/smolvm/fakesmolvm")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fakeSmolvmBuild.err = fmt.Errorf("building the fake smolvm: %v\n%s", err, out)
-			return
-		}
-		fakeSmolvmBuild.dir = dir
-	})
-	if fakeSmolvmBuild.err != nil {
-		t.Fatal(fakeSmolvmBuild.err)
-	}
+	dir := filepath.Dir(smolvmtest.Binary(t))
 	st := t.TempDir()
-	t.Setenv("PATH", fakeSmolvmBuild.dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	t.Setenv("FAKESMOLVM_STATE", st)
 	t.Setenv("FAKESMOLVM_VERSION", "")
 	return st
-}
-
-// smolvmCalls reads the fake's record of the command lines it was given.
-func smolvmCalls(t *testing.T, st string) [][]string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(st, "calls.jsonl"))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var c struct {
-			Args []string `json:"args"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatalf("calls.jsonl: %v", err)
-		}
-		out = append(out, c.Args)
-	}
-	return out
-}
-
-func resetSmolvmCalls(t *testing.T, st string) {
-	t.Helper()
-	if err := os.Remove(filepath.Join(st, "calls.jsonl")); err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
 }
 
 // callsOf returns the calls that begin with prefix.
@@ -232,16 +177,16 @@ func TestE2ESmolvmExample(t *testing.T) {
 
 	r := mustRun(t, dir, "plan")
 	wantAll(t, "plan", r.stdout, "+ agent.coder (machine)", `egress  = ["api.anthropic.com", "github.com"]`, "Plan: 1 to add, 0 to change, 0 to destroy.")
-	if c := smolvmCalls(t, st); len(callsOf(c, "machine", "create")) != 0 || len(callsOf(c, "machine", "ls")) != 0 {
+	if c := smolvmtest.Calls(t, st); len(callsOf(c, "machine", "create")) != 0 || len(callsOf(c, "machine", "ls")) != 0 {
 		t.Errorf("plan of a fresh state changed or listed smolvm: %q", c)
 	}
 
-	resetSmolvmCalls(t, st)
+	smolvmtest.ResetCalls(t, st)
 	r = mustRun(t, dir, "apply", "-auto-approve")
 	wantAll(t, "apply", r.stdout, "agent.coder: Creation complete", "Apply complete! Objects: 1 added, 0 changed, 0 destroyed.")
 	lineage := stateLineage(t, dir)
 	machine := "bf-" + lineage[:8] + "-coder"
-	calls := smolvmCalls(t, st)
+	calls := smolvmtest.Calls(t, st)
 	checkDocumentedForms(t, calls, lineage)
 	creates := callsOf(calls, "machine", "create")
 	if len(creates) != 1 {
@@ -269,10 +214,10 @@ func TestE2ESmolvmExample(t *testing.T) {
 		t.Errorf("second plan is not empty:\n%s", r)
 	}
 
-	resetSmolvmCalls(t, st)
+	smolvmtest.ResetCalls(t, st)
 	r = mustRun(t, dir, "destroy", "-auto-approve")
 	wantAll(t, "destroy", r.stdout, "agent.coder.snapshot.1: Creation complete", "agent.coder: Destruction complete", "Destroy complete!")
-	calls = smolvmCalls(t, st)
+	calls = smolvmtest.Calls(t, st)
 	checkDocumentedForms(t, calls, lineage)
 	pack := filepath.Join(dir, ".bottlefile", "snapshots", lineage[:8], "agent.coder.snapshot.1-1")
 	order := []int{
@@ -298,10 +243,10 @@ func TestE2ESmolvmExample(t *testing.T) {
 
 	// Applying again resumes from the pack, with the allowlist on the
 	// command line (packs carry none; create --from honours it since 1.8.0).
-	resetSmolvmCalls(t, st)
+	smolvmtest.ResetCalls(t, st)
 	r = mustRun(t, dir, "apply", "-auto-approve")
 	wantAll(t, "apply after destroy", r.stdout, "it resumes from agent.coder.snapshot.1")
-	calls = smolvmCalls(t, st)
+	calls = smolvmtest.Calls(t, st)
 	checkDocumentedForms(t, calls, lineage)
 	creates = callsOf(calls, "machine", "create")
 	if len(creates) != 1 || !slices.Equal(creates[0][4:6], []string{"--from", filepath.Join(dir, ".bottlefile", "boot", lineage[:8], machine+".smolmachine")}) ||
@@ -356,7 +301,7 @@ func TestE2ESmolvmEgressRules(t *testing.T) {
 			wantAll(t, "the diagnostic", strings.Join(strings.Fields(r.stderr), " "), fmt.Sprintf("egress rule %q: %s", tc.rule, tc.why))
 		})
 	}
-	if c := callsOf(smolvmCalls(t, st), "machine", "create"); len(c) != 0 {
+	if c := callsOf(smolvmtest.Calls(t, st), "machine", "create"); len(c) != 0 {
 		t.Errorf("a rejected plan created machines: %q", c)
 	}
 }
@@ -444,7 +389,7 @@ func runMigrate(t *testing.T, cli *client.Client, st string) {
 
 	t.Cleanup(func() { bottlefile(t, dir, "destroy", "-auto-approve") })
 	if st != "" {
-		resetSmolvmCalls(t, st)
+		smolvmtest.ResetCalls(t, st)
 	}
 	r = bottlefile(t, dir, "apply", "-auto-approve")
 	if r.code != 0 && strings.Contains(r.stderr, `the docker driver has no object kind "machine"`) {
@@ -461,7 +406,7 @@ func runMigrate(t *testing.T, cli *client.Client, st string) {
 		t.Errorf("want one imported docker-save tar under the state directory, got %v", tars)
 	}
 	if st != "" {
-		calls := smolvmCalls(t, st)
+		calls := smolvmtest.Calls(t, st)
 		checkDocumentedForms(t, calls, lineage)
 		machine := "bf-" + lineage[:8] + "-coder"
 		creates := callsOf(calls, "machine", "create")

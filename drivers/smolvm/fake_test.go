@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/bottlefile/bottlefile/drivers/smolvm/smolvmtest"
 )
 
 // The fake must be as strict as the real CLI, or the driver's tests prove
@@ -293,7 +295,7 @@ func TestFakeConcurrent(t *testing.T) {
 
 func TestFakeNeedsState(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(fakeBinary(t), "--version")
+	cmd := exec.Command(smolvmtest.Binary(t), "--version")
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "FAKESMOLVM_STATE=") {
 			cmd.Env = append(cmd.Env, kv)

@@ -1,17 +1,12 @@
 package smolvm
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,57 +15,13 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/smolvm/smolvmtest"
 )
 
-// The fake smolvm is built once per test process into a directory that
-// TestMain removes.
-var fakeBuild struct {
-	once sync.Once
-	dir  string
-	bin  string
-	err  error
-}
-
-// goBinary is the go command, found before any test changes PATH.
-var goBinary string
-
 func TestMain(m *testing.M) {
-	goBinary = "go"
-	if p, err := exec.LookPath("go"); err == nil {
-		goBinary = p
-	}
 	code := m.Run()
-	if fakeBuild.dir != "" {
-		os.RemoveAll(fakeBuild.dir)
-	}
+	smolvmtest.Cleanup()
 	os.Exit(code)
-}
-
-// fakeBinary builds ./fakesmolvm as a program named smolvm and returns its
-// path.
-func fakeBinary(t testing.TB) string {
-	t.Helper()
-	fakeBuild.once.Do(func() {
-		dir, err := os.MkdirTemp("", "fakesmolvm-")
-		if err != nil {
-			fakeBuild.err = err
-			return
-		}
-		fakeBuild.dir = dir
-		bin := filepath.Join(dir, "smolvm")
-		cmd := exec.Command(goBinary, "build", "-o", bin, "./fakesmolvm")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			fakeBuild.err = fmt.Errorf("go build ./fakesmolvm: %v\n%s", err, out)
-			return
-		}
-		fakeBuild.bin = bin
-	})
-	if fakeBuild.err != nil {
-		t.Fatalf("building the fake smolvm: %v", fakeBuild.err)
-	}
-	return fakeBuild.bin
 }
 
 // fake is one fake smolvm installation: the shared binary and a fresh
@@ -85,7 +36,7 @@ func newFake(t testing.TB, env ...string) *fake {
 	t.Helper()
 	state := t.TempDir()
 	return &fake{
-		bin:   fakeBinary(t),
+		bin:   smolvmtest.Binary(t),
 		state: state,
 		env:   append([]string{"FAKESMOLVM_STATE=" + state}, env...),
 	}
@@ -116,36 +67,9 @@ func (f *fake) driver(t testing.TB) *Driver {
 }
 
 // calls returns the argument lists the fake recorded, in order.
-func (f *fake) calls(t testing.TB) [][]string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(f.state, "calls.jsonl"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]string
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var c struct {
-			Args []string `json:"args"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatalf("calls.jsonl: %v", err)
-		}
-		out = append(out, c.Args)
-	}
-	return out
-}
+func (f *fake) calls(t testing.TB) [][]string { return smolvmtest.Calls(t, f.state) }
 
-func (f *fake) resetCalls(t testing.TB) {
-	t.Helper()
-	if err := os.Remove(filepath.Join(f.state, "calls.jsonl")); err != nil && !errors.Is(err, os.ErrNotExist) {
-		t.Fatal(err)
-	}
-}
+func (f *fake) resetCalls(t testing.TB) { smolvmtest.ResetCalls(t, f.state) }
 
 // cli runs the fake directly, with stdin, and returns what it printed and
 // its exit code.

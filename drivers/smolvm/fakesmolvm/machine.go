@@ -147,13 +147,9 @@ func isLocalImage(ref string) bool {
 }
 
 func (c *cli) create(args []string) int {
-	p, uerr := createSpec.parse(args)
-	if uerr != nil {
-		return c.usage(uerr)
-	}
-	if p.help {
-		fmt.Fprintf(c.stdout, "Usage: %s\n", createSpec.usage)
-		return 0
+	p, code, done := c.parse(createSpec, args)
+	if done {
+		return code
 	}
 	if p.has("from") {
 		for _, other := range []string{"image", "smolfile"} {
@@ -340,7 +336,7 @@ func (c *cli) create(args []string) int {
 
 	c.st.Machines[name] = m
 	if err := c.st.save(); err != nil {
-		return c.runtimeError("database operation failed: write: %v", err)
+		return c.saveFailed(err)
 	}
 	fmt.Fprintf(c.stdout, "Created machine: %s\n", name)
 	fmt.Fprintf(c.stdout, "  CPUs: %d, Memory: %d MiB\n", m.CPUs, m.MemoryMiB)
@@ -390,13 +386,9 @@ func nameOrDefault(p *parsed) (string, bool) {
 }
 
 func (c *cli) start(args []string) int {
-	p, uerr := startSpec.parse(args)
-	if uerr != nil {
-		return c.usage(uerr)
-	}
-	if p.help {
-		fmt.Fprintf(c.stdout, "Usage: %s\n", startSpec.usage)
-		return 0
+	p, code, done := c.parse(startSpec, args)
+	if done {
+		return code
 	}
 	name, _ := nameOrDefault(p)
 	m, ok := c.st.Machines[name]
@@ -438,7 +430,7 @@ func (c *cli) start(args []string) int {
 	m.State, m.PID = "running", &pid
 	m.BootExecsLeft, _ = strconv.Atoi(c.getenv("FAKESMOLVM_BOOT_EXECS"))
 	if err := c.st.save(); err != nil {
-		return c.runtimeError("database operation failed: write: %v", err)
+		return c.saveFailed(err)
 	}
 	fmt.Fprintf(c.stdout, "Machine '%s' running (PID: %d)\n", name, pid)
 	return 0
@@ -455,13 +447,9 @@ func splitList(s string) []string {
 }
 
 func (c *cli) stop(args []string) int {
-	p, uerr := stopSpec.parse(args)
-	if uerr != nil {
-		return c.usage(uerr)
-	}
-	if p.help {
-		fmt.Fprintf(c.stdout, "Usage: %s\n", stopSpec.usage)
-		return 0
+	p, code, done := c.parse(stopSpec, args)
+	if done {
+		return code
 	}
 	name, _ := nameOrDefault(p)
 	m, ok := c.st.Machines[name]
@@ -475,20 +463,16 @@ func (c *cli) stop(args []string) int {
 	fmt.Fprintf(c.stdout, "Stopping machine '%s'...\n", name)
 	m.State, m.PID = "stopped", nil
 	if err := c.st.save(); err != nil {
-		return c.runtimeError("database operation failed: write: %v", err)
+		return c.saveFailed(err)
 	}
 	fmt.Fprintf(c.stdout, "Stopped machine: %s\n", name)
 	return 0
 }
 
 func (c *cli) delete(args []string) int {
-	p, uerr := deleteSpec.parse(args)
-	if uerr != nil {
-		return c.usage(uerr)
-	}
-	if p.help {
-		fmt.Fprintf(c.stdout, "Usage: %s\n", deleteSpec.usage)
-		return 0
+	p, code, done := c.parse(deleteSpec, args)
+	if done {
+		return code
 	}
 	name, _ := p.value("name")
 	m, ok := c.st.Machines[name]
@@ -500,7 +484,7 @@ func (c *cli) delete(args []string) int {
 		fmt.Fprintf(c.stdout, "Stopping machine '%s'...\n", name)
 		m.State, m.PID = "stopped", nil
 		if err := c.st.save(); err != nil {
-			return c.runtimeError("database operation failed: write: %v", err)
+			return c.saveFailed(err)
 		}
 	}
 	if !p.switches["force"] {
@@ -514,20 +498,16 @@ func (c *cli) delete(args []string) int {
 	}
 	delete(c.st.Machines, name)
 	if err := c.st.save(); err != nil {
-		return c.runtimeError("database operation failed: write: %v", err)
+		return c.saveFailed(err)
 	}
 	fmt.Fprintf(c.stdout, "Deleted machine: %s\n", name)
 	return 0
 }
 
 func (c *cli) exec(args []string) int {
-	p, uerr := execSpec.parse(args)
-	if uerr != nil {
-		return c.usage(uerr)
-	}
-	if p.help {
-		fmt.Fprintf(c.stdout, "Usage: %s\n", execSpec.usage)
-		return 0
+	p, code, done := c.parse(execSpec, args)
+	if done {
+		return code
 	}
 	if p.switches["detach"] && (p.switches["interactive"] || p.switches["tty"] || p.switches["stream"]) {
 		return c.usage(&usageError{msg: "the argument '--detach' cannot be used with '--interactive', '--tty' or '--stream'", usage: execSpec.usage})
@@ -544,7 +524,7 @@ func (c *cli) exec(args []string) int {
 	if m.BootExecsLeft > 0 {
 		m.BootExecsLeft--
 		if err := c.st.save(); err != nil {
-			return c.runtimeError("database operation failed: write: %v", err)
+			return c.saveFailed(err)
 		}
 		return c.runtimeError("agent operation failed: connect: the agent of machine '%s' is not ready yet", name)
 	}
@@ -585,13 +565,13 @@ func (c *cli) exec(args []string) int {
 		}
 		slices.Sort(m.Files)
 		if err := c.st.save(); err != nil {
-			return c.runtimeError("database operation failed: write: %v", err)
+			return c.saveFailed(err)
 		}
 		return 0
 	case "rm":
 		m.Files = slices.DeleteFunc(m.Files, func(f string) bool { return slices.Contains(cmd[1:], f) })
 		if err := c.st.save(); err != nil {
-			return c.runtimeError("database operation failed: write: %v", err)
+			return c.saveFailed(err)
 		}
 		return 0
 	case "test":
@@ -604,13 +584,9 @@ func (c *cli) exec(args []string) int {
 }
 
 func (c *cli) ls(args []string) int {
-	p, uerr := lsSpec.parse(args)
-	if uerr != nil {
-		return c.usage(uerr)
-	}
-	if p.help {
-		fmt.Fprintf(c.stdout, "Usage: %s\n", lsSpec.usage)
-		return 0
+	p, code, done := c.parse(lsSpec, args)
+	if done {
+		return code
 	}
 	names := c.st.names()
 	if p.switches["json"] {
@@ -639,13 +615,9 @@ func (c *cli) ls(args []string) int {
 }
 
 func (c *cli) status(args []string) int {
-	p, uerr := statusSpec.parse(args)
-	if uerr != nil {
-		return c.usage(uerr)
-	}
-	if p.help {
-		fmt.Fprintf(c.stdout, "Usage: %s\n", statusSpec.usage)
-		return 0
+	p, code, done := c.parse(statusSpec, args)
+	if done {
+		return code
 	}
 	name, _ := nameOrDefault(p)
 	m, ok := c.st.Machines[name]

@@ -60,6 +60,25 @@ func (c *cli) runtimeError(format string, a ...any) int {
 	return 1
 }
 
+// parse reads a subcommand's arguments. done reports that the command is
+// over already, with its exit code: a usage error (2), or --help (0).
+func (c *cli) parse(spec cmdSpec, args []string) (p *parsed, code int, done bool) {
+	p, uerr := spec.parse(args)
+	if uerr != nil {
+		return nil, c.usage(uerr), true
+	}
+	if p.help {
+		fmt.Fprintf(c.stdout, "Usage: %s\n", spec.usage)
+		return nil, 0, true
+	}
+	return p, 0, false
+}
+
+// saveFailed is the real CLI's error when its database cannot be written.
+func (c *cli) saveFailed(err error) int {
+	return c.runtimeError("database operation failed: write: %v", err)
+}
+
 func (c *cli) usage(e *usageError) int {
 	e.write(c.stderr)
 	return 2

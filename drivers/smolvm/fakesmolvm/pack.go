@@ -97,13 +97,9 @@ func (c *cli) pack(args []string) int {
 }
 
 func (c *cli) packCreate(args []string) int {
-	p, uerr := packCreateSpec.parse(args)
-	if uerr != nil {
-		return c.usage(uerr)
-	}
-	if p.help {
-		fmt.Fprintf(c.stdout, "Usage: %s\n", packCreateSpec.usage)
-		return 0
+	p, code, done := c.parse(packCreateSpec, args)
+	if done {
+		return code
 	}
 	var sources []string
 	for _, s := range []string{"image", "from-vm", "smolfile"} {
