@@ -65,36 +65,13 @@ func (w *workspace) run(name string, args ...string) (code int, stdout, stderr s
 		Ctx:      context.Background(), Abandon: context.Background(),
 		Dir: w.dir,
 	}
-	var c interface{ Run([]string) int }
-	switch name {
-	case "plan":
-		c = &PlanCommand{Meta: m}
-	case "apply":
-		c = &ApplyCommand{Meta: m}
-	case "destroy":
-		c = &ApplyCommand{Meta: m, Destroy: true}
-	case "validate":
-		c = &ValidateCommand{Meta: m}
-	case "fmt":
-		c = &FmtCommand{Meta: m}
-	case "show":
-		c = &ShowCommand{Meta: m}
-	case "output":
-		c = &OutputCommand{Meta: m}
-	case "graph":
-		c = &GraphCommand{Meta: m}
-	case "state":
-		c = &StateCommand{Meta: m}
-	case "state list":
-		c = &StateListCommand{Meta: m}
-	case "state show":
-		c = &StateShowCommand{Meta: m}
-	case "state rm":
-		c = &StateRmCommand{Meta: m}
-	case "state pull":
-		c = &StatePullCommand{Meta: m}
-	default:
-		w.t.Fatalf("no command %q in the harness", name)
+	factory, ok := Commands(m)[name]
+	if !ok {
+		w.t.Fatalf("no command %q", name)
+	}
+	c, err := factory()
+	if err != nil {
+		w.t.Fatal(err)
 	}
 	code = c.Run(args)
 	return code, out.String(), errb.String()

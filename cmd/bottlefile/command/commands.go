@@ -1,0 +1,31 @@
+package command
+
+import "github.com/hashicorp/cli"
+
+// Commands maps each command name to its factory. main adds the hidden
+// gateway command, which is not the CLI's to run.
+func Commands(meta *Meta) map[string]cli.CommandFactory {
+	cmd := func(c cli.Command) cli.CommandFactory {
+		return func() (cli.Command, error) { return c, nil }
+	}
+	return map[string]cli.CommandFactory{
+		"validate":        cmd(&ValidateCommand{Meta: meta}),
+		"plan":            cmd(&PlanCommand{Meta: meta}),
+		"apply":           cmd(&ApplyCommand{Meta: meta}),
+		"destroy":         cmd(&ApplyCommand{Meta: meta, Destroy: true}),
+		"version":         cmd(&VersionCommand{Meta: meta}),
+		"fmt":             cmd(&FmtCommand{Meta: meta}),
+		"show":            cmd(&ShowCommand{Meta: meta}),
+		"graph":           cmd(&GraphCommand{Meta: meta}),
+		"output":          cmd(&OutputCommand{Meta: meta}),
+		"state":           cmd(&StateCommand{Meta: meta}),
+		"state list":      cmd(&StateListCommand{Meta: meta}),
+		"state show":      cmd(&StateShowCommand{Meta: meta}),
+		"state rm":        cmd(&StateRmCommand{Meta: meta}),
+		"state pull":      cmd(&StatePullCommand{Meta: meta}),
+		"logs":            cmd(&LogsCommand{Meta: meta}),
+		"snapshot":        cmd(&SnapshotCommand{Meta: meta}),
+		"snapshot export": cmd(&SnapshotExportCommand{Meta: meta}),
+		"snapshot import": cmd(&SnapshotImportCommand{Meta: meta}),
+	}
+}
