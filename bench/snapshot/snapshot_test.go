@@ -8,7 +8,6 @@
 package snapshot
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"sort"
@@ -18,7 +17,6 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/hashicorp/go-hclog"
 	"github.com/zclconf/go-cty/cty"
 
@@ -158,21 +156,7 @@ func stats(ds []time.Duration) (mean, median float64) {
 // write runs a shell command in the container.
 func write(b *testing.B, cli *client.Client, id, script string) {
 	b.Helper()
-	ctx := context.Background()
-	ex, err := cli.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: []string{"sh", "-c", script}, AttachStdout: true, AttachStderr: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	att, err := cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer att.Close()
-	var out bytes.Buffer
-	if _, err := stdcopy.StdCopy(&out, &out, att.Reader); err != nil {
-		b.Fatal(err)
-	}
-	if out.Len() > 0 {
-		b.Fatalf("%s: %s", script, out.String())
+	if out := dockertest.Sh(b, cli, id, script); out != "" {
+		b.Fatalf("%s: %s", script, out)
 	}
 }

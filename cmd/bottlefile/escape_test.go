@@ -424,26 +424,8 @@ type execResult struct {
 // execIn runs a shell script in a container and waits for it.
 func (r *escapeRig) execIn(t *testing.T, id, script string) execResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	ex, err := r.cli.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: []string{"sh", "-c", script}, AttachStdout: true, AttachStderr: true})
-	if err != nil {
-		t.Fatalf("exec in %s: %v", id[:12], err)
-	}
-	att, err := r.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
-	if err != nil {
-		t.Fatalf("exec in %s: %v", id[:12], err)
-	}
-	defer att.Close()
-	var out bytes.Buffer
-	if _, err := stdcopy.StdCopy(&out, &out, att.Reader); err != nil {
-		t.Fatalf("exec in %s: %v", id[:12], err)
-	}
-	insp, err := r.cli.ContainerExecInspect(ctx, ex.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return execResult{out: out.String(), code: insp.ExitCode}
+	out, code := dockertest.Exec(t, r.cli, id, "sh", "-c", script)
+	return execResult{out: out, code: code}
 }
 
 // probe is one attempt, a shell command run from inside a container.

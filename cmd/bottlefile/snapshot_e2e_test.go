@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -20,9 +19,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/hashicorp/go-hclog"
 	"github.com/zclconf/go-cty/cty"
 
@@ -81,26 +78,6 @@ func snapAgentContainer(t *testing.T, cli *client.Client, lineage string) contai
 	return list[0]
 }
 
-// snapExec runs a shell command in a container and returns its output.
-func snapExec(t *testing.T, cli *client.Client, id, script string) string {
-	t.Helper()
-	ctx := context.Background()
-	ex, err := cli.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: []string{"sh", "-c", script}, AttachStdout: true, AttachStderr: true})
-	if err != nil {
-		t.Fatalf("exec %q in %s: %v", script, id[:12], err)
-	}
-	att, err := cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
-	if err != nil {
-		t.Fatalf("exec %q in %s: %v", script, id[:12], err)
-	}
-	defer att.Close()
-	var out bytes.Buffer
-	if _, err := stdcopy.StdCopy(&out, &out, att.Reader); err != nil {
-		t.Fatalf("exec %q: %v", script, err)
-	}
-	return out.String()
-}
-
 // snapRecord reads one record of the state in dir.
 func snapRecord(t *testing.T, dir, addr string) (state.Record, bool) {
 	t.Helper()
@@ -146,7 +123,7 @@ func TestE2ESnapshotBeforeReplace(t *testing.T) {
 	mustRun(t, dir, "apply", "-auto-approve")
 	lineage := snapLineage(t, cli, dir)
 	old := snapAgentContainer(t, cli, lineage)
-	snapExec(t, cli, old.ID, "echo hi > /workspace/f")
+	dockertest.Sh(t, cli, old.ID, "echo hi > /workspace/f")
 
 	writeBottlefile(t, dir, policyBottlefile, "", "", img, 700, `["replace"]`, 10)
 	r := mustRun(t, dir, "plan")
@@ -165,7 +142,7 @@ func TestE2ESnapshotBeforeReplace(t *testing.T) {
 	if now.ID == old.ID || now.Command != "sleep 700" {
 		t.Fatalf("not replaced: %+v", now)
 	}
-	if got := snapExec(t, cli, now.ID, "cat /workspace/f"); got != "hi\n" {
+	if got := dockertest.Sh(t, cli, now.ID, "cat /workspace/f"); got != "hi\n" {
 		t.Errorf("the new container has /workspace/f = %q, want the file written before the replacement", got)
 	}
 	rec, ok := snapRecord(t, dir, "agent.coder.snapshot.1")
@@ -192,7 +169,7 @@ func TestE2ESnapshotBeforeDestroyResumes(t *testing.T) {
 	writeBottlefile(t, dir, policyBottlefile, "", "", img, 600, `["destroy"]`, 10)
 	mustRun(t, dir, "apply", "-auto-approve")
 	lineage := snapLineage(t, cli, dir)
-	snapExec(t, cli, snapAgentContainer(t, cli, lineage).ID, "echo kept > /workspace/f")
+	dockertest.Sh(t, cli, snapAgentContainer(t, cli, lineage).ID, "echo kept > /workspace/f")
 
 	r := mustRun(t, dir, "plan", "-destroy")
 	snapWant(t, "destroy plan", r.stdout, "@ agent.coder.snapshot.1 (snapshot)", "- agent.coder (container)")
@@ -212,7 +189,7 @@ func TestE2ESnapshotBeforeDestroyResumes(t *testing.T) {
 	snapWant(t, "plan after destroy", r.stdout, "it resumes from agent.coder.snapshot.1")
 	mustRun(t, dir, "apply", "-auto-approve")
 	id := snapAgentContainer(t, cli, lineage).ID
-	if got := snapExec(t, cli, id, "cat /workspace/f"); got != "kept\n" {
+	if got := dockertest.Sh(t, cli, id, "cat /workspace/f"); got != "kept\n" {
 		t.Errorf("the resumed container has /workspace/f = %q", got)
 	}
 	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
@@ -221,7 +198,7 @@ func TestE2ESnapshotBeforeDestroyResumes(t *testing.T) {
 
 	// No policy covers a replace: the plan says what it would discard
 	// (the container's writable layer, as the engine measures it).
-	snapExec(t, cli, id, "head -c 307200 /dev/zero > /workspace/big")
+	dockertest.Sh(t, cli, id, "head -c 307200 /dev/zero > /workspace/big")
 	writeBottlefile(t, dir, policyBottlefile, "", "", img, 700, `["destroy"]`, 10)
 	r = mustRun(t, dir, "plan")
 	snapWant(t, "plan of an uncovered replace", r.stdout, "this replace discards 300.", "KiB written inside it since ", `no snapshot_policy covers "replace"`)
@@ -241,7 +218,7 @@ func TestE2ESnapshotPrune(t *testing.T) {
 		if i == 0 {
 			lineage = snapLineage(t, cli, dir)
 		}
-		snapExec(t, cli, snapAgentContainer(t, cli, lineage).ID, fmt.Sprintf("echo %d >> /workspace/f", i))
+		dockertest.Sh(t, cli, snapAgentContainer(t, cli, lineage).ID, fmt.Sprintf("echo %d >> /workspace/f", i))
 	}
 	mustRun(t, dir, "apply", "-auto-approve", "-replace=agent.coder")
 	refs := map[int]string{}
@@ -275,7 +252,7 @@ func TestE2ESnapshotPrune(t *testing.T) {
 	}
 	// The newer snapshots, committed on top of the pruned ones, still boot.
 	mustRun(t, dir, "apply", "-auto-approve", "-replace=agent.coder")
-	if got := snapExec(t, cli, snapAgentContainer(t, cli, lineage).ID, "cat /workspace/f"); got != "0\n1\n2\n3\n" {
+	if got := dockertest.Sh(t, cli, snapAgentContainer(t, cli, lineage).ID, "cat /workspace/f"); got != "0\n1\n2\n3\n" {
 		t.Errorf("after pruning and resuming, /workspace/f = %q", got)
 	}
 	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
@@ -313,18 +290,18 @@ func TestE2ESnapshotFlattenChain(t *testing.T) {
 			}
 		}
 		id := snapAgentContainer(t, cli, lineage).ID
-		if got := snapExec(t, cli, id, "cat /workspace/f 2>/dev/null"); got != want.String() {
+		if got := dockertest.Sh(t, cli, id, "cat /workspace/f 2>/dev/null"); got != want.String() {
 			t.Fatalf("cycle %d: /workspace/f = %q, want %q", i, got, want.String())
 		}
 		line := fmt.Sprintf("cycle %d\n", i)
-		snapExec(t, cli, id, "printf '"+line+"' >> /workspace/f")
+		dockertest.Sh(t, cli, id, "printf '"+line+"' >> /workspace/f")
 		want.WriteString(line)
 	}
 	t.Logf("snapshot depths over %d cycles with flatten_depth %d: %v", cycles, depth, depths)
 	if !slices.Contains(depths, "1") {
 		t.Errorf("no snapshot was flattened: depths %v", depths)
 	}
-	got := snapExec(t, cli, snapAgentContainer(t, cli, lineage).ID, "cat /workspace/f")
+	got := dockertest.Sh(t, cli, snapAgentContainer(t, cli, lineage).ID, "cat /workspace/f")
 	if !strings.HasPrefix(got, "cycle 0\n") || got != want.String() {
 		t.Errorf("at the end /workspace/f = %q, want %q", got, want.String())
 	}
@@ -344,7 +321,7 @@ func TestE2ESnapshotExportImport(t *testing.T) {
 	writeBottlefile(t, src, policyBottlefile, "", "", img, 600, `["replace"]`, 10)
 	mustRun(t, src, "apply", "-auto-approve")
 	srcLineage := snapLineage(t, cli, src)
-	snapExec(t, cli, snapAgentContainer(t, cli, srcLineage).ID, "echo travelled > /workspace/f")
+	dockertest.Sh(t, cli, snapAgentContainer(t, cli, srcLineage).ID, "echo travelled > /workspace/f")
 	writeBottlefile(t, src, policyBottlefile, "", "", img, 601, `["replace"]`, 10)
 	mustRun(t, src, "apply", "-auto-approve")
 
@@ -376,7 +353,7 @@ func TestE2ESnapshotExportImport(t *testing.T) {
 		t.Errorf("the imported snapshot is not in line with the configuration:\n%s", r.stdout)
 	}
 	mustRun(t, dst, "apply", "-auto-approve")
-	if got := snapExec(t, cli, snapAgentContainer(t, cli, dstLineage).ID, "cat /workspace/f"); got != "travelled\n" {
+	if got := dockertest.Sh(t, cli, snapAgentContainer(t, cli, dstLineage).ID, "cat /workspace/f"); got != "travelled\n" {
 		t.Errorf("the agent created from the import has /workspace/f = %q", got)
 	}
 	// A second import takes the next number.
@@ -585,7 +562,7 @@ func TestE2EMigrateBetweenEngines(t *testing.T) {
 	lineage := snapLineage(t, cli, dir)
 	t.Cleanup(func() { snapRemoveImages(t, cli2, lineage) })
 	old := snapAgentContainer(t, cli, lineage)
-	snapExec(t, cli, old.ID, "echo migrated > /workspace/f")
+	dockertest.Sh(t, cli, old.ID, "echo migrated > /workspace/f")
 
 	writeBottlefile(t, dir, migrateBottlefile, host, secondEngineOptOut, "b", img)
 	r := bottlefile(t, dir, "plan")
@@ -605,7 +582,7 @@ func TestE2EMigrateBetweenEngines(t *testing.T) {
 		`committed on runtime "a" and moved to "b"`)
 	mustRun(t, dir, "apply", "-auto-approve")
 	moved := snapAgentContainer(t, cli2, lineage)
-	if got := snapExec(t, cli2, moved.ID, "cat /workspace/f"); got != "migrated\n" {
+	if got := dockertest.Sh(t, cli2, moved.ID, "cat /workspace/f"); got != "migrated\n" {
 		t.Errorf("on the new engine /workspace/f = %q", got)
 	}
 	if left := containersWith(t, cli, drivers.LabelAddress+"=agent.coder", drivers.LabelLineage+"="+lineage); len(left) != 0 {
@@ -640,38 +617,10 @@ func snapMigrateByExport(t *testing.T, cli, cli2 *client.Client, dir, lineage, h
 	if err != nil || info.ID != rec.ID {
 		t.Fatalf("the imported image on engine b: %v (%s, recorded %s)", err, info.ID, rec.ID)
 	}
-	if got := snapRunImage(t, cli2, rec.Computed["image"], "cat", "/workspace/f"); got != "migrated\n" {
+	if got := dockertest.RunImage(t, cli2, rec.Computed["image"], "cat", "/workspace/f"); got != "migrated\n" {
 		t.Errorf("on engine b the snapshot has /workspace/f = %q", got)
 	}
 	snapWant(t, "state show", mustRun(t, dir, "state", "show", "agent.coder.snapshot.1").stdout, "runtime     = b")
-}
-
-// snapRunImage runs a throwaway container of an image and returns its output.
-func snapRunImage(t *testing.T, cli *client.Client, ref string, cmd ...string) string {
-	t.Helper()
-	ctx := context.Background()
-	c, err := cli.ContainerCreate(ctx, &container.Config{Image: ref, Cmd: cmd}, &container.HostConfig{NetworkMode: "none"}, &network.NetworkingConfig{}, nil, "")
-	if err != nil {
-		t.Fatalf("running %s: %v", ref, err)
-	}
-	defer cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true})
-	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
-		t.Fatalf("running %s: %v", ref, err)
-	}
-	wait, errc := cli.ContainerWait(ctx, c.ID, container.WaitConditionNotRunning)
-	select {
-	case <-wait:
-	case err := <-errc:
-		t.Fatal(err)
-	}
-	logs, err := cli.ContainerLogs(ctx, c.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
-	var out bytes.Buffer
-	stdcopy.StdCopy(&out, &out, logs)
-	return out.String()
 }
 
 // snapMigrateDriverSteps runs what the executor does for "=> migrate" with the
@@ -722,7 +671,7 @@ func snapMigrateDriverSteps(t *testing.T, cli, cli2 *client.Client, host string)
 
 	oldNet := apply(a, drivers.ApplyRequest{Op: drivers.OpCreate, Object: netObj})
 	oldCtr := apply(a, drivers.ApplyRequest{Op: drivers.OpCreate, Object: ctrObj})
-	snapExec(t, cli, oldCtr.ID, "echo driver-move > /workspace/f")
+	dockertest.Sh(t, cli, oldCtr.ID, "echo driver-move > /workspace/f")
 	taken := apply(a, drivers.ApplyRequest{Op: drivers.OpCreate, Object: snapObj, Agent: agent})
 
 	pr, pw := io.Pipe()
@@ -745,7 +694,7 @@ func snapMigrateDriverSteps(t *testing.T, cli, cli2 *client.Client, host string)
 
 	apply(b, drivers.ApplyRequest{Op: drivers.OpCreate, Object: netObj})
 	newCtr := apply(b, drivers.ApplyRequest{Op: drivers.OpCreate, Object: ctrObj, BootImage: moved.Computed["image"]})
-	if got := snapExec(t, cli2, newCtr.ID, "cat /workspace/f"); got != "driver-move\n" {
+	if got := dockertest.Sh(t, cli2, newCtr.ID, "cat /workspace/f"); got != "driver-move\n" {
 		t.Errorf("on engine b the migrated container has /workspace/f = %q", got)
 	}
 	apply(a, drivers.ApplyRequest{Op: drivers.OpDelete, ID: taken.ID, Object: drivers.Object{Addr: snapObj.Addr, Kind: snapObj.Kind}})

@@ -18,9 +18,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
@@ -645,54 +643,6 @@ func lineageFilter(lineage string) filters.Args {
 	return filters.NewArgs(filters.Arg("label", drivers.LabelLineage+"="+lineage))
 }
 
-func execIn(t *testing.T, cli *client.Client, id string, cmd ...string) string {
-	t.Helper()
-	ctx := t.Context()
-	ex, err := cli.ContainerExecCreate(ctx, id, container.ExecOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
-	if err != nil {
-		t.Fatalf("exec %v: %v", cmd, err)
-	}
-	att, err := cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
-	if err != nil {
-		t.Fatalf("exec %v: %v", cmd, err)
-	}
-	defer att.Close()
-	var out, errb bytes.Buffer
-	if _, err := stdcopy.StdCopy(&out, &errb, att.Reader); err != nil {
-		t.Fatalf("exec %v: %v", cmd, err)
-	}
-	return out.String() + errb.String()
-}
-
-// runImage runs a throwaway container from an image and returns what cmd
-// printed.
-func runImage(t *testing.T, cli *client.Client, ref string, cmd ...string) string {
-	t.Helper()
-	ctx := t.Context()
-	c, err := cli.ContainerCreate(ctx, &container.Config{Image: ref, Cmd: cmd}, &container.HostConfig{NetworkMode: "none"}, &network.NetworkingConfig{}, nil, "")
-	if err != nil {
-		t.Fatalf("running %s: %v", ref, err)
-	}
-	defer cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true})
-	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
-		t.Fatalf("running %s: %v", ref, err)
-	}
-	wait, errc := cli.ContainerWait(ctx, c.ID, container.WaitConditionNotRunning)
-	select {
-	case <-wait:
-	case err := <-errc:
-		t.Fatalf("waiting for %s: %v", ref, err)
-	}
-	logs, err := cli.ContainerLogs(ctx, c.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
-	var out bytes.Buffer
-	stdcopy.StdCopy(&out, &out, logs)
-	return out.String()
-}
-
 // TestIntegrationSnapshotCommitAndFlatten takes the same container's
 // snapshot as a commit and as a flattened import: both hold what it wrote,
 // both boot as the agent is declared (the flattened one has the config
@@ -703,7 +653,7 @@ func TestIntegrationSnapshotCommitAndFlatten(t *testing.T) {
 	e := newSnapEngine(t, 100)
 	a := e.agentSpec("coder")
 	_, ctrID := e.run(a, "")
-	execIn(t, e.cli, ctrID, "sh", "-c", "echo hi > /workspace/f; head -c 300000 /dev/zero > /workspace/zeros")
+	dockertest.Sh(t, e.cli, ctrID, "echo hi > /workspace/f; head -c 300000 /dev/zero > /workspace/zeros")
 
 	w, err := e.d.Written(t.Context(), e.lineage, drivers.LiveObject{Addr: a.Addr, Kind: kindContainer, ID: ctrID})
 	if err != nil || w.Bytes < 300000 || time.Since(w.Since) > time.Hour {
@@ -729,7 +679,7 @@ func TestIntegrationSnapshotCommitAndFlatten(t *testing.T) {
 			t.Errorf("%s: computed %v, image id %s size %d", ref, r.Computed, info.ID, info.Size)
 		}
 		infos = append(infos, info)
-		if got := runImage(t, e.cli, ref, "cat", "/workspace/f"); got != "hi\n" {
+		if got := dockertest.RunImage(t, e.cli, ref, "cat", "/workspace/f"); got != "hi\n" {
 			t.Errorf("%s: /workspace/f = %q", ref, got)
 		}
 	}
@@ -763,7 +713,7 @@ func TestIntegrationSnapshotCommitAndFlatten(t *testing.T) {
 	e.apply(drivers.ApplyRequest{Op: drivers.OpDelete, ID: ctrID, Object: drivers.Object{Addr: a.Addr, Kind: kindContainer}})
 	_, ctrObj := agentObjects(a)
 	c := e.apply(drivers.ApplyRequest{Op: drivers.OpCreate, Object: ctrObj, BootImage: flattened.Computed["image"]})
-	if got := execIn(t, e.cli, c.ID, "cat", "/workspace/f"); got != "hi\n" {
+	if got := dockertest.Sh(t, e.cli, c.ID, "cat /workspace/f"); got != "hi\n" {
 		t.Errorf("the container booted from the snapshot has /workspace/f = %q", got)
 	}
 }
@@ -776,12 +726,12 @@ func TestIntegrationSnapshotDeleteWithChildren(t *testing.T) {
 	e := newSnapEngine(t, 100)
 	a := e.agentSpec("chain")
 	netID, ctrID := e.run(a, "")
-	execIn(t, e.cli, ctrID, "sh", "-c", "echo one > /workspace/f")
+	dockertest.Sh(t, e.cli, ctrID, "echo one > /workspace/f")
 	s1 := e.snapshot(a, "agent.chain.snapshot.1")
 	e.apply(drivers.ApplyRequest{Op: drivers.OpDelete, ID: ctrID, Object: drivers.Object{Addr: a.Addr, Kind: kindContainer}})
 	_, ctrObj := agentObjects(a)
 	ctrID = e.apply(drivers.ApplyRequest{Op: drivers.OpCreate, Object: ctrObj, BootImage: s1.Computed["image"]}).ID
-	execIn(t, e.cli, ctrID, "sh", "-c", "echo two >> /workspace/f")
+	dockertest.Sh(t, e.cli, ctrID, "echo two >> /workspace/f")
 	s2 := e.snapshot(a, "agent.chain.snapshot.2")
 	info, _ := e.cli.ImageInspect(t.Context(), s2.ID)
 	//lint:ignore SA1019 API 1.41 reports an image's parent only in this field
@@ -803,7 +753,7 @@ func TestIntegrationSnapshotDeleteWithChildren(t *testing.T) {
 			t.Errorf("Read still lists the deleted snapshot: %+v", o)
 		}
 	}
-	if got := runImage(t, e.cli, s2.Computed["image"], "cat", "/workspace/f"); got != "one\ntwo\n" {
+	if got := dockertest.RunImage(t, e.cli, s2.Computed["image"], "cat", "/workspace/f"); got != "one\ntwo\n" {
 		t.Errorf("snapshot 2 after deleting its parent: /workspace/f = %q", got)
 	}
 	del("agent.chain.snapshot.1", s1.ID) // again: still no error
@@ -828,7 +778,7 @@ func TestIntegrationSnapshotTransfer(t *testing.T) {
 	e := newSnapEngine(t, 100)
 	a := e.agentSpec("mover")
 	_, ctrID := e.run(a, "")
-	execIn(t, e.cli, ctrID, "sh", "-c", "echo moved > /workspace/f")
+	dockertest.Sh(t, e.cli, ctrID, "echo moved > /workspace/f")
 	s := e.snapshot(a, "agent.mover.snapshot.1")
 
 	var tarball bytes.Buffer
@@ -861,7 +811,7 @@ func TestIntegrationSnapshotTransfer(t *testing.T) {
 	if info.ID != resp.ID {
 		t.Errorf("import id %s, image %s", resp.ID, info.ID)
 	}
-	if got := runImage(t, e.cli, wantRef, "cat", "/workspace/f"); got != "moved\n" {
+	if got := dockertest.RunImage(t, e.cli, wantRef, "cat", "/workspace/f"); got != "moved\n" {
 		t.Errorf("imported image: /workspace/f = %q", got)
 	}
 	orig, err := e.cli.ImageInspect(t.Context(), s.Computed["image"])
