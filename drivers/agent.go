@@ -1,6 +1,7 @@
 package drivers
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/zclconf/go-cty/cty"
@@ -153,4 +154,19 @@ func Float(v cty.Value) (float64, error) {
 	}
 	f, _ := v.AsBigFloat().Float64()
 	return f, nil
+}
+
+// ConfigString reads an optional string attribute of a decoded runtime
+// block (ConfigureRequest.Config); a null block or attribute gives "".
+func ConfigString(cfg cty.Value, name string) (string, error) {
+	if cfg == cty.NilVal || cfg.IsNull() {
+		return "", nil
+	}
+	if !cfg.IsKnown() {
+		return "", errors.New("the runtime block is not known yet")
+	}
+	if !cfg.Type().IsObjectType() || !cfg.Type().HasAttribute(name) {
+		return "", nil
+	}
+	return String(cfg.GetAttr(name))
 }

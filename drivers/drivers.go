@@ -2,6 +2,7 @@ package drivers
 
 import (
 	"context"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2/hcldec"
@@ -147,4 +148,20 @@ type ApplyResponse struct {
 	ID string
 	// Computed holds values known only after apply (address, subnet, image id).
 	Computed map[string]string
+}
+
+// LineagePrefix is the short form of a lineage drivers put in the names of
+// what they make, so that two checkouts (two lineages) never collide on one
+// runtime: its first eight letters and digits, lower-cased.
+func LineagePrefix(lineage string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(lineage) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+			if b.Len() == 8 {
+				break
+			}
+		}
+	}
+	return b.String()
 }

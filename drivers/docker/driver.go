@@ -104,11 +104,11 @@ func (d *Driver) ConfigSpec() hcldec.ObjectSpec {
 // Configure reads the runtime block and makes the engine client. It does
 // not contact the engine: the first Read or Apply does.
 func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) error {
-	host, err := configString(req.Config, "host")
+	host, err := drivers.ConfigString(req.Config, "host")
 	if err != nil {
 		return fmt.Errorf("runtime %q: host: %w", req.Runtime, err)
 	}
-	poolStr, err := configString(req.Config, "subnet_pool")
+	poolStr, err := drivers.ConfigString(req.Config, "subnet_pool")
 	if err != nil {
 		return fmt.Errorf("runtime %q: subnet_pool: %w", req.Runtime, err)
 	}
@@ -175,25 +175,6 @@ func (d *Driver) engine() (dockerAPI, netip.Prefix, error) {
 		return nil, netip.Prefix{}, errors.New("docker driver is not configured")
 	}
 	return d.api, d.pool, nil
-}
-
-// configString reads an optional string attribute of the decoded runtime
-// block; a null block or attribute gives "".
-func configString(cfg cty.Value, name string) (string, error) {
-	if cfg == cty.NilVal || cfg.IsNull() {
-		return "", nil
-	}
-	if !cfg.IsKnown() {
-		return "", errors.New("the runtime block is not known yet")
-	}
-	if !cfg.Type().IsObjectType() || !cfg.Type().HasAttribute(name) {
-		return "", nil
-	}
-	v, err := drivers.String(cfg.GetAttr(name))
-	if err != nil {
-		return "", err
-	}
-	return v, nil
 }
 
 // parseSubnetPool checks the subnet_pool attribute: an IPv4 network

@@ -59,13 +59,13 @@ func egressSpec() hcldec.ObjectSpec {
 func parseEgressConfig(cfg cty.Value) (egressConfig, error) {
 	var ec egressConfig
 	var err error
-	if ec.network, err = configString(cfg, "egress_network"); err != nil {
+	if ec.network, err = drivers.ConfigString(cfg, "egress_network"); err != nil {
 		return ec, fmt.Errorf("egress_network: %w", err)
 	}
 	if ec.network != "" && !namePart.MatchString(ec.network) {
 		return ec, fmt.Errorf("egress_network %q is not a docker network name", ec.network)
 	}
-	pool, err := configString(cfg, "egress_subnet_pool")
+	pool, err := drivers.ConfigString(cfg, "egress_subnet_pool")
 	if err != nil {
 		return ec, fmt.Errorf("egress_subnet_pool: %w", err)
 	}
@@ -75,7 +75,7 @@ func parseEgressConfig(cfg cty.Value) (egressConfig, error) {
 	if ec.pool, err = parsePool("egress_subnet_pool", pool, egressBits); err != nil {
 		return ec, err
 	}
-	if ec.binary, err = configString(cfg, "gateway_binary"); err != nil {
+	if ec.binary, err = drivers.ConfigString(cfg, "gateway_binary"); err != nil {
 		return ec, fmt.Errorf("gateway_binary: %w", err)
 	}
 	if v := configAttr(cfg, "insecure_skip_isolation_check"); !v.IsNull() {
@@ -150,7 +150,7 @@ func isEgressNetworkAddr(addr string) bool {
 // bf-<lineage[:8]>-<runtime>.egress. The dot keeps it apart from every
 // agent network name, which has none.
 func egressNetworkName(lineage, addr string) (string, error) {
-	prefix := lineagePrefix(lineage)
+	prefix := drivers.LineagePrefix(lineage)
 	if prefix == "" {
 		return "", fmt.Errorf("no lineage to name %s by", addr)
 	}

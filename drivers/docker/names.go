@@ -4,9 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
+
+	"github.com/bottlefile/bottlefile/drivers"
 )
 
 // Kinds of object the driver makes.
@@ -19,21 +22,6 @@ const (
 // namePart is what the engine accepts after the "bf-<lineage>-" prefix of a
 // container or network name.
 var namePart = regexp.MustCompile(`^[a-zA-Z0-9_.-]+$`)
-
-// lineagePrefix is the short form of a lineage used in names, so that two
-// checkouts (two lineages) never collide on one engine.
-func lineagePrefix(lineage string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(lineage) {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-			b.WriteRune(r)
-			if b.Len() == 8 {
-				break
-			}
-		}
-	}
-	return b.String()
-}
 
 // addrPart turns an object address into the agent-specific part of its
 // engine name: "agent.coder", "agent.coder.network" and "agent.coder.image"
@@ -59,7 +47,7 @@ func addrPart(addr, kind string) (string, error) {
 // objectName is the engine name of a container or network:
 // bf-<lineage[:8]>-<agent>.
 func objectName(lineage, addr, kind string) (string, error) {
-	prefix := lineagePrefix(lineage)
+	prefix := drivers.LineagePrefix(lineage)
 	if prefix == "" {
 		return "", fmt.Errorf("no lineage to name %s by", addr)
 	}
@@ -75,7 +63,7 @@ func objectName(lineage, addr, kind string) (string, error) {
 // folded; when folding changed it, a short hash of the original keeps two
 // agents ("Coder" and "coder") apart.
 func imageRepo(lineage, addr string) (string, error) {
-	prefix := lineagePrefix(lineage)
+	prefix := drivers.LineagePrefix(lineage)
 	if prefix == "" {
 		return "", fmt.Errorf("no lineage to name %s by", addr)
 	}
@@ -124,11 +112,4 @@ func trimSlash(name string) string {
 	return strings.TrimPrefix(name, "/")
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -175,7 +175,7 @@ func snapshotRef(lineage, addr, agentAddr string) (string, error) {
 // lineage.
 func isSnapshotTag(lineage, tag string) bool {
 	repo, _, ok := strings.Cut(tag, ":")
-	return ok && strings.HasPrefix(repo, "bf-"+lineagePrefix(lineage)+"-") && strings.HasSuffix(repo, "-snap")
+	return ok && strings.HasPrefix(repo, "bf-"+drivers.LineagePrefix(lineage)+"-") && strings.HasSuffix(repo, "-snap")
 }
 
 // snapshotAgent is the address of the agent a snapshot object commits.

@@ -387,7 +387,7 @@ func newSnapFake(t *testing.T, lineage string, baseLayers int, flattenDepth int)
 	base := image.InspectResponse{ID: "sha256:base"}
 	base.RootFS.Layers = make([]string, baseLayers)
 	f := &snapFake{fakeAPI: &fakeAPI{}, images: map[string]image.InspectResponse{"sha256:base": base}}
-	name := "bf-" + lineagePrefix(lineage) + "-coder"
+	name := "bf-" + drivers.LineagePrefix(lineage) + "-coder"
 	f.ContainerInspectFn = func(ref string) (container.InspectResponse, error) {
 		if ref != name {
 			return container.InspectResponse{}, cerrdefs.ErrNotFound.WithMessage("no such container " + ref)

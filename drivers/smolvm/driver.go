@@ -105,7 +105,7 @@ func (d *Driver) ConfigSpec() hcldec.ObjectSpec {
 // Configure finds the smolvm binary and checks its version. It runs
 // "smolvm --version" and nothing else.
 func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) error {
-	want, err := configString(req.Config, "binary")
+	want, err := drivers.ConfigString(req.Config, "binary")
 	if err != nil {
 		return fmt.Errorf("runtime %q: binary: %w", req.Runtime, err)
 	}
@@ -191,21 +191,6 @@ func (d *Driver) imageBase() string {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	return d.baseDir
-}
-
-// configString reads an optional string attribute of the decoded runtime
-// block; a null block or attribute gives "".
-func configString(cfg cty.Value, name string) (string, error) {
-	if cfg == cty.NilVal || cfg.IsNull() {
-		return "", nil
-	}
-	if !cfg.IsKnown() {
-		return "", errors.New("the runtime block is not known yet")
-	}
-	if !cfg.Type().IsObjectType() || !cfg.Type().HasAttribute(name) {
-		return "", nil
-	}
-	return drivers.String(cfg.GetAttr(name))
 }
 
 // version is a smolvm release number.

@@ -3,6 +3,8 @@ package smolvm
 import (
 	"fmt"
 	"strings"
+
+	"github.com/bottlefile/bottlefile/drivers"
 )
 
 // kindMachine is the one kind of object the driver makes.
@@ -10,22 +12,6 @@ const kindMachine = "machine"
 
 // maxNameLen is smolvm's limit on machine names.
 const maxNameLen = 128
-
-// lineagePrefix is the short form of a lineage used in names, so that two
-// checkouts (two lineages) never collide on one host: its first eight
-// letters and digits, lower-cased.
-func lineagePrefix(lineage string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(lineage) {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-			b.WriteRune(r)
-			if b.Len() == 8 {
-				break
-			}
-		}
-	}
-	return b.String()
-}
 
 // addrPart turns an object address into the agent-specific part of a
 // machine name: "agent.coder" gives "coder"; deeper addresses keep their
@@ -41,7 +27,7 @@ func addrPart(addr string) (string, error) {
 // machineName is the smolvm name of an agent's machine:
 // bf-<lineage[:8]>-<agent>, checked against smolvm's name rules.
 func machineName(lineage, addr string) (string, error) {
-	prefix := lineagePrefix(lineage)
+	prefix := drivers.LineagePrefix(lineage)
 	if prefix == "" {
 		return "", fmt.Errorf("no lineage to name %s by", addr)
 	}

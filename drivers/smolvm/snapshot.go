@@ -79,7 +79,7 @@ func (d *Driver) stateDirs(lineage string) (snapshots, boot string, err error) {
 	if stateDir == "" {
 		return "", "", errors.New("the smolvm driver keeps snapshots under the state directory, and none was configured")
 	}
-	prefix := lineagePrefix(lineage)
+	prefix := drivers.LineagePrefix(lineage)
 	if prefix == "" {
 		return "", "", errors.New("no lineage to file snapshots under")
 	}

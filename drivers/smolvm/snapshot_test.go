@@ -361,7 +361,7 @@ func TestUnfinishedSnapshot(t *testing.T) {
 	dir := t.TempDir()
 	d := f.withState(t, "vm", dir)
 	lineage := newLineage()
-	snapDir := filepath.Join(dir, ".bottlefile", "snapshots", lineagePrefix(lineage))
+	snapDir := filepath.Join(dir, ".bottlefile", "snapshots", drivers.LineagePrefix(lineage))
 	whole, err := reserve(snapDir, snapshotMeta{Lineage: lineage, Address: "snapshot.s", ConfigHash: "h", Runtime: "vm", Format: formatPack}, packExt)
 	if err != nil {
 		t.Fatal(err)
@@ -478,7 +478,7 @@ func runSnapshotScenario(t *testing.T, d *Driver, dir, image string, exec func(n
 	if _, err := d.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpDelete, Lineage: lineage, ID: snap.ID, Object: drivers.Object{Addr: "agent.coder.snapshot.1", Kind: drivers.KindSnapshot}}); err != nil {
 		t.Fatalf("delete snapshot: %v", err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, ".bottlefile", "snapshots", lineagePrefix(lineage), "*")); len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(dir, ".bottlefile", "snapshots", drivers.LineagePrefix(lineage), "*")); len(left) != 0 {
 		t.Errorf("files left after the snapshot was deleted: %v", left)
 	}
 	if read, _ := d.Read(ctx, drivers.ReadRequest{Lineage: lineage}); len(read.Objects) != 1 || read.Objects[0].Kind != kindMachine {
@@ -528,7 +528,7 @@ func TestImageNamesASnapshot(t *testing.T) {
 	}
 	f.resetCalls(t)
 	id := create(t, d, lineage, planOne(t, d, agentSpec("copy", snap.Computed["image"]))).ID
-	link := filepath.Join(dir, ".bottlefile", "boot", lineagePrefix(lineage), id+".smolmachine")
+	link := filepath.Join(dir, ".bottlefile", "boot", drivers.LineagePrefix(lineage), id+".smolmachine")
 	if c := f.calls(t); len(c) < 2 || !slices.Equal(c[1][4:6], []string{"--from", link}) {
 		t.Errorf("create from snapshot.s.image ran %q", c)
 	}
