@@ -243,20 +243,12 @@ func (c *crashRig) live() []liveObject {
 // cleanup of the lineage the first time it is seen.
 func (c *crashRig) readState() []state.Record {
 	c.t.Helper()
-	s, err := state.Open(c.dir, state.Options{ReadOnly: true})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer s.Close()
-	if l := s.Lineage(); l != "" && c.lineage == "" {
+	l, recs := readState(c.t, c.dir)
+	if l != "" && c.lineage == "" {
 		c.lineage = l
 		dockertest.Cleanup(c.t, c.cli, l)
 	} else if l != c.lineage {
 		c.t.Fatalf("the lineage changed from %q to %q", c.lineage, l)
-	}
-	recs, err := s.Records()
-	if err != nil {
-		c.t.Fatal(err)
 	}
 	return recs
 }

@@ -96,16 +96,26 @@ func writeBottlefile(t *testing.T, dir, format string, args ...any) {
 	}
 }
 
-// lineageOf reads the lineage of the state in dir and registers cleanup of
-// everything carrying it.
-func lineageOf(t *testing.T, cli *client.Client, dir string) string {
+// readState reads the lineage and the records of the state in dir.
+func readState(t *testing.T, dir string) (string, []state.Record) {
 	t.Helper()
 	s, err := state.Open(dir, state.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	lineage := s.Lineage()
+	recs, err := s.Records()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Lineage(), recs
+}
+
+// lineageOf reads the lineage of the state in dir and registers cleanup of
+// everything carrying it.
+func lineageOf(t *testing.T, cli *client.Client, dir string) string {
+	t.Helper()
+	lineage, _ := readState(t, dir)
 	if lineage == "" {
 		t.Fatal("state has no lineage after apply")
 	}

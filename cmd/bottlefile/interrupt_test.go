@@ -18,7 +18,6 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
-	"github.com/bottlefile/bottlefile/state"
 )
 
 // running is the binary started in the background, its stdout read line by
@@ -198,16 +197,7 @@ func TestE2EInterrupt(t *testing.T) {
 
 	// The state records exactly what finished, and the engine holds
 	// nothing else of this lineage.
-	s, err := state.Open(dir, state.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs, err := s.Records()
-	lineage := s.Lineage()
-	s.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	lineage, recs := readState(t, dir)
 	dockertest.Cleanup(t, cli, lineage)
 	var recorded []string
 	ids := map[string]bool{}
@@ -328,16 +318,7 @@ agent "stuck" {
 		}
 	}
 
-	s, err := state.Open(dir, state.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs, err := s.Records()
-	lineage := s.Lineage()
-	s.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	lineage, recs := readState(t, dir)
 	dockertest.Cleanup(t, cli, lineage)
 	ids := map[string]bool{}
 	for _, r := range recs {

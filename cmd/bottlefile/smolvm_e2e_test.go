@@ -16,7 +16,6 @@ import (
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
 	"github.com/bottlefile/bottlefile/drivers/smolvm/smolvmtest"
-	"github.com/bottlefile/bottlefile/state"
 )
 
 // These tests run the bottlefile binary against smolvm: the faithful fake
@@ -147,15 +146,11 @@ func copyExample(t *testing.T, name string) string {
 
 func stateLineage(t *testing.T, dir string) string {
 	t.Helper()
-	s, err := state.Open(dir, state.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if s.Lineage() == "" {
+	lineage, _ := readState(t, dir)
+	if lineage == "" {
 		t.Fatal("state has no lineage")
 	}
-	return s.Lineage()
+	return lineage
 }
 
 func wantAll(t *testing.T, what, out string, wants ...string) {
