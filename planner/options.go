@@ -22,6 +22,22 @@ type Options struct {
 	Targets []string
 	// Replace forces replacement of these addresses.
 	Replace []string
+	// IncludeSnapshots, with Destroy, deletes the policy snapshots a
+	// snapshot_policy would keep across destroy (destroy
+	// -include-snapshots, snapshot rm). Without it they are kept, and
+	// Plan.Kept lists them.
+	IncludeSnapshots bool
+	// Take plans one snapshot of each named agent now (snapshot take): a
+	// policy snapshot agent.X.snapshot.N whose trigger is "take", pruned
+	// by the agent's keep_last, max_age and max_total_size like the rest.
+	Take []TakeRequest
+}
+
+// TakeRequest is one imperative snapshot: the agent to commit and what to
+// record as its description.
+type TakeRequest struct {
+	Agent       string // agent.NAME
+	Description string
 }
 
 // covers reports whether addr is one of addrs or below one of them.
