@@ -17,6 +17,9 @@ import (
 //	"description" string or null
 //	"triggers"    map of string or null: a change re-takes the snapshot
 //	"policy"      bool: taken automatically by a snapshot_policy
+//	"trigger"     string, policy snapshots only: what took it ("replace",
+//	              "destroy", "migrate", or "take" for snapshot take); absent
+//	              from snapshots recorded before it was
 //
 // Creating one commits the agent's workload (pausing it briefly) so that it
 // boots like the agent declared in ApplyRequest.Agent, not like whatever

@@ -57,10 +57,13 @@ type Sidecar struct {
 // SnapshotPolicy is a `snapshot_policy` block: when an agent is snapshotted
 // automatically and how many snapshots are kept.
 type SnapshotPolicy struct {
-	Before    hcl.Expression // list(string) of "replace", "destroy", "migrate"; nil for none
-	KeepLast  hcl.Expression // number; nil for no limit
-	MaxAge    hcl.Expression // duration string like "720h"; nil for no limit
-	DeclRange hcl.Range
+	Before   hcl.Expression // list(string) of "replace", "destroy", "migrate"; nil for none
+	KeepLast hcl.Expression // number; nil for no limit
+	MaxAge   hcl.Expression // duration string like "720h"; nil for no limit
+	// MaxTotalSize is a size string like "20GiB": the most the agent's
+	// policy snapshots may take together; nil for no limit.
+	MaxTotalSize hcl.Expression
+	DeclRange    hcl.Range
 }
 
 // Lifecycle is a `lifecycle` block. Its values are constants, known when
@@ -119,7 +122,7 @@ func (a *Agent) exprs() []hcl.Expression {
 	exprs := a.workload().exprs()
 	exprs = append(exprs, a.Resume)
 	if p := a.SnapshotPolicy; p != nil {
-		exprs = append(exprs, p.Before, p.KeepLast, p.MaxAge)
+		exprs = append(exprs, p.Before, p.KeepLast, p.MaxAge, p.MaxTotalSize)
 	}
 	for _, s := range a.Sidecars {
 		exprs = append(exprs, s.workload().exprs()...)
@@ -159,6 +162,7 @@ var snapshotPolicySchema = &hcl.BodySchema{
 		{Name: "before"},
 		{Name: "keep_last"},
 		{Name: "max_age"},
+		{Name: "max_total_size"},
 	},
 }
 
@@ -276,6 +280,9 @@ func decodeSnapshotPolicyBlock(block *hcl.Block) (*SnapshotPolicy, hcl.Diagnosti
 	}
 	if attr, ok := content.Attributes["max_age"]; ok {
 		p.MaxAge = attr.Expr
+	}
+	if attr, ok := content.Attributes["max_total_size"]; ok {
+		p.MaxTotalSize = attr.Expr
 	}
 	return p, diags
 }

@@ -63,6 +63,9 @@ type SnapshotPolicyValue struct {
 	Before   []string      // agent actions preceded by a snapshot: "replace", "destroy", "migrate"
 	KeepLast int           // keep this many policy snapshots; 0 keeps all
 	MaxAge   time.Duration // prune policy snapshots older than this; 0 keeps them
+	// MaxTotalSize prunes the oldest policy snapshots until the sizes of
+	// those kept add up to no more than this many bytes; 0 has no limit.
+	MaxTotalSize int64
 }
 
 // SnapshotValue is a snapshot block evaluated.
@@ -416,6 +419,28 @@ func (s *Scope) evalSnapshotPolicy(ctx *hcl.EvalContext, p *SnapshotPolicy) (*Sn
 				})
 			} else {
 				pv.MaxAge = d
+			}
+		}
+	}
+	if p.MaxTotalSize != nil {
+		v, moreDiags := s.evalAttr(ctx, p.MaxTotalSize, "max_total_size", cty.String)
+		diags = append(diags, moreDiags...)
+		v = unmarkDeep(v)
+		switch {
+		case moreDiags.HasErrors():
+		case !v.IsKnown():
+			diags = append(diags, s.mustBeKnown("max_total_size", p.MaxTotalSize)...)
+		case !v.IsNull():
+			n, err := ParseBytes(v.AsString())
+			if err != nil {
+				diags = append(diags, &hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Invalid max_total_size",
+					Detail:   fmt.Sprintf("%s. max_total_size is how much the agent's policy snapshots may take together: a size like \"20GiB\" or \"500MiB\" (units are binary), more than zero.", err),
+					Subject:  p.MaxTotalSize.Range().Ptr(),
+				})
+			} else {
+				pv.MaxTotalSize = n
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/planner/dag"
@@ -106,6 +107,19 @@ type Plan struct {
 	Serial  uint64
 	// Options are the modes the plan was made with.
 	Options Options
+	// Kept lists, in a destroy, the policy snapshots it keeps (a
+	// snapshot_policy.before with "destroy"), by address: the next apply
+	// resumes from them, and destroy -include-snapshots deletes them.
+	Kept []KeptSnapshot
+}
+
+// KeptSnapshot is one snapshot a destroy keeps.
+type KeptSnapshot struct {
+	Addr string
+	// Size is in bytes; -1 when unknown (taken by this plan).
+	Size int64
+	// Created is when it was taken; zero when it is taken by this plan.
+	Created time.Time
 }
 
 // Applyable reports whether the plan has anything to do.

@@ -112,6 +112,7 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		}
 	}
 	propagateReplacement(changes)
+	forgetLostSnapshots(changes)
 
 	// What is recorded or live but no longer wanted goes.
 	for _, r := range records {
@@ -143,9 +144,12 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		changes[c.key()] = c
 	}
 
-	if opts.RefreshOnly {
+	switch {
+	case len(opts.Take) > 0:
+		diags = append(diags, p.planTake(changes, agents)...)
+	case opts.RefreshOnly:
 		refreshOnly(changes)
-	} else {
+	default:
 		p.planPolicies(ctx, changes, agents, plan.Lineage)
 		diags = append(diags, p.moveDiags...)
 	}
@@ -167,6 +171,9 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		plan.Changes = append(plan.Changes, c)
 	}
 	sortChanges(plan.Changes)
+	if opts.Destroy {
+		plan.Kept = keptSnapshots(plan.Changes)
+	}
 	log.Debug("plan made", "changes", len(plan.Changes), "lineage", plan.Lineage, "serial", plan.Serial)
 	return plan, diags
 }

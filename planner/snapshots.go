@@ -49,6 +49,27 @@ func snapshotAttrs(agentAddr string, description, triggers cty.Value, policy boo
 	}
 }
 
+// policySnapshotAttrs are a policy snapshot's attributes: what took it
+// ("replace", "destroy", "migrate", "take") is its trigger. A snapshot
+// recorded before triggers were recorded has none, and keeps having none,
+// so that its hash does not change.
+func policySnapshotAttrs(agentAddr string, description cty.Value, trigger string) map[string]cty.Value {
+	attrs := snapshotAttrs(agentAddr, description, cty.NilVal, true)
+	if trigger != "" {
+		attrs["trigger"] = cty.StringVal(trigger)
+	}
+	return attrs
+}
+
+// keptAcrossDestroy reports whether a destroy keeps an agent's policy
+// snapshot: its policy snapshots before a destroy, -include-snapshots was
+// not given, and the snapshot is not named by -target.
+func (p *Planner) keptAcrossDestroy(ap *agentPlan, addr string) bool {
+	policy := ap.val.SnapshotPolicy
+	return policy != nil && slices.Contains(policy.Before, "destroy") &&
+		!p.Options.IncludeSnapshots && !slices.Contains(p.Options.Targets, addr)
+}
+
 // expandSnapshots adds the wanted snapshot objects: every snapshot block
 // (not in a destroy), and every policy snapshot already taken of an agent
 // still in the configuration (in a destroy only when its policy keeps
@@ -86,14 +107,18 @@ func (p *Planner) expandSnapshots(want map[string]*desired, agents map[string]*a
 			if _, ok := policySnapshotIndex(agentAddr, r.Addr); !ok {
 				continue
 			}
-			if destroy && (ap.val.SnapshotPolicy == nil || !slices.Contains(ap.val.SnapshotPolicy.Before, "destroy")) {
+			if destroy && !p.keptAcrossDestroy(ap, r.Addr) {
 				continue
+			}
+			trigger := ""
+			if t := recordedString(r, "trigger"); !t.IsNull() {
+				trigger = t.AsString()
 			}
 			want[r.Addr] = &desired{
 				runtime: r.Runtime, driver: r.Driver, agent: ap.agent,
 				object: drivers.Object{
 					Addr: r.Addr, Kind: drivers.KindSnapshot,
-					Attrs:   snapshotAttrs(agentAddr, recordedString(r, "description"), cty.NilVal, true),
+					Attrs:   policySnapshotAttrs(agentAddr, recordedString(r, "description"), trigger),
 					InPlace: []string{"description"},
 				},
 			}
@@ -141,17 +166,20 @@ func (p *Planner) planPolicies(ctx context.Context, changes map[string]*Change, 
 			w.BootFrom = taken.Addr
 		} else if w != nil && w.Live != nil && w.Prior != nil {
 			if covered := policyAction(w.Action); covered != "" {
-				if policy != nil && slices.Contains(policy.Before, covered) {
+				dropped := covered == "destroy" && p.Options.IncludeSnapshots
+				if policy != nil && slices.Contains(policy.Before, covered) && !dropped {
 					taken = p.takeSnapshot(changes, snaps, ap, w, covered)
-				} else {
-					if rt, ok := p.Runtimes[w.Runtime]; ok {
-						discards.explain(ctx, rt, w, lineage, covered)
+				} else if rt, ok := p.Runtimes[w.Runtime]; ok {
+					why := fmt.Sprintf("no snapshot_policy covers %q", covered)
+					if dropped {
+						why = "-include-snapshots deletes its snapshots too"
 					}
+					discards.explain(ctx, rt, w, lineage, covered, why)
 				}
 			}
 		}
 		if policy != nil {
-			prune(snaps[agentAddr], agentAddr, policy, taken)
+			prune(snaps[agentAddr], agentAddr, policy, taken, p.pinned())
 		}
 		if w != nil && (w.Action == Create || w.Action == Replace) && ap.val.Resume {
 			resume(changes, snaps[agentAddr], ap, w, taken)
@@ -211,6 +239,22 @@ func indexSnapshots(changes map[string]*Change) snapshotIndex {
 
 // takeSnapshot plans a policy snapshot of the workload before it goes.
 func (p *Planner) takeSnapshot(changes map[string]*Change, snaps snapshotIndex, ap *agentPlan, w *Change, covered string) *Change {
+	reason := fmt.Sprintf("snapshot_policy.before includes %q: %s's filesystem is committed before it is %s", covered, ap.agent.Addr(), map[string]string{"replace": "replaced", "destroy": "destroyed", "migrate": "migrated"}[covered])
+	if covered == "migrate" {
+		reason = fmt.Sprintf("%s's filesystem is committed on runtime %q and moved to %q (migration)", ap.agent.Addr(), w.Prior.Runtime, w.Runtime)
+	}
+	c := newPolicySnapshot(changes, snaps, ap, w, "before "+covered, covered, reason)
+	w.SnapshotFirst = c.Addr
+	if covered != "migrate" {
+		w.Reasons = append(w.Reasons, fmt.Sprintf("%s is taken first (snapshot_policy)", c.Addr))
+	}
+	return c
+}
+
+// newPolicySnapshot plans the agent's next policy snapshot,
+// agent.X.snapshot.N with N one more than the highest taken, of the
+// workload w.
+func newPolicySnapshot(changes map[string]*Change, snaps snapshotIndex, ap *agentPlan, w *Change, description, trigger, reason string) *Change {
 	next := 1
 	for _, c := range snaps[ap.agent.Addr()] {
 		if n, ok := policySnapshotIndex(ap.agent.Addr(), c.Addr); ok && n >= next {
@@ -220,27 +264,20 @@ func (p *Planner) takeSnapshot(changes map[string]*Change, snaps snapshotIndex, 
 	addr := fmt.Sprintf("%s%s%d", ap.agent.Addr(), policySnapshotInfix, next)
 	obj := drivers.Object{
 		Addr: addr, Kind: drivers.KindSnapshot,
-		Attrs:   snapshotAttrs(ap.agent.Addr(), cty.StringVal("before "+covered), cty.NilVal, true),
+		Attrs:   policySnapshotAttrs(ap.agent.Addr(), cty.StringVal(description), trigger),
 		InPlace: []string{"description"},
 	}
 	c := &Change{
 		Addr: addr, Agent: ap.agent.Name, Kind: drivers.KindSnapshot, Runtime: w.Runtime, Driver: w.Driver,
 		Action: Create, Object: obj, Fingerprint: fingerprint(obj.Kind, obj.Attrs, nil),
 		After:   map[string]json.RawMessage{},
-		Reasons: []string{fmt.Sprintf("snapshot_policy.before includes %q: %s's filesystem is committed before it is %s", covered, ap.agent.Addr(), map[string]string{"replace": "replaced", "destroy": "destroyed", "migrate": "migrated"}[covered])},
-	}
-	if covered == "migrate" {
-		c.Reasons = []string{fmt.Sprintf("%s's filesystem is committed on runtime %q and moved to %q (migration)", ap.agent.Addr(), w.Prior.Runtime, w.Runtime)}
+		Reasons: []string{reason},
 	}
 	for name, v := range obj.Attrs {
 		c.After[name] = RedactedJSON(v)
 	}
 	changes[addr] = c
 	snaps[ap.agent.Addr()] = append(snaps[ap.agent.Addr()], c)
-	w.SnapshotFirst = addr
-	if covered != "migrate" {
-		w.Reasons = append(w.Reasons, fmt.Sprintf("%s is taken first (snapshot_policy)", addr))
-	}
 	return c
 }
 
@@ -265,7 +302,7 @@ type discardRead struct {
 const maxDiscardReads = 10
 
 // explain starts reading what w's workload wrote, when its driver can say.
-func (d *discardReads) explain(ctx context.Context, rt *Runtime, w *Change, lineage, covered string) {
+func (d *discardReads) explain(ctx context.Context, rt *Runtime, w *Change, lineage, covered, why string) {
 	wr, ok := rt.Driver.(drivers.WrittenReader)
 	if !ok {
 		return
@@ -287,7 +324,7 @@ func (d *discardReads) explain(ctx context.Context, rt *Runtime, w *Change, line
 		if !written.Since.IsZero() {
 			since = " since " + written.Since.UTC().Format("2006-01-02 15:04 UTC")
 		}
-		r.reason = fmt.Sprintf("this %s discards %s written inside it%s; no snapshot_policy covers %q", covered, humanBytes(written.Bytes), since, covered)
+		r.reason = fmt.Sprintf("this %s discards %s written inside it%s; %s", covered, humanBytes(written.Bytes), since, why)
 	})
 }
 
@@ -302,8 +339,11 @@ func (d *discardReads) wait() {
 }
 
 // prune marks the policy snapshots, among the agent's, that fall out of
-// retention.
-func prune(ofAgent []*Change, agentAddr string, policy *lang.SnapshotPolicyValue, taken *Change) {
+// retention: beyond keep_last, older than max_age, and then, oldest first,
+// those beyond max_total_size. It never prunes the snapshot taken in this
+// plan (taken), one a from_snapshot pins, nor, when nothing is taken, the
+// newest, which a re-created workload would resume from.
+func prune(ofAgent []*Change, agentAddr string, policy *lang.SnapshotPolicyValue, taken *Change, pinned map[string]bool) {
 	type snap struct {
 		n int
 		c *Change
@@ -316,8 +356,18 @@ func prune(ofAgent []*Change, agentAddr string, policy *lang.SnapshotPolicyValue
 		}
 	}
 	sort.Slice(snaps, func(i, j int) bool { return snaps[i].n > snaps[j].n }) // newest first
+	drop := func(c *Change, why string) {
+		c.Action = Delete
+		c.Reasons = append(c.Reasons, why)
+		c.After = nil
+		if taken != nil {
+			c.DeleteAfter = append(c.DeleteAfter, taken.Addr) // never fewer snapshots than the policy keeps
+		}
+	}
+	var kept []snap
 	for i, s := range snaps {
-		if s.c == taken || s.c.Prior == nil {
+		if s.c == taken || s.c.Prior == nil || pinned[s.c.Addr] {
+			kept = append(kept, s)
 			continue
 		}
 		var why string
@@ -327,23 +377,70 @@ func prune(ofAgent []*Change, agentAddr string, policy *lang.SnapshotPolicyValue
 			why = fmt.Sprintf("it is older than snapshot_policy.max_age (%s, taken %s)", policy.MaxAge, created.UTC().Format("2006-01-02 15:04 UTC"))
 		}
 		if why == "" {
+			kept = append(kept, s)
 			continue
 		}
-		s.c.Action = Delete
-		s.c.Reasons = append(s.c.Reasons, why)
-		s.c.After = nil
-		if taken != nil {
-			s.c.DeleteAfter = append(s.c.DeleteAfter, taken.Addr) // never fewer snapshots than the policy keeps
+		drop(s.c, why)
+	}
+	if policy.MaxTotalSize <= 0 {
+		return
+	}
+	var total int64
+	for _, s := range kept {
+		total += snapshotSize(s.c)
+	}
+	if total <= policy.MaxTotalSize {
+		return
+	}
+	why := fmt.Sprintf("snapshot_policy.max_total_size = %s: the agent's snapshots total %s; the oldest go first", humanBytes(policy.MaxTotalSize), humanBytes(total))
+	if taken != nil {
+		why = fmt.Sprintf("snapshot_policy.max_total_size = %s: the agent's snapshots total %s, and more with %s; the oldest go first", humanBytes(policy.MaxTotalSize), humanBytes(total), taken.Addr)
+	}
+	for i := len(kept) - 1; i >= 0 && total > policy.MaxTotalSize; i-- { // oldest first
+		s := kept[i]
+		if s.c == taken || s.c.Prior == nil || pinned[s.c.Addr] || (taken == nil && i == 0) {
+			continue
 		}
+		total -= snapshotSize(s.c)
+		drop(s.c, why)
 	}
 }
+
+// snapshotSize is a recorded snapshot's size in bytes; 0 when unknown (one
+// not taken yet, or recorded without a size).
+func snapshotSize(c *Change) int64 {
+	if c.Prior == nil {
+		return 0
+	}
+	n, err := strconv.ParseInt(c.Prior.Computed["size"], 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
+// pinned is the set of snapshot addresses a from_snapshot names: retention
+// never prunes them, or the agent could not be created again.
+func (p *Planner) pinned() map[string]bool {
+	out := map[string]bool{}
+	for _, a := range p.Config.Agents {
+		if a.FromSnapshot != "" {
+			out[fromSnapshotAddr(a)] = true
+		}
+	}
+	return out
+}
+
+// fromSnapshotAddr is the address of the snapshot an agent's from_snapshot
+// names.
+func fromSnapshotAddr(a *lang.Agent) string { return "snapshot." + a.FromSnapshot }
 
 // resume picks the snapshot a (re)created workload boots from: the one
 // from_snapshot pins, or the newest of its agent's snapshots.
 func resume(changes map[string]*Change, ofAgent []*Change, ap *agentPlan, w *Change, taken *Change) {
 	var from *Change
 	if ap.agent.FromSnapshot != "" {
-		from = changes["snapshot."+ap.agent.FromSnapshot]
+		from = changes[fromSnapshotAddr(ap.agent)]
 	} else if taken != nil {
 		from = taken
 	} else {
@@ -372,6 +469,9 @@ func resume(changes map[string]*Change, ofAgent []*Change, ap *agentPlan, w *Cha
 	}
 }
 
+// HumanBytes writes a size in binary units: "512 B", "1.5 KiB", "20.0 GiB".
+func HumanBytes(n int64) string { return humanBytes(n) }
+
 func humanBytes(n int64) string {
 	const unit = 1024
 	if n < unit {
@@ -394,4 +494,51 @@ func (p *Planner) canMove(from, to string) bool {
 	_, exports := f.Driver.(drivers.SnapshotExporter)
 	_, imports := t.Driver.(drivers.SnapshotImporter)
 	return exports && imports
+}
+
+// forgetLostSnapshots plans forgetting each recorded snapshot whose image
+// is gone from its runtime: taking it again would commit whatever runs
+// now, or nothing at all, and call it the snapshot that was lost. A
+// snapshot block is the exception when its agent runs and stays: it is
+// taken again, as any snapshot block that is not taken is.
+func forgetLostSnapshots(changes map[string]*Change) {
+	for _, c := range changes {
+		if c.Kind != drivers.KindSnapshot || c.Action != Create || c.Prior == nil || c.Live != nil {
+			continue
+		}
+		agent := snapshotAgent(c)
+		why := "its image is gone from the runtime (deleted outside bottlefile, or by a run cut off before it updated the state)"
+		if _, policy := policySnapshotIndex(agent, c.Addr); !policy {
+			if w := changes[agent]; notRunning(w) == "" && stays(w) {
+				c.Reasons = []string{why + fmt.Sprintf("; it is taken again from %s, which is running", agent)}
+				continue
+			}
+			why += fmt.Sprintf(", and %s has no running workload to take it again from", agent)
+		}
+		c.Action = Forget
+		c.Reasons = []string{why + "; only its record is removed"}
+		c.After = nil
+	}
+}
+
+// keptSnapshots lists the policy snapshots a destroy leaves in place.
+func keptSnapshots(changes []*Change) []KeptSnapshot {
+	var out []KeptSnapshot
+	for _, c := range changes {
+		if c.Kind != drivers.KindSnapshot || (c.Action != NoOp && c.Action != Create && c.Action != Update) {
+			continue
+		}
+		if _, ok := policySnapshotIndex(snapshotAgent(c), c.Addr); !ok {
+			continue
+		}
+		k := KeptSnapshot{Addr: c.Addr, Size: -1}
+		if c.Prior != nil && c.Action != Create {
+			if n, err := strconv.ParseInt(c.Prior.Computed["size"], 10, 64); err == nil {
+				k.Size = n
+			}
+			k.Created, _ = time.Parse(time.RFC3339Nano, c.Prior.Computed["created"])
+		}
+		out = append(out, k)
+	}
+	return out
 }
