@@ -17,7 +17,8 @@ declare -A allowed=(
   [drivers/drivertest]="drivers planner/dag"
   [planner]="lang planner/dag drivers state"
   [executor]="planner planner/dag drivers lang state"
-  [cmd/bottlefile/command]="executor planner planner/dag lang drivers state egress"
+  [operations]="executor planner planner/dag lang drivers state"
+  [cmd/bottlefile/command]="operations executor planner planner/dag lang drivers state egress"
   [cmd/bottlefile]="cmd/bottlefile/command drivers drivers/docker drivers/smolvm egress"
 )
 status=0

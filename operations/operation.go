@@ -1,0 +1,165 @@
+package operations
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/executor"
+	"github.com/bottlefile/bottlefile/lang"
+	"github.com/bottlefile/bottlefile/planner"
+	"github.com/bottlefile/bottlefile/state"
+)
+
+// Request says which configuration to open, and how.
+type Request struct {
+	// Dir is the Bottlefile's directory as an absolute path: the state
+	// lives below it. LoadDir is the same directory as the parser is given
+	// it ("." for the working directory, so diagnostics name "Bottlefile").
+	Dir, LoadDir string
+	// ReadOnly opens the state with a shared lock (plan); otherwise it is
+	// locked for writing (apply), waiting up to LockTimeout.
+	ReadOnly    bool
+	LockTimeout time.Duration
+	Registry    drivers.Registry
+	Log         hclog.Logger
+	// Values resolves the input variables (-var, -var-file, a saved
+	// plan's), which the command line owns.
+	Values func(*lang.Parser, *lang.Config) (map[string]cty.Value, hcl.Diagnostics)
+}
+
+// Operation is a loaded configuration with its state and runtimes, ready
+// to plan and, when the state is writable, to apply.
+type Operation struct {
+	Dir    string
+	Parser *lang.Parser
+	Config *lang.Config
+	Scope  *lang.Scope
+	Store  *state.Store
+	// Runtimes are configured, not contacted: opening changes nothing.
+	Runtimes planner.Runtimes
+	// Vars are the input variable values given (not defaults), for -out.
+	Vars map[string]cty.Value
+	// Planner made the last plan; Apply asks it to resolve late values.
+	Planner *planner.Planner
+	Log     hclog.Logger
+}
+
+// Open loads the Bottlefile, opens the state and configures the runtimes.
+// Nothing on any runtime changes. It returns the operation even with
+// errors, so that the caller can render diagnostics against its files and
+// Close it.
+func Open(ctx context.Context, req Request) (*Operation, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	log := req.Log
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	op := &Operation{Dir: req.Dir, Parser: lang.NewParser(), Log: log}
+	cfg, moreDiags := op.Parser.LoadDir(req.LoadDir)
+	diags = append(diags, moreDiags...)
+	if diags.HasErrors() {
+		return op, diags
+	}
+	op.Config = cfg
+	vals := map[string]cty.Value{}
+	if req.Values != nil {
+		vals, moreDiags = req.Values(op.Parser, cfg)
+		diags = append(diags, moreDiags...)
+		if diags.HasErrors() {
+			return op, diags
+		}
+	}
+	op.Vars = vals
+	scope, moreDiags := cfg.NewScope(vals)
+	diags = append(diags, moreDiags...)
+	if diags.HasErrors() {
+		return op, diags
+	}
+	op.Scope = scope
+
+	store, err := state.Open(req.Dir, state.Options{ReadOnly: req.ReadOnly, LockTimeout: req.LockTimeout})
+	if err != nil {
+		return op, append(diags, errorDiag("Cannot open state", err.Error()))
+	}
+	op.Store = store
+
+	rts, moreDiags := planner.ConfigureRuntimes(ctx, cfg, scope, req.Registry, filepath.Join(req.Dir, state.Dir), log)
+	diags = append(diags, moreDiags...)
+	op.Runtimes = rts
+	return op, diags
+}
+
+// Plan plans with the given options against the configuration, the state
+// and what is live.
+func (op *Operation) Plan(ctx context.Context, opts planner.Options) (*planner.Plan, hcl.Diagnostics) {
+	op.Planner = &planner.Planner{Config: op.Config, Scope: op.Scope, Runtimes: op.Runtimes, State: op.Store, Log: op.Log, Options: opts}
+	return op.Planner.Plan(ctx)
+}
+
+// ApplyOptions tune Apply.
+type ApplyOptions struct {
+	// Parallelism caps the actions run at once; 0 is the executor's default.
+	Parallelism int
+	// Hook observes each step (progress output).
+	Hook executor.Hook
+	// Abandon, when done, gives up steps already running (a second Ctrl-C).
+	Abandon context.Context
+}
+
+// Apply performs a plan made by Plan, recording each step in the state.
+// Once ctx is done no new step starts.
+func (op *Operation) Apply(ctx context.Context, p *planner.Plan, o ApplyOptions) (executor.Result, hcl.Diagnostics) {
+	lineage, err := op.Store.Init()
+	if err != nil {
+		return executor.Result{}, hcl.Diagnostics{errorDiag("Cannot write state", err.Error())}
+	}
+	ex := &executor.Executor{
+		State: op.Store, Lineage: lineage, Runtimes: op.Runtimes,
+		Parallelism: o.Parallelism, Hook: o.Hook, Log: op.Log, Abandon: o.Abandon,
+		Resolver: op.Planner,
+	}
+	return ex.Apply(ctx, p)
+}
+
+// Close releases the state lock and the runtimes. It may be called on a
+// nil or half-opened operation.
+func (op *Operation) Close() {
+	if op == nil {
+		return
+	}
+	op.Runtimes.Close()
+	if op.Store != nil {
+		op.Store.Close()
+	}
+}
+
+// Files are the configuration's files, for diagnostics with snippets.
+func (op *Operation) Files() map[string]*hcl.File {
+	if op == nil || op.Parser == nil {
+		return nil
+	}
+	return op.Parser.Files()
+}
+
+// ConfigHashes maps each configuration file's name to its content hash, so
+// a saved plan can tell whether the configuration changed.
+func (op *Operation) ConfigHashes() map[string]string {
+	out := map[string]string{}
+	for name, f := range op.Parser.Files() {
+		sum := sha256.Sum256(f.Bytes)
+		out[filepath.Base(name)] = hex.EncodeToString(sum[:])
+	}
+	return out
+}
+
+func errorDiag(summary, detail string) *hcl.Diagnostic {
+	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: summary, Detail: detail}
+}
