@@ -35,17 +35,21 @@ Usage: bottlefile [global options] destroy [options]
   Plans the removal of every object recorded in the state (and of any
   object carrying the state's lineage), shows it, and asks before doing it.
   An agent whose snapshot_policy.before includes "destroy" is snapshotted
-  first, and those snapshots are kept: the next apply resumes from them.
+  first, and its policy snapshots are kept: the plan lists them with their
+  sizes, and the next apply resumes from them. -include-snapshots removes
+  them too, leaving nothing; -target=agent.NAME.snapshot.N removes one.
 
 Options:
 
   -auto-approve        Do not ask for approval.
+  -include-snapshots   Remove the policy snapshots too; take none first.
   -json                Stream events as JSON lines (needs -auto-approve).
   -lock-timeout=DUR    Wait this long for the state lock (default 0s).
   -no-color            Print without color.
   -parallelism=N       Run at most N actions at once (default 10).
   -refresh=false       Trust the state; do not ask the runtimes first.
   -target=ADDR         Destroy only this object and what depends on it.
+                       Repeatable.
   -var NAME=VALUE      Set a variable. Repeatable.
   -var-file=FILE       Set variables from an HCL or JSON file.
 `)
@@ -69,6 +73,7 @@ Options:
 
   -auto-approve        Do not ask for approval.
   -destroy             Plan and perform the removal of everything.
+  -include-snapshots   With -destroy, remove the kept snapshots too.
   -json                Stream events as JSON lines (needs -auto-approve
                        or a plan file).
   -lock-timeout=DUR    Wait this long for the state lock (default 0s).

@@ -15,6 +15,7 @@ import (
 // planArgs are the options plan, apply and destroy share.
 type planArgs struct {
 	Destroy          bool
+	IncludeSnapshots bool // with Destroy: delete the snapshots a policy keeps
 	DetailedExitCode bool
 	JSON             bool
 	NoColor          bool
@@ -52,6 +53,7 @@ func (a *planArgs) register(fs *flag.FlagSet) {
 	fs.BoolVar(&a.NoColor, "no-color", false, "")
 	fs.BoolVar(&a.JSON, "json", false, "")
 	fs.BoolVar(&a.Destroy, "destroy", a.Destroy, "")
+	fs.BoolVar(&a.IncludeSnapshots, "include-snapshots", false, "")
 	fs.BoolVar(&a.Refresh, "refresh", true, "")
 	fs.BoolVar(&a.RefreshOnly, "refresh-only", false, "")
 	fs.DurationVar(&a.LockTimeout, "lock-timeout", 0, "")
@@ -66,7 +68,7 @@ func (a *planArgs) register(fs *flag.FlagSet) {
 func (a *planArgs) options() planner.Options {
 	return planner.Options{
 		Destroy: a.Destroy, NoRefresh: !a.Refresh, RefreshOnly: a.RefreshOnly,
-		Targets: a.Targets, Replace: a.Replace,
+		Targets: a.Targets, Replace: a.Replace, IncludeSnapshots: a.IncludeSnapshots,
 	}
 }
 
@@ -81,6 +83,9 @@ func (a *planArgs) check() hcl.Diagnostics {
 	}
 	if a.RefreshOnly && !a.Refresh {
 		diags = append(diags, argError("-refresh-only and -refresh=false cannot be used together"))
+	}
+	if a.IncludeSnapshots && !a.Destroy {
+		diags = append(diags, argError("-include-snapshots needs -destroy: only a destroy keeps snapshots"))
 	}
 	if a.Destroy && len(a.Replace) > 0 {
 		diags = append(diags, argError("-destroy and -replace cannot be used together"))
@@ -118,7 +123,7 @@ func parseApplyArgs(args []string, destroy bool) (*applyArgs, hcl.Diagnostics) {
 		a.PlanFile = fs.Arg(0)
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		for _, name := range []string{"destroy", "refresh", "refresh-only", "target", "replace"} {
+		for _, name := range []string{"destroy", "include-snapshots", "refresh", "refresh-only", "target", "replace"} {
 			if set[name] {
 				diags = append(diags, argError(fmt.Sprintf("-%s cannot be used with a saved plan: the plan already fixes it", name)))
 			}

@@ -24,7 +24,10 @@ Usage: bottlefile [global options] plan [options]
 
 Options:
 
-  -destroy             Plan the removal of every object in the state.
+  -destroy             Plan the removal of every object in the state. The
+                       snapshots a snapshot_policy takes before a destroy
+                       are kept, and the plan lists them.
+  -include-snapshots   With -destroy, remove the kept snapshots too.
   -detailed-exitcode   Exit 0 with no changes, 1 on error, 2 with changes.
   -json                Print the plan as one JSON document.
   -out=FILE            Save the plan; apply FILE performs exactly it.

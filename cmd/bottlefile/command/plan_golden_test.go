@@ -1,10 +1,12 @@
 package command
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/drivertest"
@@ -18,7 +20,9 @@ import (
 // plan.txt and plan.json.
 func TestPlanGolden(t *testing.T) {
 	cases := []struct {
-		name  string
+		name string
+		// setup runs before anything is applied.
+		setup func(w *workspace)
 		drift func(w *workspace, f *drivertest.Fake, lineage string)
 		args  []string
 		// check are the plan arguments that must show no changes after the
@@ -88,6 +92,26 @@ func TestPlanGolden(t *testing.T) {
 		{name: "forget", drift: func(_ *workspace, f *drivertest.Fake, l string) { f.Remove(l, "agent.reviewer") }},
 		{name: "ignore-changes"},
 		{name: "list-diff"},
+		{name: "destroy-keeps-snapshots", args: []string{"-destroy"}, setup: fixedClock, drift: func(w *workspace, f *drivertest.Fake, l string) {
+			// One snapshot taken before a replacement, of a workload that
+			// wrote one file; the destroy takes another and keeps both.
+			f.WriteFile(l, "agent.coder", "/workspace/notes.txt")
+			w.must("apply", "-auto-approve", "-replace=agent.coder")
+		}},
+		{name: "forget-snapshot", setup: fixedClock, drift: func(w *workspace, f *drivertest.Fake, l string) {
+			// The snapshot's image was deleted outside bottlefile: it is
+			// forgotten, and the agent, which runs, is left alone.
+			w.must("apply", "-auto-approve", "-replace=agent.coder")
+			f.Remove(l, "agent.coder.snapshot.1")
+		}},
+		{name: "max-total-size", setup: fixedClock, drift: func(w *workspace, f *drivertest.Fake, l string) {
+			// Three snapshots of 1000, 2000 and 3000 bytes (each resumes
+			// the files of the one before, and one more is written).
+			for i := range 3 {
+				f.WriteFile(l, "agent.coder", fmt.Sprintf("/workspace/%d.txt", i))
+				w.must("apply", "-auto-approve", "-replace=agent.coder")
+			}
+		}},
 		{name: "orphans", drift: func(_ *workspace, f *drivertest.Fake, l string) {
 			f.Put(l, drivers.LiveObject{Addr: "agent.ghost", Kind: "container", ID: "fake-ghost", Name: "bf-ghost", Hash: "deadbeef", Running: true})
 		}},
@@ -96,6 +120,9 @@ func TestPlanGolden(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join("testdata", "plans", tc.name)
 			w := newWorkspace(t)
+			if tc.setup != nil {
+				tc.setup(w)
+			}
 			if _, err := os.Stat(filepath.Join(dir, "before.hcl")); err == nil {
 				w.writeFixture(filepath.Join(dir, "before.hcl"))
 				w.must("apply", "-auto-approve")
@@ -123,6 +150,13 @@ func TestPlanGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fixedClock makes the fake stamp the snapshots it takes a minute apart
+// from a fixed time, so that plans that show when one was taken are stable.
+func fixedClock(w *workspace) {
+	clock := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	w.fake.Now = func() time.Time { clock = clock.Add(time.Minute); return clock }
 }
 
 // recreate gives a live object a new id, as re-making it would; hash, when

@@ -25,6 +25,7 @@ func renderPlan(w io.Writer, p *planner.Plan) {
 	}
 	if !p.Applyable() {
 		fmt.Fprintln(w, "No changes. Your bottles match the configuration.")
+		renderKept(w, p.Kept)
 		return
 	}
 	fmt.Fprintln(w, "bottlefile will perform the following actions:")
@@ -38,7 +39,37 @@ func renderPlan(w io.Writer, p *planner.Plan) {
 		}
 		renderChange(w, c)
 	}
+	renderKept(w, p.Kept)
 	fmt.Fprintf(w, "\n%s\n", p.Summary())
+}
+
+// renderKept lists the snapshots a destroy keeps, one line each, with how
+// to remove them.
+func renderKept(w io.Writer, kept []planner.KeptSnapshot) {
+	if len(kept) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	for _, k := range kept {
+		fmt.Fprintf(w, "  # kept: %s\n", keptLine(k))
+	}
+	fmt.Fprintln(w, "  # (snapshot_policy.before includes \"destroy\": the next apply resumes from them; destroy -include-snapshots removes them)")
+}
+
+// keptLine describes a kept snapshot: "agent.coder.snapshot.3, 120.0 MiB,
+// taken 2026-11-23 09:14 UTC".
+func keptLine(k planner.KeptSnapshot) string {
+	if k.Created.IsZero() && k.Size < 0 {
+		return k.Addr + ", taken by this plan"
+	}
+	line := k.Addr
+	if k.Size >= 0 {
+		line += ", " + planner.HumanBytes(k.Size)
+	}
+	if !k.Created.IsZero() {
+		line += ", taken " + k.Created.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	return line
 }
 
 // symbol marks a change in the human plan; taking a snapshot is "@".

@@ -19,7 +19,17 @@ type jsonPlan struct {
 	Serial          uint64       `json:"serial"`
 	Destroy         bool         `json:"destroy,omitempty"`
 	ResourceChanges []jsonChange `json:"resource_changes"`
-	Summary         jsonSummary  `json:"summary"`
+	// KeptSnapshots are the policy snapshots a destroy keeps.
+	KeptSnapshots []jsonKept  `json:"kept_snapshots,omitempty"`
+	Summary       jsonSummary `json:"summary"`
+}
+
+// jsonKept is one snapshot a destroy keeps; size and time are left out
+// for one this plan takes.
+type jsonKept struct {
+	Address   string `json:"address"`
+	SizeBytes *int64 `json:"size_bytes,omitempty"`
+	Created   string `json:"created,omitempty"`
 }
 
 type jsonChange struct {
@@ -59,6 +69,16 @@ func planDocument(p *planner.Plan) jsonPlan {
 			jc.After = nil
 		}
 		doc.ResourceChanges = append(doc.ResourceChanges, jc)
+	}
+	for _, k := range p.Kept {
+		jk := jsonKept{Address: k.Addr}
+		if k.Size >= 0 {
+			jk.SizeBytes = &k.Size
+		}
+		if !k.Created.IsZero() {
+			jk.Created = k.Created.UTC().Format(time.RFC3339)
+		}
+		doc.KeptSnapshots = append(doc.KeptSnapshots, jk)
 	}
 	s := p.Summary()
 	doc.Summary = jsonSummary{Add: s.Add, Change: s.Change, Destroy: s.Destroy, Start: s.Start, Adopt: s.Adopt, Forget: s.Forget, Snapshot: s.Snapshot}

@@ -1,0 +1,9 @@
+agent "coder" {
+  image   = "busybox:1"
+  command = ["sleep", "600"]
+
+  snapshot_policy {
+    before         = ["replace", "destroy"]
+    max_total_size = "4KiB"
+  }
+}

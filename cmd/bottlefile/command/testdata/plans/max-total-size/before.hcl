@@ -1,0 +1,8 @@
+agent "coder" {
+  image   = "busybox:1"
+  command = ["sleep", "600"]
+
+  snapshot_policy {
+    before = ["replace", "destroy"]
+  }
+}
