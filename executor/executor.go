@@ -224,6 +224,15 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 		}
 		maps.Copy(computed, resp.Computed)
 	}
+	if req.BootImage != "" {
+		// Recorded, so that snapshot list can say what boots from which
+		// snapshot; updates and starts keep it with the rest.
+		computed = maps.Clone(computed)
+		if computed == nil {
+			computed = map[string]string{}
+		}
+		computed[BootFromKey] = c.BootFrom
+	}
 	return e.record(c, resp.ID, computed)
 }
 
@@ -235,6 +244,10 @@ func (e *Executor) record(c *planner.Change, id string, computed map[string]stri
 		PreventDestroy: c.PreventDestroy,
 	})
 }
+
+// BootFromKey is the computed value, on a workload's record, naming the
+// snapshot it was created from (resume, migration, from_snapshot).
+const BootFromKey = "boot_from"
 
 // snapshotImage is what a workload boots from to resume from a snapshot,
 // as the snapshot's record has it (it may have been taken moments ago).
