@@ -27,5 +27,8 @@ func Commands(meta *Meta) map[string]cli.CommandFactory {
 		"snapshot":        cmd(&SnapshotCommand{Meta: meta}),
 		"snapshot export": cmd(&SnapshotExportCommand{Meta: meta}),
 		"snapshot import": cmd(&SnapshotImportCommand{Meta: meta}),
+		"snapshot list":   cmd(&SnapshotListCommand{Meta: meta}),
+		"snapshot take":   cmd(&SnapshotTakeCommand{Meta: meta}),
+		"snapshot rm":     cmd(&SnapshotRmCommand{Meta: meta}),
 	}
 }

@@ -28,19 +28,25 @@ import (
 // SnapshotCommand is the parent of the snapshot subcommands.
 type SnapshotCommand struct{ Meta *Meta }
 
-func (c *SnapshotCommand) Synopsis() string { return "Move snapshots between machines" }
+func (c *SnapshotCommand) Synopsis() string { return "List, take, remove and move snapshots" }
 
 func (c *SnapshotCommand) Help() string {
 	return strings.TrimSpace(`
 Usage: bottlefile [global options] snapshot <subcommand> [args]
 
+  list [-json] [ADDR]   List the recorded snapshots: what took each, its
+                        size and age, and what was created from it.
+  take ADDR             Snapshot agent ADDR now and record it (for hooks:
+                        it does not ask).
+  rm ADDR...            Remove recorded snapshots (asks first).
   export ADDR -o FILE   Write a recorded snapshot as a docker-save tar.
   import FILE           Load a snapshot tar into an agent's runtime and
                         record it as the agent's newest snapshot, so the
                         agent resumes from it when it is next created.
 
-  Snapshots are taken by snapshot blocks and snapshot_policy; these
-  commands move one to a machine that shares no engine with this one:
+  Snapshot blocks and snapshot_policy take snapshots as part of a plan;
+  take adds one on demand. export and import move one to a machine that
+  shares no engine with this one:
 
     bottlefile snapshot export agent.coder.snapshot.3 -o coder.tar
     # on the other machine, in the directory of its Bottlefile:
