@@ -239,7 +239,9 @@ func (op *Operation) PlanRemove(ctx context.Context, addrs []string) (*planner.P
 	if len(kept) != len(want) {
 		return nil, append(diags, errorDiag("Cannot plan the removal", fmt.Sprintf("The plan removes %d of the %d snapshots asked for; run plan -destroy -include-snapshots -target=ADDR to see why.", len(kept), len(want))))
 	}
-	p.Changes, p.Kept = kept, nil
+	// What is left is the removal asked for, not a partial plan of the
+	// configuration: it carries no -target for the view to warn about.
+	p.Changes, p.Kept, p.Options.Targets = kept, nil, nil
 	return p, diags
 }
 
