@@ -264,6 +264,7 @@ func (c *SnapshotImportCommand) Run(args []string) int {
 		"description": cty.StringVal("imported from " + file),
 		"triggers":    cty.NullVal(cty.Map(cty.String)),
 		"policy":      cty.True,
+		"trigger":     cty.StringVal("import"), // what took it, for snapshot list
 	}
 	hash, attrHashes := snapshotFingerprint(attrs)
 	obj := drivers.Object{Addr: addr, Kind: drivers.KindSnapshot, Attrs: attrs, InPlace: []string{"description"}}

@@ -85,7 +85,8 @@ func TestSnapshotExportImport(t *testing.T) {
 	rec, ok, _ := s.Get("agent.coder.snapshot.1")
 	s.Close()
 	if !ok || rec.Kind != "snapshot" || rec.Runtime != "default" || rec.Driver != "docker" || rec.ID == "" || rec.Computed["image"] == "" ||
-		string(rec.Attrs["description"]) != `"imported from `+file+`"` || string(rec.Attrs["policy"]) != "true" || string(rec.Attrs["triggers"]) != "null" {
+		string(rec.Attrs["description"]) != `"imported from `+file+`"` || string(rec.Attrs["policy"]) != "true" || string(rec.Attrs["triggers"]) != "null" ||
+		string(rec.Attrs["trigger"]) != `"import"` {
 		t.Fatalf("imported record: %+v", rec)
 	}
 
