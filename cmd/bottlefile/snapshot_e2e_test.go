@@ -717,3 +717,58 @@ func snapMigrateDriverSteps(t *testing.T, cli, cli2 *client.Client, host string)
 		t.Errorf("images left on engine a: %d", len(imgs))
 	}
 }
+
+// TestE2ESnapshotTakeListRm: snapshot take commits a running agent without
+// touching it, prunes by keep_last, list shows what it took, and rm leaves
+// no image of the lineage while the agent keeps running.
+func TestE2ESnapshotTakeListRm(t *testing.T) {
+	t.Parallel()
+	cli := dockertest.Client(t)
+	img := dockertest.BusyboxImage(t, cli)
+	dir := t.TempDir()
+	writeBottlefile(t, dir, policyBottlefile, "", "", img, 600, `["destroy"]`, 1)
+	mustRun(t, dir, "apply", "-auto-approve")
+	lineage := snapLineage(t, cli, dir)
+	ctr := snapAgentContainer(t, cli, lineage)
+	dockertest.Sh(t, cli, ctr.ID, "echo before-risky > /workspace/f")
+
+	r := mustRun(t, dir, "snapshot", "take", "agent.coder", "-description", "before risky")
+	if got := strings.TrimSpace(r.stdout[strings.LastIndex(strings.TrimRight(r.stdout, "\n"), "\n")+1:]); got != "agent.coder.snapshot.1" {
+		t.Fatalf("take printed %q last:\n%s", got, r)
+	}
+	first, ok := snapRecord(t, dir, "agent.coder.snapshot.1")
+	if !ok || !snapImageExists(t, cli, first.Computed["image"]) {
+		t.Fatalf("take recorded %+v", first)
+	}
+	// keep_last = 1: the second take prunes the first, image and record.
+	r = mustRun(t, dir, "snapshot", "take", "agent.coder")
+	snapWant(t, "second take", r.stdout, "- agent.coder.snapshot.1", "snapshot_policy.keep_last = 1", "agent.coder.snapshot.2\n")
+	if _, ok := snapRecord(t, dir, "agent.coder.snapshot.1"); ok || snapImageExists(t, cli, first.Computed["image"]) {
+		t.Errorf("the second take kept agent.coder.snapshot.1")
+	}
+	if now := snapAgentContainer(t, cli, lineage); now.ID != ctr.ID || now.State != "running" {
+		t.Errorf("take touched the agent: %+v", now)
+	}
+
+	list := mustRun(t, dir, "snapshot", "list").stdout
+	snapWant(t, "list", list, "agent.coder.snapshot.2  agent.coder  take", "taken by snapshot take")
+	if strings.Count(list, "\n") != 2 || strings.Contains(list, " 0 B ") {
+		t.Errorf("list should have one row with a size:\n%s", list)
+	}
+
+	mustRun(t, dir, "snapshot", "rm", "-auto-approve", "agent.coder.snapshot.2")
+	if list := mustRun(t, dir, "snapshot", "list", "-json").stdout; !strings.Contains(list, `"snapshots": []`) {
+		t.Errorf("list after rm:\n%s", list)
+	}
+	ctx := context.Background()
+	imgs, err := cli.ImageList(ctx, image.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", drivers.LabelLineage+"="+lineage))})
+	if err != nil || len(imgs) != 0 {
+		t.Errorf("images of the lineage after rm (%v): %+v", err, imgs)
+	}
+	if now := snapAgentContainer(t, cli, lineage); now.ID != ctr.ID || now.State != "running" {
+		t.Errorf("rm touched the agent: %+v", now)
+	}
+	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
+		t.Errorf("not converged after rm:\n%s", r)
+	}
+}
