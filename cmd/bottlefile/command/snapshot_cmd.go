@@ -1,28 +1,18 @@
 package command
 
 import (
-	"archive/tar"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/cli"
-	"github.com/zclconf/go-cty/cty"
 
-	"github.com/bottlefile/bottlefile/drivers"
-	"github.com/bottlefile/bottlefile/planner"
-	"github.com/bottlefile/bottlefile/state"
+	"github.com/bottlefile/bottlefile/operations"
 )
 
 // SnapshotCommand is the parent of the snapshot subcommands.
@@ -100,32 +90,14 @@ func (c *SnapshotExportCommand) Run(args []string) int {
 	addr := pos[0]
 
 	ctx := m.Ctx
-	op, diags := m.openOperation(ctx, true, *lockTimeout, *in)
-	defer op.close()
-	if m.showDiags(op.files(), diags) {
+	op, diags := m.open(ctx, true, *lockTimeout, *in)
+	defer op.Close()
+	if m.showDiags(op.Files(), diags) {
 		return 1
 	}
-	rec, ok, err := op.store.Get(addr)
-	if err != nil {
-		return m.fail("Cannot read state", err)
-	}
-	if !ok {
-		return m.fail("No such snapshot", fmt.Errorf("the state records no object at %s; `bottlefile state list` lists what it records", addr))
-	}
-	if rec.Kind != drivers.KindSnapshot {
-		return m.fail("Not a snapshot", fmt.Errorf("%s is a %s, not a snapshot", addr, rec.Kind))
-	}
-	image := rec.Computed["image"]
-	if image == "" {
-		return m.fail("Snapshot has no image", fmt.Errorf("the state records no image for %s; plan and apply to take it again", addr))
-	}
-	rt, ok := op.runtimes[rec.Runtime]
-	if !ok {
-		return m.fail("Runtime not available", fmt.Errorf("%s is on runtime %q, which the Bottlefile does not declare (or which could not be configured)", addr, rec.Runtime))
-	}
-	exporter, ok := rt.Driver.(drivers.SnapshotExporter)
-	if !ok {
-		return m.fail("Cannot export", fmt.Errorf("the %s driver of runtime %q cannot export snapshots", rt.Driver.Name(), rec.Runtime))
+	exp, diags := op.PrepareExport(addr)
+	if m.showDiags(op.Files(), diags) {
+		return 1
 	}
 
 	info := m.Stdout
@@ -133,12 +105,13 @@ func (c *SnapshotExportCommand) Run(args []string) int {
 	if *out == "-" {
 		info = m.Stderr
 		cw := &countingWriter{w: m.Stdout}
-		if err := exporter.ExportSnapshot(ctx, image, cw); err != nil {
+		if err := exp.Write(ctx, cw); err != nil {
 			return m.fail("Export failed", err)
 		}
 		n = cw.n
 	} else {
-		n, err = writeAtomically(*out, func(w io.Writer) error { return exporter.ExportSnapshot(ctx, image, w) })
+		var err error
+		n, err = writeAtomically(*out, func(w io.Writer) error { return exp.Write(ctx, w) })
 		if err != nil {
 			return m.fail("Export failed", err)
 		}
@@ -147,7 +120,7 @@ func (c *SnapshotExportCommand) Run(args []string) int {
 	if where == "-" {
 		where = "standard output"
 	}
-	fmt.Fprintf(info, "Exported %s (%s, from runtime %q) to %s: %s.\n", addr, image, rec.Runtime, where, sizeWords(n))
+	fmt.Fprintf(info, "Exported %s (%s, from runtime %q) to %s: %s.\n", addr, exp.Image, exp.Runtime, where, sizeWords(n))
 	return 0
 }
 
@@ -209,237 +182,34 @@ func (c *SnapshotImportCommand) Run(args []string) int {
 			return m.fail("Cannot read the snapshot", err)
 		}
 		defer f.Close()
-		taken = tarAddress(f)
+		taken = operations.TarAddress(f)
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return m.fail("Cannot read the snapshot", err)
 		}
 		src = f
 	}
 
-	ctx := m.Ctx
-	op, diags := m.openOperation(ctx, false, *lockTimeout, *in)
-	defer op.close()
-	if m.showDiags(op.files(), diags) {
+	op, diags := m.open(m.Ctx, false, *lockTimeout, *in)
+	defer op.Close()
+	if m.showDiags(op.Files(), diags) {
 		return 1
 	}
-	agentName, err := importAgent(op, *agentFlag, taken)
-	if err != nil {
-		return m.fail("Which agent?", err)
-	}
-	agent := op.config.Agents[agentName]
-	agentAddr := agent.Addr()
-	rt, ok := op.runtimes[agent.RuntimeName]
-	if !ok {
-		return m.fail("Runtime not available", fmt.Errorf("%s runs on runtime %q, which could not be configured", agentAddr, agent.RuntimeName))
-	}
-	importer, ok := rt.Driver.(drivers.SnapshotImporter)
-	if !ok {
-		return m.fail("Cannot import", fmt.Errorf("the %s driver of runtime %q cannot import snapshots", rt.Driver.Name(), rt.Name))
-	}
-
-	lineage, err := op.store.Init()
-	if err != nil {
-		return m.fail("Cannot write state", err)
-	}
-	records, err := op.store.Records()
-	if err != nil {
-		return m.fail("Cannot read state", err)
-	}
-	known := make([]string, 0, len(records))
-	for _, r := range records {
-		known = append(known, r.Addr)
-	}
-	// What is live but unrecorded (an interrupted apply) keeps its number too.
-	if live, err := rt.Driver.Read(ctx, drivers.ReadRequest{Lineage: lineage}); err == nil {
-		for _, o := range live.Objects {
-			known = append(known, o.Addr)
-		}
-	} else {
-		return m.fail(fmt.Sprintf("Cannot refresh runtime %q", rt.Name), err)
-	}
-	addr := nextPolicySnapshot(agentAddr, known)
-
-	attrs := map[string]cty.Value{
-		"agent":       cty.StringVal(agentAddr),
-		"description": cty.StringVal("imported from " + file),
-		"triggers":    cty.NullVal(cty.Map(cty.String)),
-		"policy":      cty.True,
-		"trigger":     cty.StringVal("import"), // what took it, for snapshot list
-	}
-	hash, attrHashes := snapshotFingerprint(attrs)
-	obj := drivers.Object{Addr: addr, Kind: drivers.KindSnapshot, Attrs: attrs, InPlace: []string{"description"}}
-
 	start := time.Now()
-	resp, err := importer.ImportSnapshot(ctx, drivers.ImportRequest{Lineage: lineage, Object: obj, Hash: hash}, src)
-	if err != nil {
-		return m.fail("Import failed", err)
+	imp, diags := op.ImportSnapshot(m.Ctx, operations.ImportRequest{Agent: *agentFlag, Taken: taken, Source: file, Tar: src})
+	if m.showDiags(op.Files(), diags) {
+		return 1
 	}
-	after := make(map[string]json.RawMessage, len(attrs))
-	for name, v := range attrs {
-		after[name] = planner.RedactedJSON(v)
+	size := "size unknown"
+	if imp.Size >= 0 {
+		size = sizeWords(imp.Size)
 	}
-	if err := op.store.Put(state.Record{
-		Addr: addr, Kind: drivers.KindSnapshot, Driver: rt.Driver.Name(), Runtime: rt.Name, ID: resp.ID,
-		Hash: hash, Attrs: after, AttrHashes: attrHashes, Computed: resp.Computed,
-	}); err != nil {
-		return m.fail("Cannot record the snapshot", fmt.Errorf("%w; the image was loaded but not recorded: the next plan removes it", err))
-	}
-	fmt.Fprintf(m.Stdout, "Imported %s as %s on runtime %q (%s, %s) in %s.\n", file, addr, rt.Name, resp.Computed["image"], sizeWords(atoi(resp.Computed["size"])), time.Since(start).Round(time.Millisecond))
-	if _, running, _ := op.store.Get(agentAddr); running {
-		fmt.Fprintf(m.Stdout, "%s exists now; it resumes from its newest snapshot the next time it is created or replaced (a snapshot_policy may take a newer one first).\n", agentAddr)
+	fmt.Fprintf(m.Stdout, "Imported %s as %s on runtime %q (%s, %s) in %s.\n", file, imp.Addr, imp.Runtime, imp.Image, size, time.Since(start).Round(time.Millisecond))
+	if imp.AgentExists {
+		fmt.Fprintf(m.Stdout, "%s exists now; it resumes from its newest snapshot the next time it is created or replaced (a snapshot_policy may take a newer one first).\n", imp.Agent)
 	} else {
-		fmt.Fprintf(m.Stdout, "The next apply creates %s from it (unless resume = false).\n", agentAddr)
+		fmt.Fprintf(m.Stdout, "The next apply creates %s from it (unless resume = false).\n", imp.Agent)
 	}
 	return 0
-}
-
-// importAgent picks the agent an import is for: -agent, else the agent of
-// the address the tar was taken at when the Bottlefile declares it, else
-// the only agent.
-func importAgent(op *operation, flagValue, taken string) (string, error) {
-	names := op.config.AgentNames()
-	if flagValue != "" {
-		name := strings.TrimPrefix(flagValue, "agent.")
-		if _, ok := op.config.Agents[name]; !ok || strings.Contains(name, ".") {
-			return "", fmt.Errorf("-agent=%s: the Bottlefile declares no such agent (it declares: %s)", flagValue, agentList(names))
-		}
-		return name, nil
-	}
-	if rest, ok := strings.CutPrefix(taken, "agent."); ok {
-		name, _, _ := strings.Cut(rest, ".")
-		if _, ok := op.config.Agents[name]; ok {
-			return name, nil
-		}
-	}
-	if len(names) == 1 {
-		return names[0], nil
-	}
-	why := "the tar does not say which agent it was taken of"
-	if taken != "" {
-		why = fmt.Sprintf("the tar was taken at %s, which names no agent of this Bottlefile", taken)
-	}
-	return "", fmt.Errorf("%s; name the agent with -agent=agent.NAME (the Bottlefile declares: %s)", why, agentList(names))
-}
-
-func agentList(names []string) string {
-	if len(names) == 0 {
-		return "no agent"
-	}
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = "agent." + n
-	}
-	return strings.Join(out, ", ")
-}
-
-// nextPolicySnapshot is the address of the agent's next policy snapshot:
-// agent.NAME.snapshot.N with N one above any taken.
-func nextPolicySnapshot(agentAddr string, taken []string) string {
-	next := 1
-	for _, addr := range taken {
-		rest, ok := strings.CutPrefix(addr, agentAddr+".snapshot.")
-		if !ok {
-			continue
-		}
-		if n, err := strconv.Atoi(rest); err == nil && n >= next {
-			next = n + 1
-		}
-	}
-	return fmt.Sprintf("%s.snapshot.%d", agentAddr, next)
-}
-
-// snapshotFingerprint hashes a policy snapshot's attributes the way the
-// planner does (planner.fingerprint), so that the next plan finds the
-// record in line with what it wants for it: each attribute as
-// sha256("name=" + JSON), the whole as sha256 of the kind and the sorted
-// "name=hash" pairs. snapshot_cmd_test checks that the next plan agrees.
-func snapshotFingerprint(attrs map[string]cty.Value) (string, map[string]string) {
-	hashes := make(map[string]string, len(attrs))
-	for name, v := range attrs {
-		var x any
-		switch {
-		case v.IsNull():
-		case v.Type() == cty.String:
-			x = v.AsString()
-		case v.Type() == cty.Bool:
-			x = v.True()
-		}
-		data, _ := json.Marshal(x)
-		h := sha256.Sum256(append([]byte(name+"="), data...))
-		hashes[name] = hex.EncodeToString(h[:8])
-	}
-	names := make([]string, 0, len(hashes))
-	for name := range hashes {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	whole := sha256.New()
-	whole.Write([]byte(drivers.KindSnapshot))
-	for _, name := range names {
-		whole.Write([]byte{0})
-		whole.Write([]byte(name + "=" + hashes[name]))
-	}
-	return hex.EncodeToString(whole.Sum(nil)[:16]), hashes
-}
-
-// tarAddress reads the address label of the image in a docker-save tar,
-// to tell which agent it was taken of; "" when it has none or the file is
-// no such tar (the runtime's driver reports what is wrong with it).
-func tarAddress(f io.ReadSeeker) string {
-	addr, _ := readTarAddress(f)
-	return addr
-}
-
-func readTarAddress(f io.ReadSeeker) (string, error) {
-	tr := tar.NewReader(f)
-	var configPath string
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return "", fmt.Errorf("reading it as a tar: %w (snapshot export writes docker-save tars)", err)
-		}
-		if path.Clean(hdr.Name) != "manifest.json" {
-			continue
-		}
-		var manifest []struct{ Config string }
-		if err := json.NewDecoder(io.LimitReader(tr, 16<<20)).Decode(&manifest); err != nil {
-			return "", fmt.Errorf("its manifest.json: %w", err)
-		}
-		if len(manifest) != 1 {
-			return "", fmt.Errorf("it holds %d images; a snapshot tar holds one", len(manifest))
-		}
-		configPath = path.Clean(manifest[0].Config)
-		break
-	}
-	if configPath == "" {
-		return "", errors.New("it has no manifest.json: it is not a docker-save tar (snapshot export writes those)")
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return "", err
-	}
-	tr = tar.NewReader(f)
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return "", nil
-		}
-		if err != nil {
-			return "", err
-		}
-		if path.Clean(hdr.Name) != configPath {
-			continue
-		}
-		var cfg struct {
-			Config struct{ Labels map[string]string }
-		}
-		if err := json.NewDecoder(io.LimitReader(tr, 16<<20)).Decode(&cfg); err != nil {
-			return "", fmt.Errorf("its image config: %w", err)
-		}
-		return cfg.Config.Labels[drivers.LabelAddress], nil
-	}
 }
 
 // parseInterleaved parses flags that may come before or after the
@@ -506,11 +276,6 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
-}
-
-func atoi(s string) int64 {
-	n, _ := strconv.ParseInt(s, 10, 64)
-	return n
 }
 
 // sizeWords renders a byte count for humans.
