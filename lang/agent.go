@@ -2,9 +2,11 @@ package lang
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
 )
 
 // Agent is an `agent "NAME"` block: one bottle, the agent workload plus
@@ -29,8 +31,11 @@ type Agent struct {
 	// Resume is a bool expression (nil for true): re-creating the agent boots
 	// it from its newest snapshot when one exists.
 	Resume hcl.Expression
-	// FromSnapshot names a snapshot of this agent to boot from when it is
-	// (re)created, from `from_snapshot = snapshot.X`; "" when absent.
+	// FromSnapshot is the address of the snapshot the agent boots from
+	// when it is (re)created: "snapshot.NAME" (a snapshot block of any
+	// agent) or "agent.NAME.snapshot.N" (a policy snapshot, checked against
+	// the state when planning); "" when absent. With it, image and build
+	// are optional: a fork of another agent needs neither.
 	FromSnapshot      string
 	FromSnapshotRange hcl.Range
 
@@ -94,8 +99,9 @@ func (a *Agent) Sidecar(name string) *Sidecar {
 // References returns the addresses the agent refers to, through its
 // expressions (sidecars included), depends_on and runtime: "agent.x",
 // "snapshot.s", "runtime.r", "var.z", "local.w"; deduplicated and sorted.
-// from_snapshot is not among them: it names a snapshot of this same agent,
-// taken before the agent is re-created, so it is not a dependency.
+// from_snapshot is not among them: a snapshot of this same agent is taken
+// before the agent is re-created, so it is not a dependency;
+// Config.ForkDependency gives the one a fork of another agent has.
 func (a *Agent) References() []string {
 	runtime := ""
 	if a.RuntimeName != "" {
@@ -191,7 +197,8 @@ func decodeAgentBlock(block *hcl.Block) (*Agent, hcl.Diagnostics) {
 	content, moreDiags := block.Body.Content(agentSchema)
 	diags = append(diags, moreDiags...)
 
-	w, moreDiags := decodeWorkload("agent", block, content)
+	_, forks := content.Attributes["from_snapshot"]
+	w, moreDiags := decodeWorkload("agent", block, content, forks)
 	diags = append(diags, moreDiags...)
 	a.Image, a.Command, a.Entrypoint, a.Env, a.Workdir, a.User, a.CPUs, a.Memory, a.Labels = w.Image, w.Command, w.Entrypoint, w.Env, w.Workdir, w.User, w.CPUs, w.Memory, w.Labels
 	a.Build, a.Egress = w.Build, w.Egress
@@ -204,9 +211,9 @@ func decodeAgentBlock(block *hcl.Block) (*Agent, hcl.Diagnostics) {
 	}
 	if attr, ok := content.Attributes["from_snapshot"]; ok {
 		a.FromSnapshotRange = attr.Expr.Range()
-		name, moreDiags := staticRef(attr, refSnapshot)
+		addr, moreDiags := decodeFromSnapshot(attr)
 		diags = append(diags, moreDiags...)
-		a.FromSnapshot = name
+		a.FromSnapshot = addr
 	}
 	if attr, ok := content.Attributes["resume"]; ok {
 		a.Resume = attr.Expr
@@ -260,7 +267,7 @@ func decodeSidecarBlock(agent string, block *hcl.Block) (*Sidecar, hcl.Diagnosti
 	diags = append(diags, checkName("sidecar", s.Name, labelRange(block, 0))...)
 	content, moreDiags := block.Body.Content(sidecarSchema)
 	diags = append(diags, moreDiags...)
-	w, moreDiags := decodeWorkload("sidecar", block, content)
+	w, moreDiags := decodeWorkload("sidecar", block, content, false)
 	diags = append(diags, moreDiags...)
 	s.Image, s.Command, s.Entrypoint, s.Env, s.Workdir, s.User, s.CPUs, s.Memory, s.Labels = w.Image, w.Command, w.Entrypoint, w.Env, w.Workdir, w.User, w.CPUs, w.Memory, w.Labels
 	s.Build, s.Egress = w.Build, w.Egress
@@ -351,6 +358,68 @@ func staticRef(attr *hcl.Attribute, kind string) (string, hcl.Diagnostics) {
 		return "", bad
 	}
 	return step.Name, nil
+}
+
+// decodeFromSnapshot decodes from_snapshot: snapshot.NAME, or a policy
+// snapshot's address agent.NAME.snapshot.N, written bare or quoted. It
+// returns the address ("" on error). The expression is never evaluated: a
+// policy snapshot is not a block, so agent.NAME.snapshot.N could not be.
+func decodeFromSnapshot(attr *hcl.Attribute) (string, hcl.Diagnostics) {
+	bad := hcl.Diagnostics{{
+		Severity: hcl.DiagError,
+		Summary:  "Invalid from_snapshot",
+		Detail:   "from_snapshot takes the snapshot to boot from: a snapshot block, like snapshot.NAME, or a policy snapshot's address, like agent.NAME.snapshot.3 (bottlefile snapshot list shows them).",
+		Subject:  attr.Expr.Range().Ptr(),
+	}}
+	var steps []string
+	if t, diags := hcl.AbsTraversalForExpr(attr.Expr); !diags.HasErrors() {
+		steps = traversalSteps(t)
+	} else if v, diags := attr.Expr.Value(nil); !diags.HasErrors() && v.Type() == cty.String && v.IsKnown() && !v.IsNull() {
+		steps = strings.Split(v.AsString(), ".") // a quoted address
+	}
+	addr, ok := snapshotAddr(steps)
+	if !ok {
+		return "", bad
+	}
+	return addr, nil
+}
+
+// traversalSteps spells a traversal's steps; agent.coder.snapshot.3 parses
+// with 3 as an index. nil when a step is of another kind.
+func traversalSteps(t hcl.Traversal) []string {
+	var steps []string
+	for _, step := range t {
+		switch s := step.(type) {
+		case hcl.TraverseRoot:
+			steps = append(steps, s.Name)
+		case hcl.TraverseAttr:
+			steps = append(steps, s.Name)
+		case hcl.TraverseIndex:
+			if s.Key.Type() != cty.Number || !s.Key.IsKnown() {
+				return nil
+			}
+			steps = append(steps, s.Key.AsBigFloat().Text('f', -1))
+		default:
+			return nil
+		}
+	}
+	return steps
+}
+
+// snapshotAddr is the address steps name when they name a snapshot:
+// snapshot.NAME or agent.NAME.snapshot.N.
+func snapshotAddr(steps []string) (string, bool) {
+	switch {
+	case len(steps) == 2 && steps[0] == refSnapshot && ValidName(steps[1]):
+		return strings.Join(steps, "."), true
+	case len(steps) == 4 && steps[0] == refAgent && ValidName(steps[1]) && steps[2] == "snapshot":
+		n, err := strconv.Atoi(steps[3])
+		if err != nil || n < 1 || strconv.Itoa(n) != steps[3] {
+			return "", false
+		}
+		return strings.Join(steps, "."), true
+	}
+	return "", false
 }
 
 // decodeDependsOn decodes depends_on: a list of agent.NAME and

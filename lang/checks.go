@@ -65,20 +65,40 @@ func (c *Config) checkAgentRefs(a *Agent) hcl.Diagnostics {
 	diags = append(diags, c.checkRefs("in an agent", allKinds, a.exprs()...)...)
 	diags = append(diags, c.checkDependsOn(a.DependsOn)...)
 	if a.FromSnapshot != "" {
-		s, ok := c.Snapshots[a.FromSnapshot]
-		switch {
-		case !ok:
-			diags = append(diags, c.checkRef("", allKinds, &reference{kind: refSnapshot, name: a.FromSnapshot, addr: "snapshot." + a.FromSnapshot, rng: a.FromSnapshotRange})...)
-		case s.AgentName != "" && s.AgentName != a.Name:
-			diags = append(diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Snapshot of another agent",
-				Detail:   fmt.Sprintf("from_snapshot pins one of this agent's own snapshots; snapshot.%s is a snapshot of agent.%s, not of agent.%s.", s.Name, s.AgentName, a.Name),
-				Subject:  a.FromSnapshotRange.Ptr(),
-			})
+		kind, name, _ := strings.Cut(a.FromSnapshot, ".")
+		name, _, _ = strings.Cut(name, ".")
+		if !c.declared(kind, name) {
+			diags = append(diags, c.checkRef("", allKinds, &reference{kind: kind, name: name, addr: kind + "." + name, rng: a.FromSnapshotRange})...)
 		}
 	}
 	return diags
+}
+
+// FromSnapshotAgent is the name of the agent whose snapshot a's
+// from_snapshot names, or "" when it has none or names an undeclared
+// snapshot block.
+func (c *Config) FromSnapshotAgent(a *Agent) string {
+	kind, rest, _ := strings.Cut(a.FromSnapshot, ".")
+	name, _, _ := strings.Cut(rest, ".")
+	switch kind {
+	case refAgent:
+		return name
+	case refSnapshot:
+		if s, ok := c.Snapshots[name]; ok {
+			return s.AgentName
+		}
+	}
+	return ""
+}
+
+// ForkDependency is the snapshot a fork must wait for: the from_snapshot
+// of an agent booting from a snapshot of another agent; "" otherwise. A
+// snapshot of the agent itself is taken of it, so it cannot come first.
+func (c *Config) ForkDependency(a *Agent) string {
+	if from := c.FromSnapshotAgent(a); from != "" && from != a.Name {
+		return a.FromSnapshot
+	}
+	return ""
 }
 
 func (c *Config) checkDependsOn(deps []hcl.Traversal) hcl.Diagnostics {
@@ -104,6 +124,9 @@ func (c *Config) dependencies() map[string][]string {
 	}
 	for _, a := range c.Agents {
 		g[a.Addr()] = a.References()
+		if dep := c.ForkDependency(a); strings.HasPrefix(dep, refSnapshot+".") {
+			g[a.Addr()] = append(g[a.Addr()], dep)
+		}
 	}
 	for _, s := range c.Snapshots {
 		g[s.Addr()] = s.References()

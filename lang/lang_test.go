@@ -361,7 +361,7 @@ output "o" {
 			t.Errorf("%s References (-want +got):\n%s", tt.name, diff)
 		}
 	}
-	if got := cfg.Agents["coder"].FromSnapshot; got != "mine" {
+	if got := cfg.Agents["coder"].FromSnapshot; got != "snapshot.mine" {
 		t.Errorf("FromSnapshot = %q", got)
 	}
 }

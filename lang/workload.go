@@ -69,8 +69,9 @@ var egressSchema = &hcl.BodySchema{
 }
 
 // decodeWorkload takes the workload attributes and blocks out of the content
-// of an agent or sidecar block (kind names it in messages).
-func decodeWorkload(kind string, block *hcl.Block, content *hcl.BodyContent) (workload, hcl.Diagnostics) {
+// of an agent or sidecar block (kind names it in messages). imageOptional
+// allows neither image nor build: an agent that boots from a snapshot.
+func decodeWorkload(kind string, block *hcl.Block, content *hcl.BodyContent, imageOptional bool) (workload, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	var w workload
 	get := func(name string) hcl.Expression {
@@ -111,11 +112,11 @@ func decodeWorkload(kind string, block *hcl.Block, content *hcl.BodyContent) (wo
 	}
 
 	switch {
-	case w.Image == nil && w.Build == nil:
+	case w.Image == nil && w.Build == nil && !imageOptional:
 		diags = append(diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
 			Summary:  "Missing image or build",
-			Detail:   fmt.Sprintf("The %s %q needs what to run: an image attribute, like image = \"alpine:3\", or a build block.", kind, block.Labels[0]),
+			Detail:   fmt.Sprintf("The %s %q needs what to run: an image attribute, like image = \"alpine:3\", or a build block%s.", kind, block.Labels[0], map[bool]string{true: ", or a from_snapshot to boot from", false: ""}[kind == "agent"]),
 			Subject:  block.DefRange.Ptr(),
 		})
 	case w.Image != nil && w.Build != nil:

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zclconf/go-cty/cty"
+
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/drivertest"
 	"github.com/bottlefile/bottlefile/executor"
@@ -156,4 +158,13 @@ func pending(p *planner.Plan) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// ctyMap is a map(string) of key, value pairs.
+func ctyMap(kv ...string) cty.Value {
+	m := map[string]cty.Value{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = cty.StringVal(kv[i+1])
+	}
+	return cty.MapVal(m)
 }

@@ -36,8 +36,9 @@ type Planner struct {
 	Log      hclog.Logger
 	Options  Options
 
-	// moveDiags collects migrations that cannot move a snapshot.
-	moveDiags hcl.Diagnostics
+	// policyDiags collects what planPolicies refuses: migrations that
+	// cannot move a snapshot, forks whose snapshot is missing.
+	policyDiags hcl.Diagnostics
 }
 
 // desired is one object the configuration asks for.
@@ -151,7 +152,7 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		refreshOnly(changes)
 	default:
 		p.planPolicies(ctx, changes, agents, plan.Lineage)
-		diags = append(diags, p.moveDiags...)
+		diags = append(diags, p.policyDiags...)
 	}
 	if len(opts.Targets) > 0 {
 		if err := checkAddrs("-target", opts.Targets, changes); err != nil {
@@ -344,6 +345,7 @@ func (p *Planner) expand(ctx context.Context, records []state.Record, destroy bo
 			diags = append(diags, planError(a, err))
 			continue
 		}
+		p.addForkDependency(a, resp.Objects)
 		for _, o := range resp.Objects {
 			d := &desired{runtime: rt.Name, driver: rt.Driver.Name(), object: o, agent: a, lifecycle: a.Lifecycle}
 			if !covers([]string{a.Addr()}, o.Addr) {
@@ -537,7 +539,11 @@ func propagateReplacement(changes map[string]*Change) {
 			}
 			for _, dep := range c.Object.DependsOn {
 				d, ok := changes[dep]
-				if !ok {
+				if !ok || (d.Kind == drivers.KindSnapshot && d.Action != Replace) {
+					// A fork's snapshot taken again after it was lost
+					// outside bottlefile leaves the fork alone; one replaced
+					// (its triggers changed) replaces the fork, whose image
+					// it is and which boots from it again.
 					continue
 				}
 				var why string
@@ -640,6 +646,11 @@ func (p *Planner) evalAgent(a *lang.Agent, rt *Runtime) (*agentPlan, hcl.Diagnos
 	}
 	if val.Build != nil {
 		spec.Build = &drivers.BuildSpec{Context: val.Build.Context, Dockerfile: val.Build.Dockerfile}
+	} else if a.FromSnapshot != "" && val.Image.IsNull() {
+		// A fork has no image of its own: it always boots from the
+		// snapshot, and its image names that snapshot, so the plan shows
+		// it and the fork stays put when the snapshot is taken again.
+		spec.Image = cty.StringVal(a.FromSnapshot)
 	}
 	for _, sc := range val.Sidecars {
 		ss := drivers.SidecarSpec{
@@ -695,22 +706,41 @@ func (p *Planner) Resolve(ctx context.Context, records []state.Record, c *Change
 	return fmt.Errorf("the driver no longer plans %s", c.Addr)
 }
 
-// refersTo lists the agents an agent refers to (agent.x.id, depends_on).
+// refersTo lists the agents and snapshot blocks an agent refers to
+// (agent.x.id, snapshot.x.image, depends_on): each is created before it.
 func refersTo(a *lang.Agent) []string {
 	var out []string
 	for _, ref := range a.References() {
-		if strings.HasPrefix(ref, "agent.") && ref != a.Addr() {
+		if (strings.HasPrefix(ref, "agent.") || strings.HasPrefix(ref, "snapshot.")) && ref != a.Addr() {
 			out = append(out, ref)
 		}
 	}
 	return out
 }
 
-// unknownAfterReplace orders each agent after the agents it refers to, and
-// makes what it reads of an agent whose workload is created anew (its id,
-// its name) unknown, as it will be: the referring agent is planned again,
-// and a value that changes forces what it forces. Without this a replaced
-// agent's old id would be handed to the agents that refer to it.
+// addForkDependency makes the workload of a fork of another agent's
+// snapshot depend on that snapshot: it is taken before the fork is
+// created, and the fork is deleted before it (its image is the
+// snapshot's). Among the driver's objects the workload is the one at the
+// agent's address.
+func (p *Planner) addForkDependency(a *lang.Agent, objects []drivers.Object) {
+	dep := p.Config.ForkDependency(a)
+	if dep == "" {
+		return
+	}
+	for i := range objects {
+		if objects[i].Addr == a.Addr() && objects[i].Workload && !slices.Contains(objects[i].DependsOn, dep) {
+			objects[i].DependsOn = append(slices.Clone(objects[i].DependsOn), dep)
+		}
+	}
+}
+
+// unknownAfterReplace orders each agent after the agents and snapshot
+// blocks it refers to, and makes what it reads of one created anew (an
+// agent's id or name, a snapshot's image) unknown, as it will be: the
+// referring agent is planned again, and a value that changes forces what
+// it forces. Without this a replaced agent's old id, or a re-taken
+// snapshot's old image, would be handed to the agents that refer to it.
 func (p *Planner) unknownAfterReplace(ctx context.Context, want map[string]*desired, agents map[string]*agentPlan, changes map[string]*Change) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	for _, ap := range agents {
@@ -724,6 +754,17 @@ func (p *Planner) unknownAfterReplace(ctx context.Context, want map[string]*desi
 			}
 		}
 	}
+	for _, sn := range p.Config.Snapshots {
+		c, ok := changes[sn.Addr()]
+		if !ok {
+			continue
+		}
+		for _, ref := range sn.References() {
+			if (strings.HasPrefix(ref, "agent.") || strings.HasPrefix(ref, "snapshot.")) && ref != "agent."+sn.AgentName {
+				c.WaitFor = append(c.WaitFor, ref)
+			}
+		}
+	}
 	renewed := map[string]bool{}
 	for round := 0; round <= len(agents); round++ {
 		var fresh []string
@@ -732,6 +773,15 @@ func (p *Planner) unknownAfterReplace(ctx context.Context, want map[string]*desi
 				renewed[addr] = true
 				fresh = append(fresh, addr)
 				p.Scope.SetAgent(ap.agent.Name, cty.UnknownVal(ap.agent.ObjectType()))
+			}
+		}
+		for _, name := range p.Config.SnapshotNames() {
+			addr := "snapshot." + name
+			// One never taken is unknown already; one taken again is not.
+			if c, ok := changes[addr]; ok && !renewed[addr] && c.Prior != nil && (c.Action == Create || c.Action == Replace) {
+				renewed[addr] = true
+				fresh = append(fresh, addr)
+				p.Scope.SetSnapshot(name, cty.UnknownVal(lang.SnapshotObjectType))
 			}
 		}
 		if len(fresh) == 0 {
@@ -752,6 +802,7 @@ func (p *Planner) unknownAfterReplace(ctx context.Context, want map[string]*desi
 				continue
 			}
 			ap.spec, ap.val = again.spec, again.val
+			p.addForkDependency(ap.agent, resp.Objects)
 			for _, o := range resp.Objects {
 				old, ok := changes[o.Addr]
 				if !ok {

@@ -150,7 +150,7 @@ func (p *Planner) planPolicies(ctx context.Context, changes map[string]*Change, 
 		policy := ap.val.SnapshotPolicy
 		var taken *Change
 		if w != nil && w.Action == Migrate && !p.canMove(w.Prior.Runtime, w.Runtime) {
-			p.moveDiags = append(p.moveDiags, &hcl.Diagnostic{
+			p.policyDiags = append(p.policyDiags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Cannot migrate between these runtimes",
 				Detail: fmt.Sprintf("%s moves from runtime %q (%s) to %q (%s), but the first cannot export a snapshot or the second cannot import one, so its filesystem cannot move. Destroy it and create it on the new runtime instead.",
@@ -182,7 +182,9 @@ func (p *Planner) planPolicies(ctx context.Context, changes map[string]*Change, 
 			prune(snaps[agentAddr], agentAddr, policy, taken, p.pinned())
 		}
 		if w != nil && (w.Action == Create || w.Action == Replace) && ap.val.Resume {
-			resume(changes, snaps[agentAddr], ap, w, taken)
+			if d := resume(changes, snaps[agentAddr], ap, w, taken); d != nil {
+				p.policyDiags = append(p.policyDiags, d)
+			}
 		}
 	}
 	for _, c := range changes {
@@ -425,22 +427,40 @@ func (p *Planner) pinned() map[string]bool {
 	out := map[string]bool{}
 	for _, a := range p.Config.Agents {
 		if a.FromSnapshot != "" {
-			out[fromSnapshotAddr(a)] = true
+			out[a.FromSnapshot] = true
 		}
 	}
 	return out
 }
 
-// fromSnapshotAddr is the address of the snapshot an agent's from_snapshot
-// names.
-func fromSnapshotAddr(a *lang.Agent) string { return "snapshot." + a.FromSnapshot }
-
 // resume picks the snapshot a (re)created workload boots from: the one
-// from_snapshot pins, or the newest of its agent's snapshots.
-func resume(changes map[string]*Change, ofAgent []*Change, ap *agentPlan, w *Change, taken *Change) {
+// from_snapshot pins, or the newest of its agent's snapshots. A pinned
+// snapshot that is not there is an error when the agent has no image of
+// its own to start from.
+func resume(changes map[string]*Change, ofAgent []*Change, ap *agentPlan, w *Change, taken *Change) *hcl.Diagnostic {
 	var from *Change
-	if ap.agent.FromSnapshot != "" {
-		from = changes[fromSnapshotAddr(ap.agent)]
+	if pin := ap.agent.FromSnapshot; pin != "" {
+		from = changes[pin]
+		gone := ""
+		switch {
+		case from == nil:
+			gone = "it is not in the state (bottlefile snapshot list shows the snapshots there are)"
+		case from.Action == Delete || from.Action == Forget:
+			gone = "this plan removes it: " + strings.Join(from.Reasons, "; ")
+		}
+		if gone == "" {
+			// booting from it, below
+		} else if ap.val.Image.IsNull() && ap.val.Build == nil {
+			return &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Snapshot to boot from is missing",
+				Detail:   fmt.Sprintf("%s boots from %s (from_snapshot), and has no image of its own, but %s.", ap.agent.Addr(), pin, gone),
+				Subject:  ap.agent.FromSnapshotRange.Ptr(),
+			}
+		} else {
+			w.Reasons = append(w.Reasons, fmt.Sprintf("from_snapshot names %s, but %s; it starts from its image", pin, gone))
+			return nil
+		}
 	} else if taken != nil {
 		from = taken
 	} else {
@@ -455,8 +475,8 @@ func resume(changes map[string]*Change, ofAgent []*Change, ap *agentPlan, w *Cha
 			}
 		}
 	}
-	if from == nil || from.Action == Delete || from.Action == Forget {
-		return
+	if from == nil {
+		return nil
 	}
 	w.BootFrom = from.Addr
 	switch {
@@ -467,6 +487,7 @@ func resume(changes map[string]*Change, ofAgent []*Change, ap *agentPlan, w *Cha
 	default:
 		w.Reasons = append(w.Reasons, fmt.Sprintf("it boots from %s", from.Addr))
 	}
+	return nil
 }
 
 // HumanBytes writes a size in binary units: "512 B", "1.5 KiB", "20.0 GiB".
