@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/cli"
 
 	"github.com/bottlefile/bottlefile/operations"
+	"github.com/bottlefile/bottlefile/planner"
 )
 
 // SnapshotCommand is the parent of the snapshot subcommands.
@@ -120,7 +121,7 @@ func (c *SnapshotExportCommand) Run(args []string) int {
 	if where == "-" {
 		where = "standard output"
 	}
-	fmt.Fprintf(info, "Exported %s (%s, from runtime %q) to %s: %s.\n", addr, exp.Image, exp.Runtime, where, sizeWords(n))
+	fmt.Fprintf(info, "Exported %s (%s, from runtime %q) to %s: %s.\n", addr, exp.Image, exp.Runtime, where, planner.HumanBytes(n))
 	return 0
 }
 
@@ -201,7 +202,7 @@ func (c *SnapshotImportCommand) Run(args []string) int {
 	}
 	size := "size unknown"
 	if imp.Size >= 0 {
-		size = sizeWords(imp.Size)
+		size = planner.HumanBytes(imp.Size)
 	}
 	fmt.Fprintf(m.Stdout, "Imported %s as %s on runtime %q (%s, %s) in %s.\n", file, imp.Addr, imp.Runtime, imp.Image, size, time.Since(start).Round(time.Millisecond))
 	if imp.AgentExists {
@@ -276,18 +277,4 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
-}
-
-// sizeWords renders a byte count for humans.
-func sizeWords(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for x := n / unit; x >= unit; x /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
