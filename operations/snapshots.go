@@ -215,7 +215,7 @@ func (op *Operation) PlanRemove(ctx context.Context, addrs []string) (*planner.P
 		case r.Kind != drivers.KindSnapshot:
 			diags = append(diags, errorDiag("Not a snapshot", fmt.Sprintf("%s is a %s, not a snapshot; snapshot rm removes only snapshots (destroy -target=%s removes the rest).", addr, r.Kind, addr)))
 		case op.declares(addr):
-			diags = append(diags, errorDiag("Snapshot still declared (the next apply would take it again)", fmt.Sprintf("%s is still declared in the configuration: remove the snapshot block instead.", addr)))
+			diags = append(diags, errorDiag("Snapshot still declared", fmt.Sprintf("%s is still declared in the configuration: remove the snapshot block instead (else the next apply takes it again).", addr)))
 		default:
 			want = append(want, addr)
 		}
