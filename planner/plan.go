@@ -115,11 +115,11 @@ type Plan struct {
 
 // KeptSnapshot is one snapshot a destroy keeps.
 type KeptSnapshot struct {
-	Addr string
+	Addr string `json:"address"`
 	// Size is in bytes; -1 when unknown (taken by this plan).
-	Size int64
+	Size int64 `json:"size"`
 	// Created is when it was taken; zero when it is taken by this plan.
-	Created time.Time
+	Created time.Time `json:"created"`
 }
 
 // Applyable reports whether the plan has anything to do.

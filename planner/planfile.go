@@ -30,6 +30,8 @@ type SavedPlan struct {
 	Serial    uint64                     `json:"serial"`
 	Options   Options                    `json:"options"`
 	Changes   []SavedChange              `json:"changes"`
+	// Kept are the snapshots a destroy keeps, for show.
+	Kept []KeptSnapshot `json:"kept,omitempty"`
 }
 
 // SavedChange is one change as saved: its action, the hash of the desired
@@ -67,7 +69,7 @@ func init() {
 
 // Save makes the saved form of a plan.
 func Save(p *Plan, config map[string]string, vars map[string]json.RawMessage) *SavedPlan {
-	s := &SavedPlan{FormatVersion: PlanFileVersion, Config: config, Variables: vars, Lineage: p.Lineage, Serial: p.Serial, Options: p.Options}
+	s := &SavedPlan{FormatVersion: PlanFileVersion, Config: config, Variables: vars, Lineage: p.Lineage, Serial: p.Serial, Options: p.Options, Kept: p.Kept}
 	for _, c := range p.Changes {
 		deps := c.Object.DependsOn
 		if c.Prior != nil && len(deps) == 0 {
@@ -145,7 +147,7 @@ func DecodePlanFile(data []byte) (*SavedPlan, error) {
 
 // Plan rebuilds a plan from the saved form, for show and graph.
 func (s *SavedPlan) Plan() *Plan {
-	p := &Plan{Lineage: s.Lineage, Serial: s.Serial, Options: s.Options}
+	p := &Plan{Lineage: s.Lineage, Serial: s.Serial, Options: s.Options, Kept: s.Kept}
 	for _, sc := range s.Changes {
 		p.Changes = append(p.Changes, &Change{
 			Addr: sc.Addr, Kind: sc.Kind, Runtime: sc.Runtime, Action: actionNames[sc.Action],

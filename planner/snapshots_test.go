@@ -1,6 +1,7 @@
 package planner_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -51,6 +52,18 @@ func TestDestroyKeepsPolicySnapshots(t *testing.T) {
 	want := []planner.KeptSnapshot{{Addr: "agent.coder.snapshot.1", Size: 1000, Created: b.clock}}
 	if !slices.Equal(p.Kept, want) {
 		t.Errorf("kept = %+v, want %+v", p.Kept, want)
+	}
+	// A saved plan keeps the list, for show.
+	data, err := json.Marshal(planner.Save(p, map[string]string{"Bottlefile": "hash"}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved, err := planner.DecodePlanFile(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := saved.Plan().Kept; len(got) != 1 || got[0].Addr != want[0].Addr || got[0].Size != 1000 || !got[0].Created.Equal(b.clock) {
+		t.Errorf("saved kept = %+v", got)
 	}
 }
 
@@ -186,5 +199,51 @@ func TestTakeNeedsRunningWorkload(t *testing.T) {
 	b.fake.Stop(b.lineage(), "agent.coder")
 	if _, err := b.tryPlan(planner.Options{Take: []planner.TakeRequest{{Agent: "agent.coder"}}}); !strings.Contains(err, "its workload is stopped") {
 		t.Errorf("take of a stopped agent: %q", err)
+	}
+}
+
+// TestMaxTotalSize: max_total_size prunes the oldest policy snapshots
+// until the recorded sizes fit, never the one taken in the plan nor one a
+// fork pins.
+func TestMaxTotalSize(t *testing.T) {
+	const fork = `
+agent "bisect" {
+  from_snapshot = agent.coder.snapshot.1
+}
+`
+	for _, tc := range []struct {
+		name, extra string
+		pruned      []string
+	}{
+		{name: "oldest first", pruned: []string{"agent.coder.snapshot.1", "agent.coder.snapshot.2"}},
+		{name: "pinned kept", extra: fork, pruned: []string{"agent.coder.snapshot.2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBench(t)
+			b.write(fmt.Sprintf(coder, `["replace"]`, ""))
+			b.apply(planner.Options{})
+			// Snapshots of 1000, 2000 and 3000 bytes: each has one file more.
+			for i := range 3 {
+				b.fake.WriteFile(b.lineage(), "agent.coder", fmt.Sprintf("/f%d", i))
+				b.apply(planner.Options{Take: []planner.TakeRequest{{Agent: "agent.coder"}}})
+			}
+			b.write(fmt.Sprintf(coder, `["replace"]`, `max_total_size = "4KiB"`) + tc.extra)
+			p := b.plan(planner.Options{Take: []planner.TakeRequest{{Agent: "agent.coder"}}})
+			var pruned []string
+			for _, c := range p.Changes {
+				if c.Action == planner.Delete {
+					pruned = append(pruned, c.Addr)
+					if want := "snapshot_policy.max_total_size = 4.0 KiB: the agent's snapshots total 5.9 KiB, and more with agent.coder.snapshot.4; the oldest go first"; !slices.Contains(c.Reasons, want) {
+						t.Errorf("%s: reasons %q, want %q", c.Addr, c.Reasons, want)
+					}
+				}
+			}
+			if !slices.Equal(pruned, tc.pruned) {
+				t.Errorf("pruned %v, want %v\n%s", pruned, tc.pruned, p)
+			}
+			if c := change(p, "agent.coder.snapshot.4"); c == nil || c.Action != planner.Create {
+				t.Errorf("the snapshot taken:\n%s", p)
+			}
+		})
 	}
 }
