@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -21,6 +22,9 @@ import (
 type buildContext struct {
 	dir        string // absolute, symlinks resolved
 	dockerfile string // slash path relative to dir
+	// buildOf, when set, is written into the Dockerfile sent as a LABEL
+	// labelBuildOf after each FROM (the hash is of the file as it is).
+	buildOf string
 }
 
 // resolveBuildContext checks a build context directory and its Dockerfile.
@@ -152,6 +156,9 @@ func walkContext(bc buildContext, tw *tar.Writer) (string, error) {
 		case 'l':
 			fmt.Fprintf(h, "%s\x00", hdr.Linkname)
 		case 'f':
+			if tw != nil && bc.buildOf != "" && rel == bc.dockerfile {
+				return writeDockerfile(h, tw, hdr, p, bc.buildOf)
+			}
 			if err := hashFile(h, tw, hdr, p); err != nil {
 				return err
 			}
@@ -193,6 +200,73 @@ func hashFile(h io.Writer, tw *tar.Writer, hdr *tar.Header, p string) error {
 		return fmt.Errorf("%s changed while it was read", p)
 	}
 	return nil
+}
+
+// writeDockerfile hashes the Dockerfile as it is and writes it to tw with
+// a LABEL labelBuildOf=buildOf after each FROM.
+func writeDockerfile(h io.Writer, tw *tar.Writer, hdr *tar.Header, p, buildOf string) error {
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	if int64(len(data)) != hdr.Size {
+		return fmt.Errorf("%s changed while it was read", p)
+	}
+	fmt.Fprintf(h, "%d\x00", hdr.Size)
+	h.Write(data)
+	out := labelAfterFrom(data, "LABEL "+labelBuildOf+"="+buildOf)
+	h2 := *hdr
+	h2.Size = int64(len(out))
+	if err := tw.WriteHeader(&h2); err != nil {
+		return err
+	}
+	_, err = tw.Write(out)
+	return err
+}
+
+// directive is a Dockerfile parser directive line.
+var directive = regexp.MustCompile(`^#\s*([A-Za-z][A-Za-z0-9]*)\s*=\s*(\S+)\s*$`)
+
+// labelAfterFrom inserts the line instr after each FROM instruction of a
+// Dockerfile, by the classic builder's line rules: parser directives
+// (escape) at the top, whole-line comments, and lines continued with the
+// escape character. A FROM continued to the end of the file gets none.
+func labelAfterFrom(data []byte, instr string) []byte {
+	escape := byte('\\')
+	lines := strings.SplitAfter(string(data), "\n")
+	directives := true
+	var out strings.Builder
+	inCont, isFrom := false, false
+	for _, line := range lines {
+		trimmed := strings.TrimSpace(line)
+		if directives {
+			if m := directive.FindStringSubmatch(trimmed); m != nil {
+				if strings.EqualFold(m[1], "escape") && len(m[2]) == 1 {
+					escape = m[2][0]
+				}
+				out.WriteString(line)
+				continue
+			}
+			directives = false
+		}
+		out.WriteString(line)
+		if trimmed == "" || trimmed[0] == '#' {
+			continue // blank lines and comments, also inside a continuation
+		}
+		if !inCont {
+			word, _, _ := strings.Cut(strings.Fields(trimmed)[0], string(escape))
+			isFrom = strings.EqualFold(word, "FROM")
+		}
+		inCont = trimmed[len(trimmed)-1] == escape
+		if !inCont && isFrom {
+			if !strings.HasSuffix(line, "\n") {
+				out.WriteString("\n")
+			}
+			out.WriteString(instr + "\n")
+			isFrom = false
+		}
+	}
+	return []byte(out.String())
 }
 
 // tarMode converts Go permission bits to the tar (Unix) encoding.

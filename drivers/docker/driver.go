@@ -46,6 +46,10 @@ type Driver struct {
 	// sweeps the gateway images.
 	gatewayDeleted atomic.Bool
 
+	// pendingSweeps holds the lineages whose image sweep was skipped
+	// because an image was being made; Close runs them (snapshot.go).
+	pendingSweeps sync.Map
+
 	// checks caches the read-only facts Plan asks the engine and the
 	// gateway binary's hash, once per driver instance (isolation.go).
 	checks *engineChecks
@@ -150,7 +154,8 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 
 // Close releases the engine client. When this run deleted a gateway, it
 // first removes the gateway images no container uses any more: once, at
-// the end, rather than after every delete of a destroy.
+// the end, rather than after every delete of a destroy. Image sweeps that
+// were skipped while images were being made run here too.
 func (d *Driver) Close() error {
 	d.mu.Lock()
 	api := d.api
@@ -159,11 +164,12 @@ func (d *Driver) Close() error {
 	if api == nil {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), sweepTimeout)
+	defer cancel()
 	if d.gatewayDeleted.Swap(false) {
-		ctx, cancel := context.WithTimeout(context.Background(), sweepTimeout)
 		d.sweepGatewayImages(ctx, api)
-		cancel()
 	}
+	d.sweepPending(ctx, api)
 	return api.Close()
 }
 

@@ -9,6 +9,8 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 
 	"github.com/bottlefile/bottlefile/drivers"
@@ -44,6 +46,7 @@ func (d *Driver) buildImage(ctx context.Context, api dockerAPI, req drivers.Appl
 	if err != nil {
 		return fail("%v", err)
 	}
+	bc.buildOf = req.Lineage
 	tmp, err := os.CreateTemp("", "bottlefile-context-*.tar")
 	if err != nil {
 		return fail("%v", err)
@@ -64,6 +67,8 @@ func (d *Driver) buildImage(ctx context.Context, api dockerAPI, req drivers.Appl
 	}
 
 	d.log.Info("building image", "addr", addr, "tag", tag, "context", bc.dir)
+	imageMaking.RLock() // the engine makes the image, then tags it
+	defer imageMaking.RUnlock()
 	resp, err := api.ImageBuild(ctx, tmp, build.ImageBuildOptions{
 		Tags:        []string{tag},
 		Dockerfile:  bc.dockerfile,
@@ -96,23 +101,94 @@ func (d *Driver) buildImage(ctx context.Context, api dockerAPI, req drivers.Appl
 
 // deleteImage removes a built image. It is forced (our own stopped
 // containers must not keep it), and untagged parents the classic builder
-// left behind go with it; an image another running container uses is
-// refused by the engine and reported.
+// left behind go with it. An image the engine cannot remove yet (a running
+// container uses it, or snapshots taken before they were made without a
+// parent were committed on top of it) is only untagged: it stays while it
+// is needed, and a sweep removes it after. An image removed meanwhile by a
+// parallel delete is no error.
 func (d *Driver) deleteImage(ctx context.Context, api dockerAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
 	addr := req.Object.Addr
 	if req.ID == "" {
 		return drivers.ApplyResponse{}, fmt.Errorf("deleting image of %s: no image id", addr)
 	}
+	defer d.sweepSnapshots(ctx, api, req.Lineage)
 	_, err := api.ImageRemove(ctx, req.ID, image.RemoveOptions{Force: true, PruneChildren: true})
-	if err != nil {
-		if cerrdefs.IsNotFound(err) {
-			d.log.Debug("image already gone", "addr", addr, "id", shortID(req.ID))
-			return drivers.ApplyResponse{}, nil
-		}
+	if err == nil {
+		d.log.Info("deleted image", "addr", addr, "id", shortID(req.ID))
+		return drivers.ApplyResponse{}, nil
+	}
+	info, ierr := api.ImageInspect(ctx, req.ID)
+	if isGone(err) || cerrdefs.IsNotFound(ierr) {
+		// Gone, or removed and a parallel delete pruned a shared parent
+		// first.
+		d.log.Debug("image already gone", "addr", addr, "id", shortID(req.ID), "error", err)
+		return drivers.ApplyResponse{}, nil
+	}
+	if !cerrdefs.IsConflict(err) || ierr != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("deleting image %s of %s: %w", shortID(req.ID), addr, err)
 	}
-	d.log.Info("deleted image", "addr", addr, "id", shortID(req.ID))
+	repo, rerr := imageRepo(req.Lineage, addr)
+	if rerr != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("deleting image %s of %s: %w", shortID(req.ID), addr, rerr)
+	}
+	for _, tag := range info.RepoTags {
+		if r, _, _ := strings.Cut(tag, ":"); r != repo {
+			continue
+		}
+		if err := removeImage(ctx, api, tag, true); err != nil {
+			return drivers.ApplyResponse{}, fmt.Errorf("deleting image %s of %s: untagging %s: %w", shortID(req.ID), addr, tag, err)
+		}
+	}
+	d.log.Info("untagged image; the engine keeps it while it is needed", "addr", addr, "id", shortID(req.ID), "reason", err)
 	return drivers.ApplyResponse{}, nil
+}
+
+// labelBuildOf is on every image and container a build makes: the
+// Dockerfile sent has "LABEL io.bottlefile.build-of=<lineage>" after each
+// FROM, because the classic builder's intermediates carry no other label.
+// A build cut off mid-way leaves them (its last step untagged), and the
+// sweep removes them. The built image and containers created from it
+// carry it too, with the lineage label, which leftovers have not.
+const labelBuildOf = "io.bottlefile.build-of"
+
+// sweepBuildLeftovers removes what builds of the lineage cut off mid-way
+// left: stopped builder containers and untagged images with labelBuildOf
+// and no lineage label (with their untagged parents). The caller holds
+// imageMaking exclusively, so no build of this process is running.
+func (d *Driver) sweepBuildLeftovers(ctx context.Context, api dockerAPI, lineage string) {
+	byBuild := filters.NewArgs(filters.Arg("label", labelBuildOf+"="+lineage))
+	ctrs, err := api.ContainerList(ctx, container.ListOptions{All: true, Filters: byBuild})
+	if err != nil {
+		d.log.Debug("listing build leftovers", "error", err)
+		return
+	}
+	for _, c := range ctrs {
+		if c.Labels[drivers.LabelLineage] != "" || c.State == container.StateRunning {
+			continue
+		}
+		if err := api.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			d.log.Debug("could not remove a builder container left by a cut-off build", "id", shortID(c.ID), "error", err)
+		}
+	}
+	byBuild.Add("dangling", "true")
+	imgs, err := api.ImageList(ctx, image.ListOptions{Filters: byBuild})
+	if err != nil {
+		d.log.Debug("listing build leftovers", "error", err)
+		return
+	}
+	for _, img := range imgs {
+		if hasTags(img.RepoTags) || img.Labels[drivers.LabelLineage] != "" {
+			continue
+		}
+		_, err := api.ImageRemove(ctx, img.ID, image.RemoveOptions{PruneChildren: true})
+		switch {
+		case err == nil:
+			d.log.Debug("removed an image left by a cut-off build", "id", shortID(img.ID))
+		case isGone(err) || cerrdefs.IsConflict(err):
+		default:
+			d.log.Debug("could not remove an image left by a cut-off build", "id", shortID(img.ID), "error", err)
+		}
+	}
 }
 
 // ensureImage makes sure ref is on the engine and returns its id. A built

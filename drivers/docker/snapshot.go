@@ -1,6 +1,8 @@
 package docker
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,16 +10,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/api/types/strslice"
 	"github.com/docker/docker/client"
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
@@ -199,11 +203,35 @@ func needsFlatten(baseLayers, threshold int) bool {
 	return baseLayers+1 >= threshold
 }
 
-// createSnapshot commits the agent's container (paused while it runs), so
-// that the image boots as the agent is declared; past flatten_depth layers
-// it exports the container into a one-layer image instead. An unrecorded
-// image an interrupted apply left at the same reference loses the tag to
-// the new one, and goes with the next sweep (sweepSnapshots).
+// imageMaking is held shared while an image of a lineage is being made
+// (snapshots, imports, builds: the engine creates an image, then tags it,
+// and a snapshot passes through an intermediate), and exclusively by the
+// sweeps that remove untagged images of a lineage. So a sweep of this
+// process never takes an image that is still being made. No other process
+// works on the same lineage at the same time (the state lock), and sweeps
+// never look at other lineages.
+var imageMaking sync.RWMutex
+
+// createSnapshot makes the snapshot image of the agent's container:
+//
+//  1. the container's file system changes become an intermediate image
+//     (a paused commit, or past flatten_depth layers an export piped into
+//     an import, one layer), untagged and labelled only
+//     labelSnapshotIntermediate;
+//  2. the snapshot's image config is written here: the config of the image
+//     the container was created from (its command, env, workdir, user),
+//     this lineage's labels, the intermediate's layers, and a history that
+//     names no command; nothing of the container's own config, the agent's
+//     declared config, or anything sensitive. The agent's declared config
+//     is applied again whenever a container is created from the snapshot;
+//  3. that config is loaded (docker load of a tar holding just it and a
+//     manifest tagging it ref): the engine has every layer already, so no
+//     layer data moves, and the image has no parent, so the image the
+//     container ran (a built image, an older snapshot) can go before it;
+//  4. the intermediate is removed.
+//
+// An unrecorded image an interrupted apply left at the same reference
+// loses the tag to the new one, and goes with the next sweep.
 func (d *Driver) createSnapshot(ctx context.Context, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
 	addr := req.Object.Addr
 	fail := func(format string, args ...any) (drivers.ApplyResponse, error) {
@@ -235,44 +263,82 @@ func (d *Driver) createSnapshot(ctx context.Context, req drivers.ApplyRequest) (
 	if ctr.Config == nil || ctr.Config.Labels[drivers.LabelLineage] != req.Lineage {
 		return fail("container %s does not belong to this state (lineage %s)", name, req.Lineage)
 	}
-	depth := 0 // unknown: flattened, which needs no base image
-	if base, err := api.ImageInspect(ctx, ctr.Image); err == nil {
-		depth = len(base.RootFS.Layers)
+
+	imageMaking.RLock()
+	defer imageMaking.RUnlock()
+	var base *image.InspectResponse // nil: gone (removed by hand)
+	if info, err := api.ImageInspect(ctx, ctr.Image); err == nil {
+		base = &info
 	} else if !cerrdefs.IsNotFound(err) {
 		return fail("inspecting the image %s container %s runs: %v", shortID(ctr.Image), name, err)
+	}
+	flatten := base == nil || needsFlatten(len(base.RootFS.Layers), conf.flattenDepth)
+	start := time.Now()
+	var interID string
+	if flatten {
+		interID, err = d.flattenContainer(ctx, api, ctr, req.Lineage)
+	} else {
+		var resp container.CommitResponse
+		resp, err = api.ContainerCommit(ctx, ctr.ID, container.CommitOptions{
+			Pause:  true,
+			Config: &container.Config{Labels: intermediateLabels(ctr.Config.Labels, req.Lineage)},
+		})
+		interID = resp.ID
+	}
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer d.removeIntermediate(ctx, api, interID)
+	inter, err := api.ImageInspect(ctx, interID)
+	if err != nil {
+		return fail("inspecting the intermediate image %s: %v", shortID(interID), err)
 	}
 	labels := ownLabels(req)
 	labels[labelSnapshotOf] = agentAddr
 	labels[labelSnapshotSource] = ctr.ID
-	cfg, skipped, err := snapshotImageConfig(req.Agent, ctr.Config, labels)
+	cfg, err := snapshotImageConfig(base, inter, labels, addr, time.Now())
 	if err != nil {
 		return fail("%v", err)
 	}
-	var id string
-	flatten := depth == 0 || needsFlatten(depth, conf.flattenDepth)
-	start := time.Now()
-	if flatten {
-		changes, more := cfg.changes()
-		skipped = append(skipped, more...)
-		id, err = d.flattenContainer(ctx, api, ctr, ref, changes)
-	} else {
-		var resp container.CommitResponse
-		resp, err = api.ContainerCommit(ctx, ctr.ID, container.CommitOptions{
-			Reference: ref,
-			Comment:   "bottlefile snapshot " + addr,
-			Pause:     true,
-			Config:    cfg.container(),
-		})
-		id = resp.ID
-	}
+	id, err := loadImageConfig(ctx, api, cfg, ref, len(inter.RootFS.Layers))
 	if err != nil {
 		return fail("%v", err)
 	}
-	for _, s := range skipped {
-		d.log.Warn("left out of the snapshot image's config", "addr", addr, "what", s)
+	if base == nil {
+		d.log.Warn("the image the container was created from is gone: the snapshot image has an empty config (the agent's declared one still applies to containers created from it)", "addr", addr, "image", shortID(ctr.Image))
 	}
 	d.log.Info("took snapshot", "addr", addr, "ref", ref, "id", shortID(id), "flattened", flatten, "elapsed", time.Since(start))
 	return d.snapshotResponse(ctx, api, ref, ctr.ID)
+}
+
+// labelSnapshotIntermediate marks the image a snapshot passes through (a
+// commit holds the container's whole config, env and all). Its value is
+// the lineage; the image carries no io.bottlefile.lineage label, so Read
+// and the snapshot sweep never see it, and it is removed as soon as the
+// snapshot is loaded, or by a later sweep when a crash left it.
+const labelSnapshotIntermediate = "io.bottlefile.snapshot-intermediate"
+
+// intermediateLabels are the labels given to a commit: a commit adds the
+// container's labels to those it is given, so each of bottlefile's is
+// overridden with an empty value.
+func intermediateLabels(ctrLabels map[string]string, lineage string) map[string]string {
+	out := map[string]string{drivers.LabelLineage: "", drivers.LabelAddress: "", drivers.LabelConfigHash: ""}
+	for k := range ctrLabels {
+		if strings.HasPrefix(k, "io.bottlefile.") {
+			out[k] = ""
+		}
+	}
+	out[labelSnapshotIntermediate] = lineage
+	return out
+}
+
+// removeIntermediate removes a snapshot's intermediate image; a failure
+// is logged, and a later sweep retries.
+func (d *Driver) removeIntermediate(ctx context.Context, api dockerAPI, id string) {
+	_, err := api.ImageRemove(context.WithoutCancel(ctx), id, image.RemoveOptions{Force: true})
+	if err != nil && !isGone(err) {
+		d.log.Warn("could not remove a snapshot's intermediate image; a later sweep will", "id", shortID(id), "error", err)
+	}
 }
 
 // snapshotResponse inspects a snapshot image for its computed values.
@@ -295,10 +361,10 @@ func (d *Driver) snapshotResponse(ctx context.Context, api dockerAPI, ref, sourc
 }
 
 // flattenContainer streams the container's whole file system (docker
-// export) into a new one-layer image (docker import), with no copy on disk
-// in between, and re-applies the image config through changes. The
-// container is paused meanwhile, as a commit pauses it.
-func (d *Driver) flattenContainer(ctx context.Context, api snapshotAPI, ctr container.InspectResponse, ref string, changes []string) (string, error) {
+// export) into a new one-layer intermediate image (docker import), with no
+// copy on disk in between, and returns its id. The container is paused
+// meanwhile, as a commit pauses it.
+func (d *Driver) flattenContainer(ctx context.Context, api snapshotAPI, ctr container.InspectResponse, lineage string) (string, error) {
 	if ctr.State != nil && ctr.State.Running && !ctr.State.Paused {
 		if err := api.ContainerPause(ctx, ctr.ID); err != nil {
 			return "", fmt.Errorf("pausing container %s to flatten it: %w", shortID(ctr.ID), err)
@@ -314,29 +380,173 @@ func (d *Driver) flattenContainer(ctx context.Context, api snapshotAPI, ctr cont
 		return "", fmt.Errorf("exporting container %s to flatten it: %w", shortID(ctr.ID), err)
 	}
 	defer rc.Close()
-	out, err := api.ImageImport(ctx, image.ImportSource{Source: rc, SourceName: "-"}, ref, image.ImportOptions{
-		Message: "bottlefile snapshot (flattened)",
-		Changes: changes,
+	out, err := api.ImageImport(ctx, image.ImportSource{Source: rc, SourceName: "-"}, "", image.ImportOptions{
+		Changes: []string{"LABEL " + labelSnapshotIntermediate + "=" + lineage},
 	})
 	if err != nil {
-		return "", fmt.Errorf("importing the export of container %s as %s: %w", shortID(ctr.ID), ref, err)
+		return "", fmt.Errorf("importing the export of container %s: %w", shortID(ctr.ID), err)
 	}
-	_, err = readStream(out)
+	res, err := readStream(out)
 	out.Close()
 	if err != nil {
-		return "", fmt.Errorf("importing the export of container %s as %s: %w", shortID(ctr.ID), ref, err)
+		return "", fmt.Errorf("importing the export of container %s: %w", shortID(ctr.ID), err)
+	}
+	// An import reports the new image's id as its last status.
+	for i := len(res.tail) - 1; i >= 0; i-- {
+		if strings.HasPrefix(res.tail[i], "sha256:") {
+			return res.tail[i], nil
+		}
+	}
+	return "", fmt.Errorf("importing the export of container %s: the engine named no image", shortID(ctr.ID))
+}
+
+// imageJSON is an image config as docker load reads it.
+type imageJSON struct {
+	Architecture string          `json:"architecture"`
+	Variant      string          `json:"variant,omitempty"`
+	OS           string          `json:"os"`
+	Created      time.Time       `json:"created"`
+	Config       json.RawMessage `json:"config"`
+	RootFS       rootFSJSON      `json:"rootfs"`
+	History      []historyJSON   `json:"history"`
+}
+
+type rootFSJSON struct {
+	Type    string   `json:"type"`
+	DiffIDs []string `json:"diff_ids"`
+}
+
+type historyJSON struct {
+	Created   time.Time `json:"created"`
+	CreatedBy string    `json:"created_by,omitempty"`
+	Comment   string    `json:"comment,omitempty"`
+}
+
+// snapshotImageConfig writes the config of a snapshot image: the base
+// image's config (nil: an empty one) with bottlefile's labels instead of
+// the base's own io.bottlefile.* ones, the intermediate's layers and
+// platform, and one history entry per layer saying only where it came
+// from. Nothing of the intermediate's config (the container's) is used.
+func snapshotImageConfig(base *image.InspectResponse, inter image.InspectResponse, labels map[string]string, addr string, now time.Time) ([]byte, error) {
+	now = now.UTC()
+	diffIDs := inter.RootFS.Layers
+	img := imageJSON{Architecture: inter.Architecture, Variant: inter.Variant, OS: inter.Os, Created: now, RootFS: rootFSJSON{Type: "layers", DiffIDs: diffIDs}}
+	cfg := map[string]json.RawMessage{}
+	var inherited map[string]string
+	baseLayers, baseCreated := 0, now
+	if base != nil {
+		if base.Architecture != "" {
+			img.Architecture, img.Variant = base.Architecture, base.Variant
+		}
+		if base.Os != "" {
+			img.OS = base.Os
+		}
+		if base.Config != nil {
+			data, err := json.Marshal(base.Config)
+			if err != nil {
+				return nil, err
+			}
+			if err := json.Unmarshal(data, &cfg); err != nil {
+				return nil, err
+			}
+			inherited = base.Config.Labels
+		}
+		baseLayers = min(len(base.RootFS.Layers), len(diffIDs))
+		if t, err := time.Parse(time.RFC3339Nano, base.Created); err == nil {
+			baseCreated = t.UTC()
+		}
+		if !slices.Equal(base.RootFS.Layers[:baseLayers], diffIDs[:baseLayers]) {
+			baseLayers = 0 // flattened: one new layer of everything
+		}
+	}
+	all := map[string]string{}
+	for k, v := range inherited {
+		if !strings.HasPrefix(k, "io.bottlefile.") {
+			all[k] = v
+		}
+	}
+	maps.Copy(all, labels)
+	data, err := json.Marshal(all)
+	if err != nil {
+		return nil, err
+	}
+	cfg["Labels"] = data
+	if img.Config, err = json.Marshal(cfg); err != nil {
+		return nil, err
+	}
+	for i := range diffIDs {
+		if i < baseLayers {
+			img.History = append(img.History, historyJSON{Created: baseCreated, CreatedBy: "layer of the image the agent was created from"})
+		} else {
+			img.History = append(img.History, historyJSON{Created: now, CreatedBy: "bottlefile snapshot " + addr})
+		}
+	}
+	return json.Marshal(img)
+}
+
+// loadImageConfig loads an image config as ref through docker load: a tar
+// of just the config and a manifest naming it. The engine takes a layer
+// it already has from its layer store without reading the tar for it, so
+// every layer of the config must be on the engine (which holds as long as
+// the caller keeps an image of them). It returns the image id.
+func loadImageConfig(ctx context.Context, api snapshotAPI, cfg []byte, ref string, layers int) (string, error) {
+	sum := sha256.Sum256(cfg)
+	id := hex.EncodeToString(sum[:])
+	manifest := []map[string]any{{"Config": id + ".json", "RepoTags": []string{ref}, "Layers": layerPaths(layers)}}
+	mdata, err := json.Marshal(manifest)
+	if err != nil {
+		return "", err
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{id + ".json", cfg}, {"manifest.json", mdata}} {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: time.Unix(0, 0)}); err != nil {
+			return "", err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return "", err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return "", err
+	}
+	resp, err := api.ImageLoad(ctx, &buf, client.ImageLoadWithQuiet(true))
+	if err == nil {
+		_, err = readStream(resp.Body)
+		resp.Body.Close()
+	}
+	if err != nil {
+		return "", fmt.Errorf("loading the snapshot image config as %s: %w", ref, err)
 	}
 	info, err := api.ImageInspect(ctx, ref)
 	if err != nil {
-		return "", fmt.Errorf("inspecting the flattened image %s: %w", ref, err)
+		return "", fmt.Errorf("inspecting %s after loading it: %w", ref, err)
+	}
+	if info.ID != "sha256:"+id {
+		return "", fmt.Errorf("%s is image %s after loading, not the config written (%s)", ref, shortID(info.ID), shortID(id))
 	}
 	return info.ID, nil
 }
 
-// deleteSnapshot removes a snapshot image by its tags, so that an image
-// later snapshots were committed on top of, or a container runs from, is
-// only untagged: its layers stay until those go, and nothing blocks a
-// prune. Images this lineage left untagged and unused go too.
+// layerPaths are the manifest's layer file names: never read (the engine
+// has the layers), but one per layer is required.
+func layerPaths(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("layer%d/layer.tar", i)
+	}
+	return out
+}
+
+// deleteSnapshot removes a snapshot image by its tags, so that an image a
+// container still runs from (or, for snapshots made before they were
+// loaded without a parent, that later snapshots were committed on top of)
+// is only untagged: the engine keeps it while it is needed, and a sweep
+// removes it afterwards. Nothing is pruned here: prunes of a shared parent
+// by parallel deletes race in the engine ("unrecognized image ID").
 func (d *Driver) deleteSnapshot(ctx context.Context, api dockerAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
 	addr := req.Object.Addr
 	defer d.sweepSnapshots(ctx, api, req.Lineage)
@@ -373,16 +583,26 @@ func (d *Driver) deleteSnapshot(ctx context.Context, api dockerAPI, req drivers.
 	return drivers.ApplyResponse{}, nil
 }
 
-// removeImage removes an image by tag or id, pruning untagged parents.
-// Removing the tag of an image that child images or a container still use
-// only untags it (the engine keeps it while they need it); those
+// removeImage removes an image by tag or id, without pruning parents.
+// Removing the tag of an image that a container (or a child image) still
+// uses only untags it, and the engine keeps it while it is needed; those
 // conflicts, and an image already gone, are no error.
 func removeImage(ctx context.Context, api dockerAPI, ref string, force bool) error {
-	_, err := api.ImageRemove(ctx, ref, image.RemoveOptions{Force: force, PruneChildren: true})
-	if err == nil || cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) {
+	_, err := api.ImageRemove(ctx, ref, image.RemoveOptions{Force: force})
+	if err == nil || isGone(err) || cerrdefs.IsConflict(err) {
 		return nil
 	}
 	return err
+}
+
+// isGone reports whether an image operation failed because the image is
+// gone: not found, or removed by a parallel request halfway, which the
+// engine reports as a plain error ("unrecognized image ID").
+func isGone(err error) bool {
+	if err == nil {
+		return false
+	}
+	return cerrdefs.IsNotFound(err) || strings.Contains(err.Error(), "unrecognized image ID") || strings.Contains(err.Error(), "No such image")
 }
 
 // removeUntagged removes one image if nothing uses it any more.
@@ -392,36 +612,76 @@ func (d *Driver) removeUntagged(ctx context.Context, api dockerAPI, id string) {
 	}
 }
 
-// sweepSnapshots removes the snapshot images of the lineage that are
-// untagged (deleted while in use) and no longer used by any image or
-// container. One list call; errors are only logged: the next sweep retries.
+// intermediateAge is how old a snapshot's intermediate image must be for
+// a sweep to take it as left by a crash. One lives about a second, and a
+// sweep never runs while this process makes one (imageMaking); the age
+// only guards against what no lock covers.
+const intermediateAge = time.Minute
+
+// sweepSnapshots removes what the lineage's image making left that no
+// snapshot or built image records any more: untagged images of the
+// lineage (snapshots deleted while a container ran from them, a built
+// image kept for older snapshots committed on top of it), snapshot
+// intermediates a crash left, and what a build cut off mid-way left. It
+// runs only while no image is being made in this process; otherwise it is
+// left to Close. Errors are only logged: the next sweep retries.
 func (d *Driver) sweepSnapshots(ctx context.Context, api dockerAPI, lineage string) {
 	if lineage == "" {
 		return
 	}
-	ctx = context.WithoutCancel(ctx)
-	list, err := api.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(
-		filters.Arg("label", drivers.LabelLineage+"="+lineage),
-		filters.Arg("label", labelSnapshotOf),
-		filters.Arg("dangling", "true"),
-	)})
-	if err != nil {
-		d.log.Debug("listing untagged snapshot images", "error", err)
+	if !imageMaking.TryLock() {
+		d.pendingSweeps.Store(lineage, true)
 		return
 	}
-	for _, img := range list {
-		if hasTags(img.RepoTags) {
-			continue
+	defer imageMaking.Unlock()
+	d.sweepLocked(context.WithoutCancel(ctx), api, lineage)
+}
+
+// sweepPending runs the sweeps that were skipped while images were being
+// made, waiting for those to be made.
+func (d *Driver) sweepPending(ctx context.Context, api dockerAPI) {
+	d.pendingSweeps.Range(func(k, _ any) bool {
+		d.pendingSweeps.Delete(k)
+		imageMaking.Lock()
+		d.sweepLocked(ctx, api, k.(string))
+		imageMaking.Unlock()
+		return true
+	})
+}
+
+// sweepLocked is the sweep; the caller holds imageMaking exclusively.
+func (d *Driver) sweepLocked(ctx context.Context, api dockerAPI, lineage string) {
+	list := func(label string) []image.Summary {
+		l, err := api.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(
+			filters.Arg("label", label+"="+lineage),
+			filters.Arg("dangling", "true"),
+		)})
+		if err != nil {
+			d.log.Debug("listing untagged images", "label", label, "error", err)
 		}
-		_, err := api.ImageRemove(ctx, img.ID, image.RemoveOptions{PruneChildren: true})
+		return l
+	}
+	remove := func(what string, img image.Summary, force, prune bool) {
+		_, err := api.ImageRemove(ctx, img.ID, image.RemoveOptions{Force: force, PruneChildren: prune})
 		switch {
 		case err == nil:
-			d.log.Debug("removed an untagged snapshot image", "id", shortID(img.ID))
-		case cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err):
+			d.log.Debug("removed "+what, "id", shortID(img.ID))
+		case isGone(err) || cerrdefs.IsConflict(err):
 		default:
-			d.log.Debug("could not remove an untagged snapshot image", "id", shortID(img.ID), "error", err)
+			d.log.Debug("could not remove "+what, "id", shortID(img.ID), "error", err)
 		}
 	}
+	for _, img := range list(drivers.LabelLineage) {
+		if !hasTags(img.RepoTags) {
+			remove("an untagged image of the lineage", img, false, false)
+		}
+	}
+	for _, img := range list(labelSnapshotIntermediate) {
+		if !hasTags(img.RepoTags) && img.Labels[drivers.LabelLineage] == "" && time.Since(time.Unix(img.Created, 0)) > intermediateAge {
+			remove("a snapshot intermediate left by a crash", img, true, false)
+		}
+	}
+	d.sweepBuildLeftovers(ctx, api, lineage)
 }
 
 // hasSnapshotTag reports whether one of an image's tags is a snapshot
@@ -477,222 +737,3 @@ func (d *Driver) Written(ctx context.Context, lineage string, obj drivers.LiveOb
 	}
 	return w, nil
 }
-
-// imageConfig is the config a snapshot image gets: the agent as declared,
-// over what the container runs with.
-type imageConfig struct {
-	entrypoint    []string
-	entrypointSet bool // false: inherit the container's
-	cmd           []string
-	env           []string // KEY=VALUE
-	workdir       string
-	user          string
-	labels        map[string]string
-}
-
-// snapshotImageConfig makes the config of a snapshot image: the command,
-// entrypoint, env and workdir the agent declares (those it leaves unset
-// come from the container), the container's other env and its user, and
-// the given labels over the container's own. Sensitive env values are not
-// written into the image: the key is kept with an empty value (a container
-// created from the snapshot gets the value from the configuration). The
-// second result names what was left out.
-func snapshotImageConfig(agent *drivers.AgentSpec, ctr *container.Config, labels map[string]string) (imageConfig, []string, error) {
-	if ctr == nil {
-		ctr = &container.Config{}
-	}
-	c := imageConfig{
-		entrypoint: ctr.Entrypoint, entrypointSet: len(ctr.Entrypoint) > 0,
-		cmd: ctr.Cmd, workdir: ctr.WorkingDir, user: ctr.User,
-		labels: map[string]string{},
-	}
-	for k, v := range ctr.Labels {
-		if !strings.HasPrefix(k, "io.bottlefile.") {
-			c.labels[k] = v
-		}
-	}
-	for k, v := range labels {
-		c.labels[k] = v
-	}
-	declared := map[string]string{}
-	var secret []string
-	if agent != nil {
-		var err error
-		if !isNull(agent.Command) {
-			if c.cmd, err = drivers.Strings(agent.Command); err != nil {
-				return c, nil, fmt.Errorf("command: %w", err)
-			}
-		}
-		if !isNull(agent.Entrypoint) {
-			if c.entrypoint, err = drivers.Strings(agent.Entrypoint); err != nil {
-				return c, nil, fmt.Errorf("entrypoint: %w", err)
-			}
-			c.entrypointSet = true
-			if c.entrypoint == nil {
-				c.entrypoint = []string{} // declared empty: cleared
-			}
-		}
-		if !isNull(agent.Workdir) {
-			if c.workdir, err = drivers.String(agent.Workdir); err != nil {
-				return c, nil, fmt.Errorf("workdir: %w", err)
-			}
-		}
-		if !isNull(agent.User) {
-			if c.user, err = drivers.String(agent.User); err != nil {
-				return c, nil, fmt.Errorf("user: %w", err)
-			}
-		}
-		if !isNull(agent.Env) {
-			if declared, err = drivers.StringMap(agent.Env); err != nil {
-				return c, nil, fmt.Errorf("env: %w", err)
-			}
-			secret = sensitiveKeys(agent.Env)
-		}
-	}
-	for _, k := range secret {
-		declared[k] = ""
-	}
-	seen := map[string]bool{}
-	for _, kv := range ctr.Env {
-		k, _, _ := strings.Cut(kv, "=")
-		if v, ok := declared[k]; ok {
-			kv = k + "=" + v
-		}
-		if !seen[k] {
-			seen[k] = true
-			c.env = append(c.env, kv)
-		}
-	}
-	for _, k := range sortedKeys(declared) {
-		if !seen[k] {
-			c.env = append(c.env, k+"="+declared[k])
-		}
-	}
-	var left []string
-	for _, k := range secret {
-		left = append(left, fmt.Sprintf("the value of env %s (sensitive)", k))
-	}
-	return c, left, nil
-}
-
-// sensitiveKeys names the entries of a map value that are marked (as a
-// whole map or one by one).
-func sensitiveKeys(v cty.Value) []string {
-	if v == cty.NilVal || v.IsNull() {
-		return nil
-	}
-	whole := v.IsMarked()
-	inner, _ := v.Unmark()
-	if !inner.IsKnown() || inner.IsNull() || !inner.CanIterateElements() {
-		return nil
-	}
-	var out []string
-	for it := inner.ElementIterator(); it.Next(); {
-		k, e := it.Element()
-		if whole || e.ContainsMarked() {
-			out = append(out, k.AsString())
-		}
-	}
-	return out
-}
-
-func isNull(v cty.Value) bool {
-	if v == cty.NilVal {
-		return true
-	}
-	u, _ := v.UnmarkDeep()
-	return u.IsNull()
-}
-
-// container is the config given to a commit. The engine fills in what it
-// leaves unset from the container.
-func (c imageConfig) container() *container.Config {
-	cfg := &container.Config{
-		Cmd:        strslice.StrSlice(c.cmd),
-		Env:        c.env,
-		WorkingDir: c.workdir,
-		User:       c.user,
-		Labels:     c.labels,
-	}
-	if c.entrypointSet {
-		cfg.Entrypoint = strslice.StrSlice(c.entrypoint)
-		if cfg.Entrypoint == nil {
-			cfg.Entrypoint = strslice.StrSlice{}
-		}
-	}
-	return cfg
-}
-
-// changes renders the config as the Dockerfile instructions an import
-// takes (which starts from an empty config). Values are quoted for the
-// Dockerfile word rules; a value with a line break cannot be written in
-// one and is left out (named in the second result).
-func (c imageConfig) changes() ([]string, []string) {
-	var out, left []string
-	if c.entrypointSet {
-		out = append(out, "ENTRYPOINT "+jsonList(c.entrypoint))
-	}
-	if c.cmd != nil {
-		out = append(out, "CMD "+jsonList(c.cmd))
-	}
-	for _, kv := range c.env {
-		k, v, _ := strings.Cut(kv, "=")
-		if !changeSafe(k) || !changeSafe(v) || k == "" {
-			left = append(left, fmt.Sprintf("env %s (a line break cannot be written into an imported image's config)", k))
-			continue
-		}
-		out = append(out, "ENV "+quoteWord(k)+"="+quoteWord(v))
-	}
-	if c.workdir != "" {
-		if changeSafe(c.workdir) {
-			out = append(out, "WORKDIR "+quoteWord(c.workdir))
-		} else {
-			left = append(left, "workdir (it has a line break)")
-		}
-	}
-	if c.user != "" {
-		if changeSafe(c.user) {
-			out = append(out, "USER "+quoteWord(c.user))
-		} else {
-			left = append(left, "user (it has a line break)")
-		}
-	}
-	for _, k := range sortedKeys(c.labels) {
-		v := c.labels[k]
-		if !changeSafe(k) || !changeSafe(v) {
-			left = append(left, fmt.Sprintf("label %s (it has a line break)", k))
-			continue
-		}
-		out = append(out, "LABEL "+quoteWord(k)+"="+quoteWord(v))
-	}
-	return out, left
-}
-
-// jsonList is the exec form of CMD and ENTRYPOINT: a JSON array, which
-// the Dockerfile parser reads with a JSON decoder and never expands.
-func jsonList(s []string) string {
-	if s == nil {
-		s = []string{}
-	}
-	data, _ := json.Marshal(s)
-	return string(data)
-}
-
-// quoteWord double-quotes a word so that the Dockerfile word rules (quote
-// removal, $-expansion, backslash escapes) give it back unchanged.
-func quoteWord(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch r {
-		case '"', '$', '\\':
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	b.WriteByte('"')
-	return b.String()
-}
-
-// changeSafe reports whether a value fits on one instruction line.
-func changeSafe(s string) bool { return !strings.ContainsAny(s, "\n\r") }
