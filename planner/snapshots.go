@@ -482,6 +482,17 @@ func resume(changes map[string]*Change, ofAgent []*Change, ap *agentPlan, w *Cha
 	switch {
 	case from == taken:
 		w.Reasons = append(w.Reasons, fmt.Sprintf("it boots from %s, taken just before", from.Addr))
+	case ap.agent.FromSnapshot != "":
+		why := fmt.Sprintf("it boots from %s (from_snapshot)", from.Addr)
+		if of := snapshotAgent(from); of != "" && of != ap.agent.Addr() {
+			why += ", a snapshot of " + of
+		}
+		if from.Prior == nil {
+			why += ", taken first"
+		} else if created, err := time.Parse(time.RFC3339Nano, from.Prior.Computed["created"]); err == nil {
+			why += ", taken " + created.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		w.Reasons = append(w.Reasons, why)
 	case from.Prior != nil:
 		w.Reasons = append(w.Reasons, fmt.Sprintf("it resumes from %s, taken %s (set resume = false to start from the image)", from.Addr, from.Prior.Computed["created"]))
 	default:

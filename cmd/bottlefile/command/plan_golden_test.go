@@ -112,6 +112,7 @@ func TestPlanGolden(t *testing.T) {
 				w.must("apply", "-auto-approve", "-replace=agent.coder")
 			}
 		}},
+		{name: "fork"},
 		{name: "orphans", drift: func(_ *workspace, f *drivertest.Fake, l string) {
 			f.Put(l, drivers.LiveObject{Addr: "agent.ghost", Kind: "container", ID: "fake-ghost", Name: "bf-ghost", Hash: "deadbeef", Running: true})
 		}},
