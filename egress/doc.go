@@ -48,21 +48,28 @@
 // resolves to, and then dials one of those checked addresses (it never
 // resolves twice, so DNS rebinding cannot swap the address after the check).
 // A name that is not allowed is never resolved: a proxy request cannot be used
-// to smuggle data out through DNS lookups. (A wildcard rule does allow lookups
+// to smuggle data out through DNS lookups. An allowed name is looked up
+// rooted ("name."), so the resolver's search domains never add a lookup of
+// another name. (A wildcard rule does allow lookups
 // of any name below its suffix, which reach that domain's DNS servers.)
 //
 // If any address is refused, the request is refused:
 //
-//   - never, whatever the rules say: loopback (127.0.0.0/8, ::1), link-local
-//     (169.254.0.0/16 with the cloud metadata address 169.254.169.254,
-//     fe80::/10), unspecified and "this network" (0.0.0.0/8, ::), multicast,
+//   - never, whatever the rules say: the cloud metadata endpoints
+//     (169.254.169.254, 169.254.170.2, Alibaba's 100.100.100.200, Azure's
+//     168.63.129.16, Oracle's 192.0.0.192, AWS's fd00:ec2::/32), loopback
+//     (127.0.0.0/8, ::1), link-local (169.254.0.0/16, fe80::/10),
+//     unspecified and "this network" (0.0.0.0/8, ::), multicast,
 //     reserved (240.0.0.0/4, broadcast), IPv6 transition prefixes that embed
 //     IPv4 addresses (::/96, 6to4 2002::/16, Teredo 2001::/32), and the extra
-//     prefixes of [Gateway.Forbidden] (the docker host's own addresses, the
-//     bottle networks);
+//     prefixes of [Gateway.Forbidden] and [Gateway.SetForbidden] (the docker
+//     host's own addresses, the bottle networks);
 //   - private addresses (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, the shared
-//     100.64.0.0/10, unique local fc00::/7, site-local fec0::/10) only when a rule
-//     names the address itself: an address or CIDR rule that contains it and
+//     100.64.0.0/10, unique local fc00::/7, site-local fec0::/10) and
+//     special-purpose ones (192.0.0.0/24, the documentation ranges 192.0.2.0/24,
+//     198.51.100.0/24, 203.0.113.0/24, 2001:db8::/32 and 3fff::/20, benchmarking
+//     198.18.0.0/15, 192.88.99.0/24, 100::/64, 2001::/23, local-use NAT64
+//     64:ff9b:1::/48) only when a rule names the address itself: an address or CIDR rule that contains it and
 //     allows the port. The allowlist ["registry.corp:443", "10.1.2.3:443"]
 //     lets registry.corp through when it resolves to 10.1.2.3, and
 //     ["registry.corp:443"] alone does not;
@@ -71,8 +78,10 @@
 // An address rule opts in the private addresses it contains, so a rule as wide
 // as 0.0.0.0/0:443 opts in every private address on port 443.
 //
-// IPv4-mapped IPv6 addresses are checked as the IPv4 address they carry, and a
-// NAT64 address (64:ff9b::/96) as its embedded IPv4 address.
+// An IPv6 address that carries an IPv4 address is checked as that IPv4
+// address too: IPv4-mapped (::ffff:a.b.c.d), SIIT (::ffff:0:a.b.c.d), NAT64
+// (64:ff9b::/96 and the local-use 64:ff9b:1::/48, the IPv4 address in the
+// last 32 bits) and ISATAP (an interface identifier ::5efe:a.b.c.d).
 //
 // # Decisions
 //
@@ -85,12 +94,28 @@
 // the address policy. A request that was allowed but could not be served (the
 // name does not resolve, the destination refuses the connection) is logged
 // with allowed true, a reason that says what failed, and answered 502.
-// allowed false is always a 400 or 403 from the gateway itself.
+// allowed false is always a 400 or 403 from the gateway itself. The
+// destination of a CONNECT is its target, never a Host header; one the
+// gateway could not parse (a 400) is logged as "(unparsed) " and what the
+// client wrote.
+//
+// # Abuse
+//
+// An agent can at most starve itself. A decision line holds at most
+// [MaxDecisionLine] bytes (what the client chose is clipped), and refusals
+// and failures are logged at most 20 at once and then 5 a second per
+// source, the next line logged counting those left out ("suppressed").
+// The gateway holds at most [Gateway.MaxConns] client connections: a new one
+// takes the place of the one idle longest, so a fresh request is served
+// however many idle connections an agent opens. Its own answers get a write
+// deadline and every response a write timeout, so a client that never
+// reads holds nothing for long.
 //
 // # Live reload
 //
-// [Gateway.SetRules] swaps the allowlist atomically; requests already being
-// served keep the decision they got. [WatchRulesFile] polls a [RulesFile]
+// [Gateway.SetRules] swaps the allowlist atomically and closes the open
+// tunnels (and forwarded exchanges) the new rules no longer allow, returning
+// how many; the "rules-loaded" event reports them as tunnels_closed. [WatchRulesFile] polls a [RulesFile]
 // (JSON, written by the docker driver into the gateway container) and applies
 // it when its content changes; an invalid file is reported and the rules in
 // force are kept.

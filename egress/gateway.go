@@ -3,7 +3,6 @@ package egress
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,10 +33,18 @@ type Dialer interface {
 // Defaults for the zero values of the Gateway's settings.
 const (
 	DefaultConnectTimeout    = 10 * time.Second
-	DefaultIdleTimeout       = 5 * time.Minute
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultKeepAliveTimeout  = 30 * time.Second
 	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultWriteTimeout      = 30 * time.Second
 	DefaultMaxHeaderBytes    = 64 << 10
+	DefaultMaxConns          = 1024
 )
+
+// answerTimeout bounds writing one of the gateway's own answers (a refusal,
+// a health check): a client that never reads it does not hold the
+// connection longer.
+const answerTimeout = 10 * time.Second
 
 // healthPath is the one origin-form request the gateway answers (200 "ok"),
 // for health checks; it is not a decision and is not logged.
@@ -68,20 +75,52 @@ type Gateway struct {
 	// its addresses.
 	ConnectTimeout time.Duration
 	// IdleTimeout closes a tunnel or a forwarded exchange when no byte moved
-	// either way for that long, and a client connection idle between requests.
+	// either way for that long.
 	IdleTimeout time.Duration
+	// KeepAliveTimeout closes a client connection idle between requests.
+	KeepAliveTimeout time.Duration
 	// ReadHeaderTimeout bounds reading a request's header.
 	ReadHeaderTimeout time.Duration
+	// WriteTimeout bounds writing a response; tunnels and forwarded
+	// exchanges extend it as long as bytes move (IdleTimeout).
+	WriteTimeout time.Duration
 	// MaxHeaderBytes bounds a request's header (and request line).
 	MaxHeaderBytes int
+	// MaxConns caps the client connections held at once (see connLimit).
+	MaxConns int
 
 	// loopbackByRule treats loopback like a private range (dialed when an
 	// address rule names it) instead of forbidding it. Tests only: their
 	// servers listen on loopback, where in a bottle only the gateway is.
 	loopbackByRule bool
+	// answerTimeout overrides answerTimeout. Tests only.
+	answerTimeout time.Duration
 
-	ruleset atomic.Pointer[ruleset]
-	logMu   sync.Mutex
+	ruleset   atomic.Pointer[ruleset]
+	forbidden atomic.Pointer[[]netip.Prefix] // SetForbidden's, beside Forbidden
+	logMu     sync.Mutex
+	refusals  refusalLimit
+
+	tunnelMu sync.Mutex
+	tunnels  map[*tunnel]struct{}
+	lim      atomic.Pointer[connLimit] // of the last Serve
+}
+
+// held is the number of client connections the gateway holds.
+func (g *Gateway) held() int {
+	if l := g.lim.Load(); l != nil {
+		return l.held()
+	}
+	return 0
+}
+
+// tunnel is an open connection to a destination (a CONNECT tunnel or a
+// forwarded exchange), closed when the rules stop allowing it.
+type tunnel struct {
+	host  hostKey
+	port  int
+	addr  netip.Addr // the address it connected to
+	close func()
 }
 
 type ruleset struct {
@@ -89,18 +128,75 @@ type ruleset struct {
 	rules []Rule
 }
 
-// SetRules replaces the allowlist atomically. Requests already admitted keep
-// going; every later decision uses the new rules.
-func (g *Gateway) SetRules(rules []Rule) {
+// SetRules replaces the allowlist atomically, and closes the open tunnels
+// and forwarded exchanges the new rules do not allow; it returns how many
+// it closed. Every later decision uses the new rules.
+func (g *Gateway) SetRules(rules []Rule) int {
 	agent := ""
 	if rs := g.ruleset.Load(); rs != nil {
 		agent = rs.agent
 	}
-	g.setRuleset(agent, rules)
+	return g.setRuleset(agent, rules)
 }
 
-func (g *Gateway) setRuleset(agent string, rules []Rule) {
+func (g *Gateway) setRuleset(agent string, rules []Rule) int {
 	g.ruleset.Store(&ruleset{agent: agent, rules: slices.Clone(rules)})
+	return g.revoke()
+}
+
+// SetForbidden replaces the prefixes the gateway never connects to besides
+// Forbidden and the built-in ones (the driver keeps them current as
+// networks come and go), and closes the tunnels now forbidden; it returns
+// how many it closed.
+func (g *Gateway) SetForbidden(prefixes []netip.Prefix) int {
+	ps := slices.Clone(prefixes)
+	g.forbidden.Store(&ps)
+	return g.revoke()
+}
+
+// revoke closes the tunnels the rules and forbidden prefixes in force no
+// longer allow, and returns how many.
+func (g *Gateway) revoke() int {
+	g.tunnelMu.Lock()
+	defer g.tunnelMu.Unlock()
+	n := 0
+	for t := range g.tunnels {
+		if !g.stillAllowed(t) {
+			t.close()
+			delete(g.tunnels, t)
+			n++
+		}
+	}
+	return n
+}
+
+// stillAllowed re-decides t under the rules in force, for the address it
+// connected to (without resolving again).
+func (g *Gateway) stillAllowed(t *tunnel) bool {
+	rules := g.current().rules
+	_, ok := matchKey(rules, t.host, t.port)
+	return ok && g.checkAddr(t.addr, t.port, rules) == ""
+}
+
+// track records an open tunnel until the returned func is called. When
+// the rules changed since its decision and no longer allow it, it is
+// closed at once (revoke may have run before it was recorded).
+func (g *Gateway) track(host hostKey, port int, addr netip.Addr, close func()) (untrack func()) {
+	t := &tunnel{host: host, port: port, addr: addr, close: close}
+	g.tunnelMu.Lock()
+	if g.tunnels == nil {
+		g.tunnels = map[*tunnel]struct{}{}
+	}
+	g.tunnels[t] = struct{}{}
+	g.tunnelMu.Unlock()
+	if !g.stillAllowed(t) {
+		g.revoke()
+	}
+	return func() {
+		g.tunnelMu.Lock()
+		delete(g.tunnels, t)
+		g.tunnelMu.Unlock()
+	}
 }
 
 // Rules returns a copy of the allowlist in force.
@@ -123,7 +219,14 @@ type Decision struct {
 	Rule        string    `json:"rule"`        // the rule that matched the destination, canonical; "" for none
 	Allowed     bool      `json:"allowed"`     // rules and address policy passed
 	Reason      string    `json:"reason"`      // why, or what happened
+	// Suppressed counts this source's refusals left out of the log (rate
+	// limited) since its previous line.
+	Suppressed int `json:"suppressed,omitempty"`
 }
+
+// unparsed marks a destination the gateway could not parse, as the client
+// wrote it, in the decision log.
+const unparsed = "(unparsed) "
 
 // Serve accepts proxy connections on l until ctx is done, then closes l and
 // every connection (tunnels included), waits for its handlers to return, and
@@ -132,6 +235,9 @@ func (g *Gateway) Serve(ctx context.Context, l net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var hs handlerSet
+	lim := newConnLimit(g.maxConns())
+	g.lim.Store(lim)
+	l = limitListener{Listener: l, lim: lim}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if !hs.enter() {
@@ -142,8 +248,10 @@ func (g *Gateway) Serve(ctx context.Context, l net.Listener) error {
 			g.ServeHTTP(w, r)
 		}),
 		ReadHeaderTimeout:            g.readHeaderTimeout(),
-		IdleTimeout:                  g.idleTimeout(),
+		WriteTimeout:                 orDefault(g.WriteTimeout, DefaultWriteTimeout),
+		IdleTimeout:                  orDefault(g.KeepAliveTimeout, DefaultKeepAliveTimeout),
 		MaxHeaderBytes:               g.maxHeaderBytes(),
+		ConnState:                    lim.state,
 		ErrorLog:                     log.New(io.Discard, "", 0),
 		BaseContext:                  func(net.Listener) context.Context { return ctx },
 		DisableGeneralOptionsHandler: true,
@@ -218,14 +326,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.IsAbs():
 		g.serveForward(w, r)
 	case (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path == healthPath:
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(orDefault(g.answerTimeout, answerTimeout)))
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
 		io.WriteString(w, "ok\n")
 	default:
+		// The Host header is the client's claim, not a destination.
 		g.refuse(w, r, verdict{
-			dest:   r.Host,
+			dest:   unparsed + r.Host,
 			status: http.StatusBadRequest,
-			reason: fmt.Sprintf("%s %s is not a proxy request; this is an HTTP proxy: send CONNECT host:port, or an absolute URL (GET http://host/path)", r.Method, r.RequestURI),
+			reason: fmt.Sprintf("%s %s is not a proxy request; this is an HTTP proxy: send CONNECT host:port, or an absolute URL (GET http://host/path)", clip(r.Method, 20), clip(r.RequestURI, 100)),
 		})
 	}
 }
@@ -294,7 +404,9 @@ func (g *Gateway) decide(ctx context.Context, t target) verdict {
 	if !t.host.addr.IsValid() {
 		rctx, cancel := context.WithTimeout(ctx, g.connectTimeout())
 		defer cancel()
-		ips, err := g.resolver().LookupNetIP(rctx, "ip", t.host.name)
+		// Rooted: the resolver's search domains never apply, so no name
+		// but the one allowed is ever looked up.
+		ips, err := g.resolver().LookupNetIP(rctx, "ip", t.host.name+".")
 		if err == nil && len(ips) == 0 {
 			err = errors.New("no addresses")
 		}
@@ -444,30 +556,41 @@ func (g *Gateway) fail(w http.ResponseWriter, r *http.Request, v verdict) {
 }
 
 func (g *Gateway) answer(w http.ResponseWriter, status int, reason string) {
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(orDefault(g.answerTimeout, answerTimeout)))
 	h := w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	io.WriteString(w, "bottlefile egress: "+reason+"\n")
+	io.WriteString(w, "bottlefile egress: "+clip(reason, 1000)+"\n")
 }
 
+// logDecision writes v's line. Refusals and failures, which cost the
+// client nothing but a request, are rate-limited per source.
 func (g *Gateway) logDecision(r *http.Request, v verdict) {
 	if g.Log == nil {
 		return
 	}
-	line, err := json.Marshal(Decision{
-		Time:        g.now().UTC(),
+	now := g.now()
+	d := Decision{
+		Time:        now.UTC(),
 		Source:      r.RemoteAddr,
 		Destination: v.dest,
 		Rule:        v.rule,
 		Allowed:     v.allowed,
 		Reason:      v.reason,
-	})
-	if err != nil {
+	}
+	if v.status != 0 {
+		ok, left := g.refusals.allow(r.RemoteAddr, now)
+		if !ok {
+			return
+		}
+		d.Suppressed = left
+	}
+	line := marshalDecision(d)
+	if line == nil {
 		return
 	}
-	line = append(line, '\n')
 	g.logMu.Lock()
 	defer g.logMu.Unlock()
 	g.Log.Write(line)
@@ -476,13 +599,13 @@ func (g *Gateway) logDecision(r *http.Request, v verdict) {
 func (g *Gateway) serveConnect(w http.ResponseWriter, r *http.Request) {
 	host, port, err := net.SplitHostPort(r.URL.Host)
 	if err != nil {
-		g.refuse(w, r, verdict{dest: r.URL.Host, status: http.StatusBadRequest,
-			reason: fmt.Sprintf("CONNECT needs host:port, not %q", r.URL.Host)})
+		g.refuse(w, r, verdict{dest: unparsed + r.URL.Host, status: http.StatusBadRequest,
+			reason: fmt.Sprintf("CONNECT needs host:port, not %q", clip(r.URL.Host, 300))})
 		return
 	}
 	t, err := parseTarget(host, port)
 	if err != nil {
-		g.refuse(w, r, verdict{dest: r.URL.Host, status: http.StatusBadRequest, reason: err.Error()})
+		g.refuse(w, r, verdict{dest: unparsed + r.URL.Host, status: http.StatusBadRequest, reason: err.Error()})
 		return
 	}
 	hj, ok := w.(http.Hijacker)
@@ -490,7 +613,7 @@ func (g *Gateway) serveConnect(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, r, verdict{dest: t.String(), status: http.StatusBadRequest, reason: "CONNECT is not possible on this connection"})
 		return
 	}
-	upstream, _ := g.admit(w, r, t)
+	upstream, ap := g.admit(w, r, t)
 	if upstream == nil {
 		return
 	}
@@ -499,6 +622,10 @@ func (g *Gateway) serveConnect(w http.ResponseWriter, r *http.Request) {
 		upstream.Close()
 		return
 	}
+	defer g.track(t.host, t.port, ap.Addr(), func() {
+		client.Close()
+		upstream.Close()
+	})()
 	act := new(activity)
 	c := &idleConn{Conn: client, idle: g.idleTimeout(), act: act}
 	u := &idleConn{Conn: upstream, idle: g.idleTimeout(), act: act}
@@ -531,7 +658,7 @@ func (g *Gateway) serveForward(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Scheme == "https" {
 			reason = "https:// URLs go through CONNECT (set HTTPS_PROXY, not a plain request to the proxy)"
 		}
-		g.refuse(w, r, verdict{dest: r.URL.Host, status: http.StatusBadRequest, reason: reason})
+		g.refuse(w, r, verdict{dest: unparsed + r.URL.Host, status: http.StatusBadRequest, reason: reason})
 		return
 	}
 	port := r.URL.Port()
@@ -540,13 +667,14 @@ func (g *Gateway) serveForward(w http.ResponseWriter, r *http.Request) {
 	}
 	t, err := parseTarget(r.URL.Hostname(), port)
 	if err != nil {
-		g.refuse(w, r, verdict{dest: r.URL.Host, status: http.StatusBadRequest, reason: err.Error()})
+		g.refuse(w, r, verdict{dest: unparsed + r.URL.Host, status: http.StatusBadRequest, reason: err.Error()})
 		return
 	}
 	conn, ap := g.admit(w, r, t)
 	if conn == nil {
 		return
 	}
+	defer g.track(t.host, t.port, ap.Addr(), func() { conn.Close() })()
 	checked := &idleConn{Conn: conn, idle: g.idleTimeout(), act: new(activity)}
 	var once atomic.Bool
 	defer func() {
@@ -656,6 +784,13 @@ func (g *Gateway) idleTimeout() time.Duration {
 
 func (g *Gateway) readHeaderTimeout() time.Duration {
 	return orDefault(g.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+}
+
+func (g *Gateway) maxConns() int {
+	if g.MaxConns > 0 {
+		return g.MaxConns
+	}
+	return DefaultMaxConns
 }
 
 func (g *Gateway) maxHeaderBytes() int {

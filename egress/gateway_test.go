@@ -43,7 +43,7 @@ func TestConnectAllowed(t *testing.T) {
 	if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
 		t.Fatalf("after close: %q, %v", rest, err)
 	}
-	if got := tg.resolver.Lookups(); !slices.Equal(got, []string{"echo.test"}) {
+	if got := tg.resolver.Lookups(); !slices.Equal(got, []string{"echo.test."}) {
 		t.Fatalf("lookups = %q", got)
 	}
 	tg.log.noMore(t)

@@ -88,7 +88,9 @@ func (r *fakeResolver) LookupNetIP(_ context.Context, network, host string) ([]n
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lookups = append(r.lookups, host)
-	if addrs, ok := r.names[host]; ok {
+	// Only rooted names resolve: an unrooted one would get the search
+	// domains of a real resolver.
+	if addrs, ok := r.names[strings.TrimSuffix(host, ".")]; ok && strings.HasSuffix(host, ".") {
 		return addrs, nil
 	}
 	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
@@ -224,7 +226,9 @@ func startGateway(t *testing.T, g *Gateway, res *fakeResolver, rules ...string) 
 	}
 	tg := &testGateway{Gateway: g, log: newLineLog(), resolver: res, dialer: &loopbackDialer{}}
 	g.Resolver, g.Dialer, g.Log = res, tg.dialer, tg.log
-	g.Now = func() time.Time { return testTime }
+	if g.Now == nil {
+		g.Now = func() time.Time { return testTime }
+	}
 	g.SetRules(mustRules(t, rules...))
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

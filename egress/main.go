@@ -30,6 +30,8 @@ import (
 //	-rules FILE     rules file (RulesFile JSON) to load and watch; without it,
 //	                or while it is missing or invalid, every request is denied
 //	-forbid CIDR    an address or CIDR never to connect to (repeatable)
+//	-forbid-file FILE  more of them (ForbidFile JSON), watched like the rules file
+//	-max-conns N    client connections held at once (default 1024)
 //	-poll DURATION  how often to check the rules file (default 1s); SIGHUP checks at once
 //	-health         check that a gateway answers on -listen, exit 0 if so, 1 if not
 //
@@ -42,6 +44,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rulesPath := fs.String("rules", "", "rules `file` (JSON) to load and watch; without one every request is denied")
 	var forbid prefixList
 	fs.Var(&forbid, "forbid", "`CIDR` or address the gateway never connects to (repeatable)")
+	forbidPath := fs.String("forbid-file", "", "`file` (JSON) of more prefixes never to connect to, watched like the rules file")
+	maxConns := fs.Int("max-conns", DefaultMaxConns, "client connections held at once")
 	poll := fs.Duration("poll", time.Second, "how often to check the rules file")
 	health := fs.Bool("health", false, "check that a gateway answers on -listen, then exit 0 (healthy) or 1")
 	if err := fs.Parse(args); err != nil {
@@ -52,6 +56,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "bottlefile gateway: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if *maxConns <= 0 {
+		fmt.Fprintf(stderr, "bottlefile gateway: -max-conns %d is not positive\n", *maxConns)
 		return 2
 	}
 	if *poll <= 0 {
@@ -72,6 +80,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	g := &Gateway{
 		Forbidden: append(forbid, ownAddresses()...),
 		Log:       stdout,
+		MaxConns:  *maxConns,
 	}
 	forbidden := make([]string, len(g.Forbidden))
 	for i, p := range g.Forbidden {
@@ -79,9 +88,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	var wg sync.WaitGroup
-	if *rulesPath != "" {
+	if *rulesPath != "" || *forbidPath != "" {
 		// Load the rules before the first request can come.
-		w := &rulesWatcher{path: *rulesPath, g: g, log: events}
+		w := newRulesWatcher(*rulesPath, *forbidPath, g, events)
 		w.check()
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)

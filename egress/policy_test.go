@@ -1,7 +1,10 @@
 package egress
 
 import (
+	"net/http"
 	"net/netip"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -78,5 +81,56 @@ func TestParsePrefixOrAddr(t *testing.T) {
 		if p, err := ParsePrefixOrAddr(in); err == nil {
 			t.Errorf("ParsePrefixOrAddr(%q) = %v, want an error", in, p)
 		}
+	}
+}
+
+// TestAddressFixtures checks the address policy against
+// testdata/addresses.txt: the IPv6 forms that embed an IPv4 address, the
+// metadata endpoints and the special ranges (issue 17).
+func TestAddressFixtures(t *testing.T) {
+	data, err := os.ReadFile("testdata/addresses.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := mustRules(t, "10.1.2.3:443", "192.0.2.0/24:443", "[64:ff9b:1::/48]:443")
+	g := &Gateway{}
+	n := 0
+	for i, line := range strings.Split(string(data), "\n") {
+		if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		addr, port, want := f[0], f[1], strings.Join(f[2:], " ")
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			t.Fatalf("line %d: port %q", i+1, port)
+		}
+		n++
+		got := g.checkAddr(netip.MustParseAddr(addr), p, rules)
+		switch {
+		case want == "allowed" && got != "":
+			t.Errorf("line %d: %s:%d refused: %q", i+1, addr, p, got)
+		case want != "allowed" && !strings.Contains(got, want):
+			t.Errorf("line %d: %s:%d = %q, want %q", i+1, addr, p, got, want)
+		}
+	}
+	if n < 40 {
+		t.Fatalf("only %d fixtures read", n)
+	}
+}
+
+func TestEmbeddedAddressResolvedIsRefused(t *testing.T) {
+	// An allowed name that resolves to an embedding form of loopback is
+	// refused, and nothing is dialed.
+	tg := startGateway(t, &Gateway{Agent: "agent.coder"}, newResolver("a.test", "64:ff9b:1::7f00:1", "b.test", "::ffff:0:a9fe:a9fe"), "a.test:443", "b.test:80")
+	for _, target := range []string{"a.test:443", "b.test:80"} {
+		_, _, resp, body := tg.connect(t, target)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "form of") {
+			t.Errorf("CONNECT %s: %s %q", target, resp.Status, body)
+		}
+		tg.log.decision(t)
+	}
+	if d := tg.dialer.Dials(); len(d) != 0 {
+		t.Errorf("dialed %v", d)
 	}
 }

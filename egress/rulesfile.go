@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"time"
 )
@@ -82,14 +83,85 @@ func UnmarshalRulesFile(data []byte) (RulesFile, error) {
 	return f, nil
 }
 
+// ForbidFile lists prefixes the gateway never connects to, beside its
+// -forbid flags: the docker driver writes it into the gateway container
+// and rewrites it as networks come and go.
+//
+//	{"forbid": ["10.213.0.0/16", "172.17.0.1/32"]}
+type ForbidFile struct {
+	Forbid []string `json:"forbid"`
+}
+
+// NewForbidFile makes the file for prefixes.
+func NewForbidFile(prefixes []netip.Prefix) ForbidFile {
+	f := ForbidFile{Forbid: make([]string, len(prefixes))}
+	for i, p := range prefixes {
+		f.Forbid[i] = p.String()
+	}
+	return f
+}
+
+// Prefixes parses the list.
+func (f ForbidFile) Prefixes() ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(f.Forbid))
+	for _, s := range f.Forbid {
+		p, err := ParsePrefixOrAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("forbid file: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Marshal returns the file's JSON, ending in a newline.
+func (f ForbidFile) Marshal() ([]byte, error) {
+	if _, err := f.Prefixes(); err != nil {
+		return nil, err
+	}
+	if f.Forbid == nil {
+		f.Forbid = []string{}
+	}
+	b, err := json.Marshal(f)
+	return append(b, '\n'), err
+}
+
+// UnmarshalForbidFile parses and checks a forbid file, as strictly as a
+// rules file.
+func UnmarshalForbidFile(data []byte) (ForbidFile, error) {
+	var raw struct {
+		Forbid *[]string `json:"forbid"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return ForbidFile{}, fmt.Errorf("forbid file: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return ForbidFile{}, errors.New("forbid file: unexpected data after the JSON object")
+	}
+	if raw.Forbid == nil {
+		return ForbidFile{}, errors.New(`forbid file: missing "forbid"`)
+	}
+	f := ForbidFile{Forbid: *raw.Forbid}
+	if _, err := f.Prefixes(); err != nil {
+		return ForbidFile{}, err
+	}
+	return f, nil
+}
+
 // RulesEvent is a line the rules watcher logs.
 type RulesEvent struct {
-	Time  time.Time `json:"time"`
-	Event string    `json:"event"` // "rules-loaded", "rules-invalid" or "rules-unreadable"
-	File  string    `json:"file"`
-	Agent string    `json:"agent,omitempty"`
-	Allow []string  `json:"allow"`           // the rules in force after the event
-	Error string    `json:"error,omitempty"` // why the file was not applied
+	Time   time.Time `json:"time"`
+	Event  string    `json:"event"` // "rules-loaded", "rules-invalid", "rules-unreadable", and "forbid-..." for the forbid file
+	File   string    `json:"file"`
+	Agent  string    `json:"agent,omitempty"`
+	Allow  []string  `json:"allow"`            // the rules in force after the event
+	Forbid []string  `json:"forbid,omitempty"` // forbid-loaded: the prefixes loaded
+	// TunnelsClosed counts the open tunnels the new rules or prefixes no
+	// longer allow, which the gateway closed.
+	TunnelsClosed int    `json:"tunnels_closed,omitempty"`
+	Error         string `json:"error,omitempty"` // why the file was not applied
 }
 
 // WatchRulesFile applies the rules file at path to g now, then whenever its
@@ -115,7 +187,7 @@ func watchRulesFile(ctx context.Context, path string, g *Gateway, poll time.Dura
 	if poll <= 0 {
 		return fmt.Errorf("egress: WatchRulesFile: poll interval %v is not positive", poll)
 	}
-	w := &rulesWatcher{path: path, g: g, log: log}
+	w := newRulesWatcher(path, "", g, log)
 	w.check()
 	w.run(ctx, poll, now)
 	return nil
@@ -137,71 +209,104 @@ func (w *rulesWatcher) run(ctx context.Context, poll time.Duration, now <-chan s
 	}
 }
 
+// rulesWatcher watches the rules file and, when set, the forbid file.
 type rulesWatcher struct {
-	path     string
-	g        *Gateway
-	log      io.Writer
-	applied  [32]byte // hash of the content in force
-	have     bool     // applied is set
-	pending  string   // the problem seen at the last check, not yet reported
-	reported string   // the problem reported last
+	g     *Gateway
+	log   io.Writer
+	files []*watchedFile // the forbid file first: a reload takes both in that order
 }
 
-// check reads the file once and applies it if its content changed. A problem
-// (missing, unreadable, invalid) is reported once it was seen at two checks
-// in a row: docker cp removes the file and writes it anew, and a check may
-// fall in between. A truncated file is never valid JSON, so a half-written
-// file is never applied.
+type watchedFile struct {
+	path     string
+	kind     string                                // "rules" or "forbid", for events
+	apply    func(data []byte) (RulesEvent, error) // parses and applies the file
+	applied  [32]byte                              // hash of the content in force
+	have     bool                                  // applied is set
+	pending  string                                // the problem seen at the last check, not yet reported
+	reported string                                // the problem reported last
+}
+
+func newRulesWatcher(rulesPath, forbidPath string, g *Gateway, log io.Writer) *rulesWatcher {
+	w := &rulesWatcher{g: g, log: log}
+	if forbidPath != "" {
+		w.files = append(w.files, &watchedFile{path: forbidPath, kind: "forbid", apply: func(data []byte) (RulesEvent, error) {
+			f, err := UnmarshalForbidFile(data)
+			if err != nil {
+				return RulesEvent{}, err
+			}
+			ps, _ := f.Prefixes() // checked by UnmarshalForbidFile
+			return RulesEvent{Forbid: f.Forbid, TunnelsClosed: g.SetForbidden(ps)}, nil
+		}})
+	}
+	if rulesPath != "" {
+		w.files = append(w.files, &watchedFile{path: rulesPath, kind: "rules", apply: func(data []byte) (RulesEvent, error) {
+			f, err := UnmarshalRulesFile(data)
+			if err != nil {
+				return RulesEvent{}, err
+			}
+			rules, _ := f.Rules() // checked by UnmarshalRulesFile
+			return RulesEvent{Agent: f.Agent, TunnelsClosed: g.setRuleset(f.Agent, rules)}, nil
+		}})
+	}
+	return w
+}
+
+// check reads each file once and applies it if its content changed. A
+// problem (missing, unreadable, invalid) is reported once it was seen at two
+// checks in a row: docker cp removes the file and writes it anew, and a
+// check may fall in between. A truncated file is never valid JSON, so a
+// half-written file is never applied.
 func (w *rulesWatcher) check() {
+	for _, f := range w.files {
+		w.checkFile(f)
+	}
+}
+
+func (w *rulesWatcher) checkFile(f *watchedFile) {
 	event, msg, key := "", "", ""
-	data, err := readSmallFile(w.path)
+	data, err := readSmallFile(f.path)
 	if err != nil {
-		event, msg = "rules-unreadable", err.Error()
+		event, msg = f.kind+"-unreadable", err.Error()
 		key = event + ":" + msg
 	} else {
 		sum := sha256.Sum256(data)
-		if w.have && sum == w.applied {
-			w.pending, w.reported = "", ""
+		if f.have && sum == f.applied {
+			f.pending, f.reported = "", ""
 			return
 		}
-		f, err := UnmarshalRulesFile(data)
+		ev, err := f.apply(data)
 		if err == nil {
-			rules, _ := f.Rules() // checked by UnmarshalRulesFile
-			w.g.setRuleset(f.Agent, rules)
-			w.have, w.applied = true, sum
-			w.pending, w.reported = "", ""
-			w.emit("rules-loaded", f.Agent, "")
+			f.have, f.applied = true, sum
+			f.pending, f.reported = "", ""
+			ev.Event = f.kind + "-loaded"
+			w.emit(f, ev)
 			return
 		}
-		event, msg = "rules-invalid", err.Error()
+		event, msg = f.kind+"-invalid", err.Error()
 		key = event + ":" + hex.EncodeToString(sum[:])
 	}
 	switch key {
-	case w.reported:
-	case w.pending:
-		w.reported = key
-		w.emit(event, "", msg)
+	case f.reported:
+	case f.pending:
+		f.reported = key
+		w.emit(f, RulesEvent{Event: event, Error: msg})
 	default:
-		w.pending = key
+		f.pending = key
 	}
 }
 
-func (w *rulesWatcher) emit(event, agent, msg string) {
+func (w *rulesWatcher) emit(f *watchedFile, ev RulesEvent) {
 	if w.log == nil {
 		return
 	}
 	rs := w.g.current()
-	if agent == "" {
-		agent = rs.agent
+	if ev.Agent == "" {
+		ev.Agent = rs.agent
 	}
-	line, err := json.Marshal(RulesEvent{
-		Time:  w.g.now().UTC(),
-		Event: event,
-		File:  w.path,
-		Agent: agent,
-		Allow: NewRulesFile("", rs.rules).Allow,
-		Error: msg,
-	})
+	ev.Time = w.g.now().UTC()
+	ev.File = f.path
+	ev.Allow = NewRulesFile("", rs.rules).Allow
+	line, err := json.Marshal(ev)
 	if err != nil {
 		return
 	}

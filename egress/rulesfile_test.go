@@ -187,7 +187,7 @@ func TestRulesWatcherSeesSameSizeSameMtime(t *testing.T) {
 	g := &Gateway{}
 	path := filepath.Join(t.TempDir(), "rules.json")
 	events := newLineLog()
-	w := &rulesWatcher{path: path, g: g, log: events}
+	w := newRulesWatcher(path, "", g, events)
 	mtime := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 	write := func(allow string) {
 		if err := os.WriteFile(path, []byte(`{"agent":"a","allow":["`+allow+`"]}`), 0o644); err != nil {
@@ -240,7 +240,7 @@ func TestRulesWatcherHalfWritten(t *testing.T) {
 	g := &Gateway{}
 	path := filepath.Join(t.TempDir(), "rules.json")
 	events := newLineLog()
-	w := &rulesWatcher{path: path, g: g, log: events}
+	w := newRulesWatcher(path, "", g, events)
 	full := []byte(`{"agent":"a","allow":["github.com:443"]}` + "\n")
 	if err := os.WriteFile(path, full, 0o644); err != nil {
 		t.Fatal(err)
