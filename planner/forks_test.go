@@ -140,6 +140,46 @@ agent "follower" {
 	if p := b.plan(planner.Options{}); p.Applyable() {
 		t.Errorf("not converged:\n%s", p)
 	}
+	// Whatever runs the snapshot's image goes before it: it depends on it,
+	// and the fake refuses to delete what something depends on.
+	for _, addr := range []string{"agent.follower", "agent.reviewer"} {
+		if deps := recs[addr].DependsOn; !slices.Contains(deps, "snapshot.reviewed") {
+			t.Errorf("%s depends on %v, not on the snapshot", addr, deps)
+		}
+	}
+	b.apply(planner.Options{Destroy: true, IncludeSnapshots: true})
+	if got := b.live(); len(got) != 0 {
+		t.Errorf("left after destroy: %v", got)
+	}
+}
+
+// TestSnapshotBlockReferences: a snapshot block is taken after what it
+// refers to besides its agent (depends_on, expressions).
+func TestSnapshotBlockReferences(t *testing.T) {
+	b := newBench(t)
+	b.write(`
+agent "coder" {
+  image = "busybox:1"
+}
+
+agent "db" {
+  image = "postgres:16"
+}
+
+snapshot "seeded" {
+  agent       = agent.coder
+  description = "db ${agent.db.id}"
+  depends_on  = [agent.db]
+}
+`)
+	p := b.plan(planner.Options{})
+	if !dependsOn(t, p, "create snapshot.seeded", "create agent.db") {
+		t.Errorf("the snapshot does not wait for agent.db:\n%s", p.Graph())
+	}
+	b.apply(planner.Options{})
+	if got, want := string(b.records()["snapshot.seeded"].Attrs["description"]), `"db `+b.records()["agent.db"].ID+`"`; got != want {
+		t.Errorf("description %s, want %s", got, want)
+	}
 }
 
 // TestForkOfPolicySnapshot: from_snapshot = agent.X.snapshot.N boots from

@@ -345,7 +345,7 @@ func (p *Planner) expand(ctx context.Context, records []state.Record, destroy bo
 			diags = append(diags, planError(a, err))
 			continue
 		}
-		p.addForkDependency(a, resp.Objects)
+		p.addSnapshotDependencies(a, resp.Objects)
 		for _, o := range resp.Objects {
 			d := &desired{runtime: rt.Name, driver: rt.Driver.Name(), object: o, agent: a, lifecycle: a.Lifecycle}
 			if !covers([]string{a.Addr()}, o.Addr) {
@@ -540,10 +540,9 @@ func propagateReplacement(changes map[string]*Change) {
 			for _, dep := range c.Object.DependsOn {
 				d, ok := changes[dep]
 				if !ok || (d.Kind == drivers.KindSnapshot && d.Action != Replace) {
-					// A fork's snapshot taken again after it was lost
-					// outside bottlefile leaves the fork alone; one replaced
-					// (its triggers changed) replaces the fork, whose image
-					// it is and which boots from it again.
+					// A snapshot taken again after it was lost outside
+					// bottlefile leaves what runs its image alone; one
+					// replaced (its triggers changed) replaces it.
 					continue
 				}
 				var why string
@@ -684,6 +683,9 @@ func (p *Planner) Resolve(ctx context.Context, records []state.Record, c *Change
 	if diags.HasErrors() {
 		return diags
 	}
+	if sn, ok := p.Config.Snapshots[strings.TrimPrefix(c.Addr, "snapshot.")]; ok && c.Kind == drivers.KindSnapshot {
+		return p.resolveSnapshot(sn, ap, c)
+	}
 	resp, err := rt.Driver.Plan(ctx, drivers.PlanRequest{Agent: ap.spec})
 	if err != nil {
 		return err
@@ -706,6 +708,28 @@ func (p *Planner) Resolve(ctx context.Context, records []state.Record, c *Change
 	return fmt.Errorf("the driver no longer plans %s", c.Addr)
 }
 
+// resolveSnapshot evaluates a snapshot block again (its description or
+// triggers read agent.x.id of an agent created in the same apply), with
+// the agent it commits as it is now.
+func (p *Planner) resolveSnapshot(sn *lang.Snapshot, ap *agentPlan, c *Change) error {
+	val, diags := p.Scope.EvalSnapshot(sn)
+	if diags.HasErrors() {
+		return diags
+	}
+	attrs := snapshotAttrs(ap.agent.Addr(), val.Description, val.Triggers, false)
+	fp := fingerprint(drivers.KindSnapshot, attrs, nil)
+	if fp.Hash == "" {
+		return fmt.Errorf("%s still has unknown values after what it depends on was applied", c.Addr)
+	}
+	c.Object.Attrs, c.Fingerprint = attrs, fp
+	for name, v := range attrs {
+		c.After[name] = RedactedJSON(v)
+	}
+	spec := ap.spec
+	c.AgentSpec = &spec
+	return nil
+}
+
 // refersTo lists the agents and snapshot blocks an agent refers to
 // (agent.x.id, snapshot.x.image, depends_on): each is created before it.
 func refersTo(a *lang.Agent) []string {
@@ -718,19 +742,30 @@ func refersTo(a *lang.Agent) []string {
 	return out
 }
 
-// addForkDependency makes the workload of a fork of another agent's
-// snapshot depend on that snapshot: it is taken before the fork is
-// created, and the fork is deleted before it (its image is the
-// snapshot's). Among the driver's objects the workload is the one at the
-// agent's address.
-func (p *Planner) addForkDependency(a *lang.Agent, objects []drivers.Object) {
-	dep := p.Config.ForkDependency(a)
-	if dep == "" {
-		return
+// addSnapshotDependencies makes the agent's workloads depend on the
+// snapshots whose images they may run: the snapshot blocks the agent
+// refers to (image = snapshot.X.image) and, for a fork of another agent,
+// the snapshot it boots from. Each is taken before the workload is
+// created, and deleted only after it (an image in use cannot go).
+func (p *Planner) addSnapshotDependencies(a *lang.Agent, objects []drivers.Object) {
+	var deps []string
+	for _, ref := range refersTo(a) {
+		if strings.HasPrefix(ref, "snapshot.") {
+			deps = append(deps, ref)
+		}
+	}
+	if dep := p.Config.ForkDependency(a); dep != "" && !slices.Contains(deps, dep) {
+		deps = append(deps, dep)
 	}
 	for i := range objects {
-		if objects[i].Addr == a.Addr() && objects[i].Workload && !slices.Contains(objects[i].DependsOn, dep) {
-			objects[i].DependsOn = append(slices.Clone(objects[i].DependsOn), dep)
+		o := &objects[i]
+		if !o.Workload || !covers([]string{a.Addr()}, o.Addr) {
+			continue
+		}
+		for _, dep := range deps {
+			if !slices.Contains(o.DependsOn, dep) {
+				o.DependsOn = append(slices.Clone(o.DependsOn), dep)
+			}
 		}
 	}
 }
@@ -802,7 +837,7 @@ func (p *Planner) unknownAfterReplace(ctx context.Context, want map[string]*desi
 				continue
 			}
 			ap.spec, ap.val = again.spec, again.val
-			p.addForkDependency(ap.agent, resp.Objects)
+			p.addSnapshotDependencies(ap.agent, resp.Objects)
 			for _, o := range resp.Objects {
 				old, ok := changes[o.Addr]
 				if !ok {
