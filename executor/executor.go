@@ -247,7 +247,7 @@ func (e *Executor) record(c *planner.Change, id string, computed map[string]stri
 
 // BootFromKey is the computed value, on a workload's record, naming the
 // snapshot it was created from (resume, migration, from_snapshot).
-const BootFromKey = "boot_from"
+const BootFromKey = planner.BootFromKey
 
 // snapshotImage is what a workload boots from to resume from a snapshot,
 // as the snapshot's record has it (it may have been taken moments ago).

@@ -179,7 +179,7 @@ func (p *Planner) planPolicies(ctx context.Context, changes map[string]*Change, 
 			}
 		}
 		if policy != nil {
-			prune(snaps[agentAddr], agentAddr, policy, taken, p.pinned())
+			prune(snaps[agentAddr], agentAddr, policy, taken, p.pinned(w))
 		}
 		if w != nil && (w.Action == Create || w.Action == Replace) && ap.val.Resume {
 			if d := resume(changes, snaps[agentAddr], ap, w, taken); d != nil {
@@ -343,8 +343,9 @@ func (d *discardReads) wait() {
 // prune marks the policy snapshots, among the agent's, that fall out of
 // retention: beyond keep_last, older than max_age, and then, oldest first,
 // those beyond max_total_size. It never prunes the snapshot taken in this
-// plan (taken), one a from_snapshot pins, nor, when nothing is taken, the
-// newest, which a re-created workload would resume from.
+// plan (taken), one pinned (a from_snapshot names it, the workload runs
+// it), nor, by size, when nothing is taken, the newest, which a re-created
+// workload would resume from.
 func prune(ofAgent []*Change, agentAddr string, policy *lang.SnapshotPolicyValue, taken *Change, pinned map[string]bool) {
 	type snap struct {
 		n int
@@ -421,14 +422,23 @@ func snapshotSize(c *Change) int64 {
 	return n
 }
 
-// pinned is the set of snapshot addresses a from_snapshot names: retention
-// never prunes them, or the agent could not be created again.
-func (p *Planner) pinned() map[string]bool {
+// BootFromKey is the computed value, on a workload's record, naming the
+// snapshot it was created from (resume, migration, from_snapshot).
+const BootFromKey = "boot_from"
+
+// pinned is the set of snapshot addresses retention never prunes: those a
+// from_snapshot names, or the agent could not be created again, and the
+// one the agent's workload w booted from while it stays (its image is in
+// use).
+func (p *Planner) pinned(w *Change) map[string]bool {
 	out := map[string]bool{}
 	for _, a := range p.Config.Agents {
 		if a.FromSnapshot != "" {
 			out[a.FromSnapshot] = true
 		}
+	}
+	if w != nil && w.Prior != nil && w.Live != nil && stays(w) && w.Prior.Computed[BootFromKey] != "" {
+		out[w.Prior.Computed[BootFromKey]] = true
 	}
 	return out
 }

@@ -247,3 +247,19 @@ agent "bisect" {
 		})
 	}
 }
+
+// TestPruneKeepsWhatTheWorkloadRuns: retention never prunes the snapshot
+// the running workload was created from: its image is in use.
+func TestPruneKeepsWhatTheWorkloadRuns(t *testing.T) {
+	b := destroyed(t)
+	b.write(fmt.Sprintf(coder, `["destroy"]`, "keep_last = 1"))
+	b.apply(planner.Options{}) // resumes from snapshot.1
+	if got := b.records()["agent.coder"].Computed[planner.BootFromKey]; got != "agent.coder.snapshot.1" {
+		t.Fatalf("the workload booted from %q", got)
+	}
+	b.apply(planner.Options{Take: []planner.TakeRequest{{Agent: "agent.coder"}}})
+	p := b.plan(planner.Options{Take: []planner.TakeRequest{{Agent: "agent.coder"}}})
+	if got, want := pending(p), "- agent.coder.snapshot.2 (snapshot_policy.keep_last = 1, and 1 newer snapshots are kept)\n+ agent.coder.snapshot.3 (snapshot take: agent.coder's filesystem is committed now)"; got != want {
+		t.Errorf("plan:\n%s\nwant:\n%s", got, want)
+	}
+}

@@ -42,7 +42,7 @@ func (p *Planner) planTake(changes map[string]*Change, agents map[string]*agentP
 			fmt.Sprintf("snapshot take: %s's filesystem is committed now", req.Agent))
 		keep[taken.Addr] = true
 		if policy := ap.val.SnapshotPolicy; policy != nil {
-			prune(snaps[req.Agent], req.Agent, policy, taken, p.pinned())
+			prune(snaps[req.Agent], req.Agent, policy, taken, p.pinned(w))
 		}
 		for _, c := range snaps[req.Agent] {
 			if c.Action == Delete && c.Prior != nil && slices.Contains(c.DeleteAfter, taken.Addr) {
