@@ -68,6 +68,24 @@ snapshot "own" {
 	}
 }
 
+// TestFromSnapshotJSON: in JSON, from_snapshot is a string either way.
+func TestFromSnapshotJSON(t *testing.T) {
+	_, cfg := load(t, map[string]string{"proj/main.bottle.json": `{
+  "agent": {
+    "coder": {"image": "alpine:3"},
+    "bisect": {"from_snapshot": "agent.coder.snapshot.7"},
+    "reviewer": {"from_snapshot": "snapshot.reviewed"}
+  },
+  "snapshot": {"reviewed": {"agent": "agent.coder"}}
+}`})
+	if got := cfg.Agents["bisect"].FromSnapshot; got != "agent.coder.snapshot.7" {
+		t.Errorf("bisect: %q", got)
+	}
+	if got := cfg.Agents["reviewer"].FromSnapshot; got != "snapshot.reviewed" {
+		t.Errorf("reviewer: %q", got)
+	}
+}
+
 // TestForkCycle: a fork that its source refers to is a cycle through the
 // snapshot block.
 func TestForkCycle(t *testing.T) {
