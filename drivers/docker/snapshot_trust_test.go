@@ -161,7 +161,7 @@ func TestIntegrationSnapshotSweepRace(t *testing.T) {
 	sweeps := [2]int{}
 	for i, sweep := range []func(){
 		func() { e.d.sweepSnapshots(t.Context(), api, e.lineage); time.Sleep(5 * time.Millisecond) }, // paced: a skipped sweep returns at once
-		func() { other.d.sweepLocked(t.Context(), oapi, other.lineage) }, // no lock: another process
+		func() { other.d.sweepLocked(t.Context(), oapi, other.lineage) },                             // no lock: another process
 	} {
 		wg.Add(1)
 		go func() {
