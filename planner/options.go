@@ -50,9 +50,18 @@ func covers(addrs []string, addr string) bool {
 	return false
 }
 
-// applyTargets drops every change not targeted, keeping what targeted
-// changes depend on.
+// applyTargets drops every change not targeted. As in Terraform, a
+// targeted create, update or replace keeps what it depends on (made
+// first), and a targeted delete keeps the deletes of what depends on it
+// (removed first), never what it depends on: destroy -target of a
+// snapshot or a sidecar must not take the agent or its network along.
 func applyTargets(changes map[string]*Change, targets []string) {
+	dependents := map[string][]string{}
+	for addr, c := range changes {
+		for _, dep := range dependsOn(c) {
+			dependents[dep] = append(dependents[dep], addr)
+		}
+	}
 	keep := map[string]bool{}
 	var visit func(addr string)
 	visit = func(addr string) {
@@ -64,13 +73,16 @@ func applyTargets(changes map[string]*Change, targets []string) {
 		if !ok {
 			return
 		}
-		for _, dep := range c.Object.DependsOn {
-			visit(dep)
-		}
-		if c.Prior != nil {
-			for _, dep := range c.Prior.DependsOn {
-				visit(dep)
+		if c.Action == Delete {
+			for _, d := range dependents[addr] {
+				if changes[d].Action == Delete {
+					visit(d)
+				}
 			}
+			return
+		}
+		for _, dep := range dependsOn(c) {
+			visit(dep)
 		}
 	}
 	for addr := range changes {
@@ -83,6 +95,16 @@ func applyTargets(changes map[string]*Change, targets []string) {
 			delete(changes, addr)
 		}
 	}
+}
+
+// dependsOn is what a change's object depends on, as desired and as
+// recorded.
+func dependsOn(c *Change) []string {
+	deps := slices.Clone(c.Object.DependsOn)
+	if c.Prior != nil {
+		deps = append(deps, c.Prior.DependsOn...)
+	}
+	return deps
 }
 
 // checkAddrs reports addresses given on the command line that match nothing.
