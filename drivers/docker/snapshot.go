@@ -29,12 +29,17 @@ import (
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
-// Snapshots (drivers.KindSnapshot) are images: a commit of the agent's
-// container, tagged bf-<lineage[:8]>-<agent>-snap:<N> for the policy
+// Snapshots (drivers.KindSnapshot) are images of the agent container's
+// file system, tagged bf-<lineage[:8]>-<agent>-snap:<N> for the policy
 // snapshot agent.<agent>.snapshot.N and :<NAME> for the block
-// snapshot.NAME. Besides the lineage, address and config-hash labels they
-// carry labelSnapshotOf (the agent's address), which is how Read tells them
-// from built images, and labelSnapshotSource (the container committed).
+// snapshot.NAME. Their config is that of the image the container was
+// created from, never the container's or the agent's (createSnapshot):
+// the agent's declared config, secrets included, is applied again when a
+// container is created from one, so no image holds any of it. They have
+// no parent image. Besides the lineage, address and config-hash labels
+// they carry labelSnapshotOf (the agent's address), which is how Read
+// tells them from built images, and labelSnapshotSource (the container
+// committed).
 //
 // These are not io.bottlefile.kind: a container created from a snapshot
 // inherits the image's labels, and io.bottlefile.kind on a container means
@@ -296,7 +301,7 @@ func (d *Driver) createSnapshot(ctx context.Context, req drivers.ApplyRequest) (
 	labels := ownLabels(req)
 	labels[labelSnapshotOf] = agentAddr
 	labels[labelSnapshotSource] = ctr.ID
-	cfg, err := snapshotImageConfig(base, inter, labels, addr, time.Now())
+	cfg, err := snapshotImageConfig(base, inter, labels, "layer of the image the agent was created from", "bottlefile snapshot "+addr, time.Now())
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -426,8 +431,9 @@ type historyJSON struct {
 // image's config (nil: an empty one) with bottlefile's labels instead of
 // the base's own io.bottlefile.* ones, the intermediate's layers and
 // platform, and one history entry per layer saying only where it came
-// from. Nothing of the intermediate's config (the container's) is used.
-func snapshotImageConfig(base *image.InspectResponse, inter image.InspectResponse, labels map[string]string, addr string, now time.Time) ([]byte, error) {
+// from (baseNote for the base image's layers, newNote for the others).
+// Nothing of the intermediate's config (the container's) is used.
+func snapshotImageConfig(base *image.InspectResponse, inter image.InspectResponse, labels map[string]string, baseNote, newNote string, now time.Time) ([]byte, error) {
 	now = now.UTC()
 	diffIDs := inter.RootFS.Layers
 	img := imageJSON{Architecture: inter.Architecture, Variant: inter.Variant, OS: inter.Os, Created: now, RootFS: rootFSJSON{Type: "layers", DiffIDs: diffIDs}}
@@ -476,9 +482,9 @@ func snapshotImageConfig(base *image.InspectResponse, inter image.InspectRespons
 	}
 	for i := range diffIDs {
 		if i < baseLayers {
-			img.History = append(img.History, historyJSON{Created: baseCreated, CreatedBy: "layer of the image the agent was created from"})
+			img.History = append(img.History, historyJSON{Created: baseCreated, CreatedBy: baseNote})
 		} else {
-			img.History = append(img.History, historyJSON{Created: now, CreatedBy: "bottlefile snapshot " + addr})
+			img.History = append(img.History, historyJSON{Created: now, CreatedBy: newNote})
 		}
 	}
 	return json.Marshal(img)

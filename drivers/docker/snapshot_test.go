@@ -137,7 +137,7 @@ func TestSnapshotImageConfig(t *testing.T) {
 	labels := map[string]string{drivers.LabelAddress: "agent.coder.snapshot.1", labelSnapshotOf: "agent.coder"}
 	now := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
 
-	data, err := snapshotImageConfig(&base, inter, labels, "agent.coder.snapshot.1", now)
+	data, err := snapshotImageConfig(&base, inter, labels, "base layer", "bottlefile snapshot agent.coder.snapshot.1", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestSnapshotImageConfig(t *testing.T) {
 
 	// No base image (removed by hand): an empty config, the
 	// intermediate's platform, every layer the snapshot's own.
-	data, err = snapshotImageConfig(nil, inter, labels, "agent.coder.snapshot.1", now)
+	data, err = snapshotImageConfig(nil, inter, labels, "base layer", "bottlefile snapshot agent.coder.snapshot.1", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -864,8 +864,9 @@ func TestIntegrationSnapshotDeleteWhileInUse(t *testing.T) {
 
 // TestIntegrationSnapshotTransfer: a snapshot exported from one state and
 // imported into another on the same engine gets the new state's labels
-// and reference (a label-only build, no new layer), Read of the new state
-// lists it, and the original keeps its own tag.
+// and reference (loaded again with a config written for it: no new layer,
+// no parent, and the image as imported gone), Read of the new state lists
+// it, and the original keeps its own tag.
 func TestIntegrationSnapshotTransfer(t *testing.T) {
 	t.Parallel()
 	e := newSnapEngine(t, 100)
@@ -903,6 +904,13 @@ func TestIntegrationSnapshotTransfer(t *testing.T) {
 	}
 	if info.ID != resp.ID {
 		t.Errorf("import id %s, image %s", resp.ID, info.ID)
+	}
+	//lint:ignore SA1019 API 1.41 reports an image's parent only in this field
+	if info.Parent != "" || info.Config.Labels[labelSnapshotSource] != ctrID {
+		t.Errorf("imported image: parent %q, labels %v", info.Parent, info.Config.Labels)
+	}
+	if imgs, err := e.cli.ImageList(t.Context(), image.ListOptions{All: true, Filters: lineageFilter(e.lineage)}); err != nil || len(imgs) != 1 {
+		t.Errorf("%d images of the exporting lineage (%v): want its snapshot only, not the image as imported", len(imgs), err)
 	}
 	if got := dockertest.RunImage(t, e.cli, wantRef, "cat", "/workspace/f"); got != "moved\n" {
 		t.Errorf("imported image: /workspace/f = %q", got)

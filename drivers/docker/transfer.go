@@ -2,7 +2,6 @@ package docker
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/client"
 
 	"github.com/bottlefile/bottlefile/drivers"
@@ -53,8 +51,10 @@ func (d *Driver) ExportSnapshot(ctx context.Context, ref string, w io.Writer) er
 //
 // An image keeps its labels, so one saved from this lineage at this
 // address (a migration) is used as it is; any other (snapshot import from
-// another state) gets this lineage's labels through a label-only build on
-// top of it, which adds no layer.
+// another state) is loaded again with a config written here (snapshot.go):
+// its config with this lineage's labels, its layers, a history naming no
+// command and no container config, and no parent; the image as imported
+// is removed.
 //
 // Computed is as for a snapshot create, with "created" the time of the
 // import (so the next re-create resumes from it) and "taken" the time the
@@ -71,6 +71,8 @@ func (d *Driver) ImportSnapshot(ctx context.Context, req drivers.ImportRequest, 
 	if err != nil {
 		return fail("%v", err)
 	}
+	imageMaking.RLock() // the loaded image is untagged between the two loads
+	defer imageMaking.RUnlock()
 	areq := drivers.ApplyRequest{Lineage: req.Lineage, Object: req.Object, Hash: req.Hash}
 	agentAddr, err := snapshotAgent(areq)
 	if err != nil {
@@ -124,6 +126,9 @@ func (d *Driver) ImportSnapshot(ctx context.Context, req drivers.ImportRequest, 
 	}
 	want := ownLabels(areq)
 	want[labelSnapshotOf] = agentAddr
+	if src := labels[labelSnapshotSource]; src != "" {
+		want[labelSnapshotSource] = src
+	}
 	relabel := false
 	for k, v := range want {
 		if labels[k] != v {
@@ -131,10 +136,18 @@ func (d *Driver) ImportSnapshot(ctx context.Context, req drivers.ImportRequest, 
 		}
 	}
 	if relabel {
-		if err := d.relabel(ctx, api, ref, want); err != nil {
+		cfg, err := snapshotImageConfig(&img, img, want, "layer of the imported snapshot", "", time.Now())
+		if err != nil {
 			return fail("%v", err)
 		}
-		d.removeUntagged(ctx, api, img.ID) // kept while the relabelled image uses it
+		if _, err := loadImageConfig(ctx, api, cfg, ref, len(img.RootFS.Layers)); err != nil {
+			return fail("giving %s this state's labels: %v", ref, err)
+		}
+		// The image as imported goes unless it is the same image as one
+		// still tagged (a snapshot of this engine exported and imported).
+		if left, err := api.ImageInspect(ctx, img.ID); err == nil && !hasTags(left.RepoTags) {
+			d.removeUntagged(ctx, api, img.ID)
+		}
 	}
 	out, err := d.snapshotResponse(ctx, api, ref, labels[labelSnapshotSource])
 	if err != nil {
@@ -146,41 +159,6 @@ func (d *Driver) ImportSnapshot(ctx context.Context, req drivers.ImportRequest, 
 	}
 	d.log.Info("imported snapshot", "addr", addr, "ref", ref, "id", shortID(out.ID), "relabelled", relabel, "elapsed", time.Since(start))
 	return out, nil
-}
-
-// relabel gives the image at ref this state's labels with a build of just
-// "FROM ref" and the labels, tagged ref: the labels are config, so no layer
-// is added.
-func (d *Driver) relabel(ctx context.Context, api dockerAPI, ref string, labels map[string]string) error {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	dockerfile := []byte("FROM " + ref + "\n")
-	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(dockerfile)), ModTime: time.Unix(0, 0)}); err != nil {
-		return err
-	}
-	if _, err := tw.Write(dockerfile); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	resp, err := api.ImageBuild(ctx, &buf, build.ImageBuildOptions{
-		Tags:        []string{ref},
-		Dockerfile:  "Dockerfile",
-		Labels:      labels,
-		Remove:      true,
-		ForceRemove: true,
-		Version:     build.BuilderV1,
-	})
-	if err != nil {
-		return fmt.Errorf("giving %s this state's labels: %w", ref, err)
-	}
-	_, err = readStream(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return fmt.Errorf("giving %s this state's labels: %w", ref, err)
-	}
-	return nil
 }
 
 func (d *Driver) runtimeName() string {
