@@ -307,3 +307,27 @@ func TestFakeNeedsState(t *testing.T) {
 		t.Errorf("without FAKESMOLVM_STATE: %v, %q", err, out)
 	}
 }
+
+// TestFakeUpdate: update changes a stopped machine's env (remove, then
+// set, -e KEY forwarding the host's value) and refuses a running one.
+func TestFakeUpdate(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, "HOSTKEY=from-host")
+	if _, stderr, code := f.cli(t, "", "machine", "create", "--name", "u", "--image", "alpine:3", "-e", "A=1", "-e", "B=2"); code != 0 {
+		t.Fatalf("create: %s", stderr)
+	}
+	if out, stderr, code := f.cli(t, "", "machine", "update", "--name", "u", "--remove-env", "A", "-e", "B=3", "-e", "HOSTKEY"); code != 0 || out != "Updated machine: u\n" {
+		t.Fatalf("update: %d %q %q", code, out, stderr)
+	}
+	f.cli(t, "", "machine", "start", "--name", "u")
+	out, _, _ := f.cli(t, "", "machine", "exec", "--name", "u", "--", "env")
+	if strings.Contains(out, "A=1") || !strings.Contains(out, "B=3") || strings.Contains(out, "B=2") || !strings.Contains(out, "HOSTKEY=from-host") {
+		t.Errorf("env after update: %q", out)
+	}
+	if _, stderr, code := f.cli(t, "", "machine", "update", "--name", "u", "-e", "C=1"); code != 1 || !strings.Contains(stderr, "stop it first") {
+		t.Errorf("update of a running machine: %d %q", code, stderr)
+	}
+	if _, _, code := f.cli(t, "", "machine", "update", "-e", "C=1"); code != 2 {
+		t.Errorf("update without --name: exit %d, want a usage error", code)
+	}
+}

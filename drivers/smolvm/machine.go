@@ -182,21 +182,8 @@ func createArgs(name string, s machineSpec, req drivers.ApplyRequest, warn func(
 	if s.memMiB > 0 {
 		args = append(args, "--mem", strconv.FormatInt(s.memMiB, 10))
 	}
-	for _, e := range s.env {
-		switch {
-		case !e.secret:
-			args = append(args, "-e", e.key+"="+e.value)
-		case hostSensitiveEnv(e.key):
-			// Setting this in smolvm's own environment would change how
-			// smolvm itself runs (where its database is, which libraries
-			// it loads), so it has to go on the command line.
-			warn("a sensitive env value goes on the smolvm command line, where other users of this host can see it, because its name would change how smolvm itself runs", "key", e.key)
-			args = append(args, "-e", e.key+"="+e.value)
-		default:
-			args = append(args, "-e", e.key)
-			env = append(env, e.key+"="+e.value)
-		}
-	}
+	envFlags, env := envArgs(s.env, warn)
+	args = append(args, envFlags...)
 	if s.workdir != "" {
 		args = append(args, "-w", s.workdir)
 	}
@@ -223,6 +210,28 @@ func createArgs(name string, s machineSpec, req drivers.ApplyRequest, warn func(
 		args = append(args, s.workload...)
 	}
 	return args, env, nil
+}
+
+// envArgs are the -e flags for env, and the environment entries that carry
+// the secret values to smolvm (which reads them for each "-e KEY" with no
+// value), so that they are never on a command line.
+func envArgs(vars []envVar, warn func(msg string, args ...any)) (args, env []string) {
+	for _, e := range vars {
+		switch {
+		case !e.secret:
+			args = append(args, "-e", e.key+"="+e.value)
+		case hostSensitiveEnv(e.key):
+			// Setting this in smolvm's own environment would change how
+			// smolvm itself runs (where its database is, which libraries
+			// it loads), so it has to go on the command line.
+			warn("a sensitive env value goes on the smolvm command line, where other users of this host can see it, because its name would change how smolvm itself runs", "key", e.key)
+			args = append(args, "-e", e.key+"="+e.value)
+		default:
+			args = append(args, "-e", e.key)
+			env = append(env, e.key+"="+e.value)
+		}
+	}
+	return args, env
 }
 
 // hostSensitiveEnv names variables that change how the smolvm process

@@ -289,9 +289,14 @@ func removeSnapshotFiles(base string) error {
 
 // createSnapshot packs the agent's machine: stop, "pack create --from-vm
 // NAME -o PATH", start again. The pack carries the machine's disk and the
-// command, env and workdir it was created with; a machine restored from
-// it is given the agent's declared ones on the command line, which
-// override the pack's.
+// command, env and workdir it was created with, except the sensitive env
+// values: those are removed from the stopped machine before the pack
+// ("machine update --remove-env") and put back after it, before the start
+// ("machine update -e KEY", the value passed in smolvm's environment, as
+// at create). A machine restored from a pack is given the agent's
+// declared command, env and workdir on the command line, which override
+// the pack's. An apply killed between the two updates leaves the machine
+// without its sensitive env until it is created again.
 func (d *Driver) createSnapshot(ctx context.Context, run runner, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
 	addr := req.Object.Addr
 	if req.Agent == nil {
@@ -320,6 +325,16 @@ func (d *Driver) createSnapshot(ctx context.Context, run runner, req drivers.App
 		return fail("the machine does not belong to this state (lineage %s)", req.Lineage)
 	}
 	running := m.State == "running"
+	var secrets []envVar
+	vars, err := decodeEnv(req.Agent.Env)
+	if err != nil {
+		return fail("env: %v", err)
+	}
+	for _, e := range vars {
+		if e.secret {
+			secrets = append(secrets, e)
+		}
+	}
 
 	d.mu.RLock()
 	runtime := d.runtime
@@ -339,9 +354,22 @@ func (d *Driver) createSnapshot(ctx context.Context, run runner, req drivers.App
 			return fail("stopping it: %v", err)
 		}
 	}
-	_, packErr := run.run(ctx, []string{"pack", "create", "--from-vm", name, "-o", base}, nil)
+	// A pack holds the machine's env (its manifest's "env"): the sensitive
+	// values are taken out of the machine for the pack and put back after.
+	packErr := removeEnv(ctx, run, name, secrets)
+	if packErr == nil {
+		_, packErr = run.run(ctx, []string{"pack", "create", "--from-vm", name, "-o", base}, nil)
+	}
 	var startErr error
-	if running {
+	if len(secrets) > 0 {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		flags, env := envArgs(secrets, func(msg string, args ...any) { d.log.Warn(msg, args...) })
+		if _, err := run.run(sctx, append([]string{"machine", "update", "--name", name}, flags...), env); err != nil {
+			startErr = fmt.Errorf("putting its sensitive env back: %w", err)
+		}
+		cancel()
+	}
+	if running && startErr == nil {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout+d.readyTimeout)
 		if _, startErr = run.run(sctx, []string{"machine", "start", "--name", name}, nil); startErr == nil {
 			startErr = d.waitReady(sctx, run, name)
@@ -375,6 +403,22 @@ func (d *Driver) createSnapshot(ctx context.Context, run runner, req drivers.App
 	}
 	d.log.Info("took snapshot", "addr", addr, "machine", name, "pack", resp.ID, "size", meta.Size)
 	return resp, nil
+}
+
+// removeEnv takes env keys out of a stopped machine ("machine update
+// --remove-env").
+func removeEnv(ctx context.Context, run runner, name string, vars []envVar) error {
+	if len(vars) == 0 {
+		return nil
+	}
+	args := []string{"machine", "update", "--name", name}
+	for _, e := range vars {
+		args = append(args, "--remove-env", e.key)
+	}
+	if _, err := run.run(ctx, args, nil); err != nil {
+		return fmt.Errorf("taking its sensitive env out for the pack: %w", err)
+	}
+	return nil
 }
 
 func (d *Driver) snapshotResponse(base string, m snapshotMeta) drivers.ApplyResponse {

@@ -540,3 +540,48 @@ func TestImageNamesASnapshot(t *testing.T) {
 		t.Error("the machine cannot start once the snapshot it was made from is deleted")
 	}
 }
+
+// TestSnapshotPackHoldsNoSecret: a pack holds the machine's env, so a
+// sensitive value is taken out of the stopped machine for the pack and
+// put back before it starts again, never on a command line; the pack
+// holds the other env (so the test can fail) and not the secret, and the
+// machine runs with it again.
+func TestSnapshotPackHoldsNoSecret(t *testing.T) {
+	t.Parallel()
+	const secret = "sk-smolvm-test-51f0"
+	f := newFake(t)
+	dir := t.TempDir()
+	d := f.withState(t, "vm", dir)
+	lineage := newLineage()
+	a := agentSpec("coder", "alpine:3")
+	a.Env = cty.MapVal(map[string]cty.Value{"ROLE": cty.StringVal("packed"), "API_KEY": cty.StringVal(secret).Mark("sensitive")})
+	name := create(t, d, lineage, planOne(t, d, a)).ID
+	f.resetCalls(t)
+	resp, err := d.Apply(context.Background(), drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: lineage, Object: snapshotObject("agent.coder.snapshot.1", "agent.coder"), Hash: "h", Agent: &a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Join(dir, ".bottlefile", "snapshots", lineage[:8], "agent.coder.snapshot.1-1")
+	checkCalls(t, f.calls(t), [][]string{
+		{"machine", "ls", "--json"},
+		{"machine", "stop", "--name", name},
+		{"machine", "update", "--name", name, "--remove-env", "API_KEY"},
+		{"pack", "create", "--from-vm", name, "-o", base},
+		{"machine", "update", "--name", name, "-e", "API_KEY"},
+		{"machine", "start", "--name", name},
+		{"machine", "exec", "--name", name, "--", "true"},
+	})
+	pack, err := os.ReadFile(base + ".smolmachine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(pack, []byte("ROLE=packed")) {
+		t.Fatalf("the pack holds no env at all (%s): the test proves nothing", resp.ID)
+	}
+	if bytes.Contains(pack, []byte(secret)) {
+		t.Errorf("the pack holds the secret:\n%s", pack)
+	}
+	if out, _, code := f.cli(t, "", "machine", "exec", "--name", name, "--", "env"); code != 0 || !strings.Contains(out, "API_KEY="+secret) {
+		t.Errorf("after the snapshot the machine's env is %q (exit %d): want the secret back", out, code)
+	}
+}

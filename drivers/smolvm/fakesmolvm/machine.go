@@ -103,6 +103,19 @@ var execSpec = cmdSpec{
 	trailingRequired: true,
 }
 
+// updateSpec is the part of "machine update" the fake implements: env and
+// workdir.
+var updateSpec = cmdSpec{
+	usage: "smolvm machine update [OPTIONS] --name <NAME>",
+	flags: []flagSpec{
+		{long: "name", short: 'n', value: "NAME"},
+		{long: "env", short: 'e', value: "KEY=VALUE", multi: true},
+		{long: "remove-env", value: "KEY", multi: true},
+		{long: "workdir", short: 'w', value: "DIR"},
+	},
+	required: []string{"name"},
+}
+
 var lsSpec = cmdSpec{
 	usage: "smolvm machine ls [OPTIONS]",
 	flags: []flagSpec{{long: "verbose", short: 'v'}, {long: "json"}},
@@ -466,6 +479,54 @@ func (c *cli) stop(args []string) int {
 		return c.saveFailed(err)
 	}
 	fmt.Fprintf(c.stdout, "Stopped machine: %s\n", name)
+	return 0
+}
+
+// update changes a stopped (or created) machine's env and workdir, for
+// its next start: --remove-env first, then each -e (KEY=VALUE, or KEY to
+// forward the host's value, as create does), replacing a key already set.
+func (c *cli) update(args []string) int {
+	p, code, done := c.parse(updateSpec, args)
+	if done {
+		return code
+	}
+	name, _ := p.value("name")
+	m, ok := c.st.Machines[name]
+	if !ok {
+		return c.runtimeError("vm not found: %s", name)
+	}
+	if m.State != "stopped" && m.State != "created" {
+		return c.runtimeError("config operation failed: update machine: machine '%s' is %s; stop it first with 'smolvm machine stop --name %s'", name, m.State, name)
+	}
+	drop := func(key string) {
+		m.Env = slices.DeleteFunc(m.Env, func(kv string) bool { k, _, _ := strings.Cut(kv, "="); return k == key })
+	}
+	for _, k := range p.values["remove-env"] {
+		drop(k)
+	}
+	for _, e := range p.values["env"] {
+		k, v, hasValue := strings.Cut(e, "=")
+		if k == "" {
+			return c.runtimeError("config operation failed: update machine: invalid environment variable '%s'", e)
+		}
+		if !hasValue {
+			hv := c.getenv(k)
+			if hv == "" {
+				fmt.Fprintf(c.stderr, "warning: -e %s: %s is not set on the host; skipping it\n", k, k)
+				continue
+			}
+			v = hv
+		}
+		drop(k)
+		m.Env = append(m.Env, k+"="+v)
+	}
+	if w, ok := p.value("workdir"); ok {
+		m.Workdir = w
+	}
+	if err := c.st.save(); err != nil {
+		return c.saveFailed(err)
+	}
+	fmt.Fprintf(c.stdout, "Updated machine: %s\n", name)
 	return 0
 }
 

@@ -193,7 +193,9 @@ func (c *cli) machine(args []string) int {
 		return c.ls(rest)
 	case "status":
 		return c.status(rest)
-	case "run", "fork", "fork-release", "egress-events", "update", "images", "prune",
+	case "update":
+		return c.update(rest)
+	case "run", "fork", "fork-release", "egress-events", "images", "prune",
 		"shell", "sh", "cp", "monitor", "data-dir", "resize", "network-test":
 		fmt.Fprintf(c.stderr, "fakesmolvm: smolvm machine %s is not implemented by the fake\n", sub)
 		return 3
