@@ -73,6 +73,8 @@ func (d *Driver) Read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 			if !hasSnapshotTag(req.Lineage, img.RepoTags) {
 				continue // deleted while in use and kept only for that, or a copy tagged by hand (snapshot.go)
 			}
+		} else if !hasTags(img.RepoTags) {
+			continue // a built image deleted while older snapshots needed it, kept only for them (image.go)
 		}
 		if o, ok := d.live(img.Labels, kind, img.ID, imageName(img.RepoTags)); ok {
 			resp.Objects = append(resp.Objects, o)

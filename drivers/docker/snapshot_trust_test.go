@@ -322,6 +322,15 @@ func TestIntegrationBuiltImageGoesWithKeptSnapshots(t *testing.T) {
 			t.Errorf("%s after the destroy: %q", ref, got)
 		}
 	}
+	live, err := e.d.Read(t.Context(), drivers.ReadRequest{Lineage: e.lineage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range live.Objects {
+		if o.Kind != drivers.KindSnapshot {
+			t.Errorf("after the destroy Read lists %s (%s %s): the built image kept for the old-style snapshot must not be", o.Addr, o.Kind, shortID(o.ID))
+		}
+	}
 	// The next destroy runs again: nothing is left to fail on.
 	e.apply(drivers.ApplyRequest{Op: drivers.OpDelete, ID: built.ID, Object: imgObj})
 
