@@ -67,6 +67,13 @@ func (d *Driver) buildImage(ctx context.Context, api dockerAPI, req drivers.Appl
 	}
 
 	d.log.Info("building image", "addr", addr, "tag", tag, "context", bc.dir)
+	built := false
+	defer func() {
+		if !built {
+			// A failed or cut-off build leaves its steps' images behind.
+			d.sweepSnapshots(ctx, api, req.Lineage)
+		}
+	}()
 	imageMaking.RLock() // the engine makes the image, then tags it
 	defer imageMaking.RUnlock()
 	resp, err := api.ImageBuild(ctx, tmp, build.ImageBuildOptions{
@@ -93,6 +100,7 @@ func (d *Driver) buildImage(ctx context.Context, api dockerAPI, req drivers.Appl
 		return fail("inspecting the built image: %v", err)
 	}
 	d.log.Info("built image", "addr", addr, "tag", tag, "id", shortID(info.ID))
+	built = true
 	return drivers.ApplyResponse{
 		ID:       info.ID,
 		Computed: map[string]string{"image_id": info.ID, "tag": tag},

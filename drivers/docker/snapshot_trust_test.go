@@ -360,6 +360,12 @@ func TestIntegrationCancelledBuildLeavesNothingUnlabelled(t *testing.T) {
 	imgObj, _ := e.buildObjects(a, dir)
 	byBuild := filters.NewArgs(filters.Arg("label", labelBuildOf+"="+e.lineage))
 
+	// Held, the driver's own sweep after the failed build waits for
+	// Close (sweepPending): first the test sees what the build left.
+	imageMaking.RLock()
+	var once sync.Once
+	release := func() { once.Do(imageMaking.RUnlock) }
+	t.Cleanup(release) // also when the test fails halfway
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
@@ -417,7 +423,7 @@ func TestIntegrationCancelledBuildLeavesNothingUnlabelled(t *testing.T) {
 	}
 	t.Logf("the cut-off build left %d images", mine)
 
-	e.d.sweepSnapshots(t.Context(), e.mustAPI(), e.lineage)
+	release()
 	e.d.sweepPending(t.Context(), e.mustAPI())
 	imgs, err := e.cli.ImageList(t.Context(), image.ListOptions{All: true, Filters: byBuild})
 	if err != nil {

@@ -284,7 +284,8 @@ func Cleanup(t testing.TB, cli *client.Client, lineage string) {
 }
 
 // RemoveLineage force-removes every container, then network, then image
-// carrying the lineage label, now. It keeps going after an error and
+// carrying the lineage label (or the docker driver's build and snapshot
+// intermediate labels with the lineage as value), now. It keeps going after an error and
 // returns them all.
 func RemoveLineage(ctx context.Context, cli *client.Client, lineage string) error {
 	f := filters.NewArgs(filters.Arg("label", drivers.LabelLineage+"="+lineage))
@@ -314,6 +315,30 @@ func RemoveLineage(ctx context.Context, cli *client.Client, lineage string) erro
 	for _, img := range images {
 		if _, err := cli.ImageRemove(ctx, img.ID, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("removing image %s: %w", img.ID, err))
+		}
+	}
+	// What the docker driver makes on the way to an image carries the
+	// lineage under labels of its own: a build's step images and
+	// containers, and a snapshot's intermediate image.
+	for _, label := range []string{"io.bottlefile.build-of", "io.bottlefile.snapshot-intermediate"} {
+		f := filters.NewArgs(filters.Arg("label", label+"="+lineage))
+		ctrs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("listing containers: %w", err))
+		}
+		for _, c := range ctrs {
+			if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("removing container %s: %w", c.ID, err))
+			}
+		}
+		imgs, err := cli.ImageList(ctx, image.ListOptions{All: true, Filters: f})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("listing images: %w", err))
+		}
+		for _, img := range imgs {
+			if _, err := cli.ImageRemove(ctx, img.ID, image.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+				errs = append(errs, fmt.Errorf("removing image %s: %w", img.ID, err))
+			}
 		}
 	}
 	return errors.Join(errs...)
