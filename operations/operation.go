@@ -50,6 +50,9 @@ type Operation struct {
 	// Planner made the last plan; Apply asks it to resolve late values.
 	Planner *planner.Planner
 	Log     hclog.Logger
+
+	// released is the lineage once ReleaseState closed the store.
+	released string
 }
 
 // Open loads the Bottlefile, opens the state and configures the runtimes.

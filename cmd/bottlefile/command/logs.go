@@ -3,12 +3,9 @@ package command
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
-
-	"github.com/bottlefile/bottlefile/drivers"
 )
 
 // LogsCommand prints the log of a workload: an agent, a sidecar, or an
@@ -78,62 +75,22 @@ func (c *LogsCommand) Run(args []string) int {
 		return m.fail("Not a workload address", fmt.Errorf("%q is not the address of an agent, a sidecar or a gateway (agent.NAME, agent.NAME.sidecar.NAME, agent.NAME.gateway)", addr))
 	}
 
-	op, diags := m.openOperation(m.Ctx, true, 0, *in)
-	defer op.close()
-	if m.showDiags(op.files(), diags) {
+	op, diags := m.open(m.Ctx, true, 0, *in)
+	defer op.Close()
+	if m.showDiags(op.Files(), diags) {
 		return 1
 	}
-	lineage := op.store.Lineage()
-	if lineage == "" {
+	if op.Lineage() == "" {
 		return m.fail("Nothing applied yet", errors.New("this state has no lineage: nothing was ever applied here, so there is no log to show"))
 	}
-	recs, err := op.store.Records()
-	if err != nil {
-		return m.fail("Cannot read state", err)
-	}
-	// The runtime the state records it on first, then every other.
-	var order []string
-	for _, r := range recs {
-		if r.Addr == addr {
-			order = append(order, r.Runtime)
-		}
-	}
-	var names []string
-	for name := range op.runtimes {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if len(order) == 0 || order[0] != name {
-			order = append(order, name)
-		}
+	live, diags := op.FindLive(m.Ctx, addr)
+	if m.showDiags(op.Files(), diags) {
+		return 1
 	}
 	// The state is not needed any more: do not hold its lock while following.
-	op.store.Close()
-	op.store = nil
-
-	for _, name := range order {
-		rt, ok := op.runtimes[name]
-		if !ok {
-			continue
-		}
-		resp, err := rt.Driver.Read(m.Ctx, drivers.ReadRequest{Lineage: lineage})
-		if err != nil {
-			return m.fail(fmt.Sprintf("Cannot refresh runtime %q", name), err)
-		}
-		for _, obj := range resp.Objects {
-			if obj.Addr != addr {
-				continue
-			}
-			lr, ok := rt.Driver.(drivers.LogReader)
-			if !ok {
-				return m.fail("Logs not available", fmt.Errorf("the %s driver of runtime %q keeps no logs", rt.Driver.Name(), name))
-			}
-			if err := lr.Logs(m.Ctx, lineage, obj, follow, m.Stdout, m.Stderr); err != nil {
-				return m.fail("Cannot read the log", err)
-			}
-			return 0
-		}
+	op.ReleaseState()
+	if m.showDiags(op.Files(), live.Logs(m.Ctx, follow, m.Stdout, m.Stderr)) {
+		return 1
 	}
-	return m.fail("No such workload", fmt.Errorf("nothing of this state (lineage %s) carries the address %s on any runtime; check the address with `bottlefile state list`, or apply first", lineage, addr))
+	return 0
 }

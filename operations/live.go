@@ -1,0 +1,170 @@
+package operations
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/bottlefile/bottlefile/drivers"
+)
+
+// Live is one object of this state's lineage as its runtime reports it
+// now. It is what the day-to-day commands act on: logs reads its log,
+// status lists it, exec runs in it, egress denials reads a gateway's.
+type Live struct {
+	Addr    string
+	Kind    string
+	ID      string
+	Runtime string // the runtime's name in the Bottlefile
+	Driver  string // the name of the runtime's driver
+	Running bool   // workloads only
+	// Unfinished marks an object an apply was cut off while setting up.
+	Unfinished bool
+
+	lineage string
+	obj     drivers.LiveObject
+	driver  drivers.Driver
+}
+
+// Lineage is the lineage of the state: "" when nothing was ever applied
+// here, and so nothing is live.
+func (op *Operation) Lineage() string {
+	switch {
+	case op == nil:
+		return ""
+	case op.Store == nil:
+		return op.released
+	}
+	return op.Store.Lineage()
+}
+
+// ReleaseState closes the state early, releasing its lock: for a command
+// that goes on with what it found (logs -f follows a log) and needs the
+// state no more. Lineage still answers; Close is still safe.
+func (op *Operation) ReleaseState() {
+	if op == nil || op.Store == nil {
+		return
+	}
+	op.released = op.Store.Lineage()
+	op.Store.Close()
+	op.Store = nil
+}
+
+// FindLive finds the live object at addr (agent.NAME, a sidecar's or a
+// gateway's address). It asks the runtime the state records addr on first,
+// then every other runtime in name order, and stops at the first that has
+// it, so a runtime after that is never contacted. An object no runtime
+// reports is an error that says so.
+func (op *Operation) FindLive(ctx context.Context, addr string) (Live, hcl.Diagnostics) {
+	lineage := op.Lineage()
+	if lineage == "" {
+		return Live{}, hcl.Diagnostics{errNothingApplied()}
+	}
+	var order []string
+	if op.Store != nil {
+		rec, ok, err := op.Store.Get(addr)
+		if err != nil {
+			return Live{}, hcl.Diagnostics{errorDiag("Cannot read state", err.Error())}
+		}
+		if ok {
+			order = append(order, rec.Runtime)
+		}
+	}
+	for _, name := range op.runtimeNames() {
+		if len(order) == 0 || order[0] != name {
+			order = append(order, name)
+		}
+	}
+	for _, name := range order {
+		objs, diags := op.readRuntime(ctx, name, lineage)
+		if diags.HasErrors() {
+			return Live{}, diags
+		}
+		for _, l := range objs {
+			if l.Addr == addr {
+				return l, nil
+			}
+		}
+	}
+	return Live{}, hcl.Diagnostics{errorDiag("No such workload", fmt.Sprintf("nothing of this state (lineage %s) carries the address %s on any runtime; check the address with `bottlefile state list`, or apply first", lineage, addr))}
+}
+
+// LiveObjects asks every runtime, in name order, for what it holds of this
+// state's lineage: all of it, or with agent (agent.NAME), the objects of
+// that agent (the agent, its sidecars, its gateway and network). Each
+// runtime's objects come in address order.
+func (op *Operation) LiveObjects(ctx context.Context, agent string) ([]Live, hcl.Diagnostics) {
+	lineage := op.Lineage()
+	if lineage == "" {
+		return nil, hcl.Diagnostics{errNothingApplied()}
+	}
+	var out []Live
+	for _, name := range op.runtimeNames() {
+		objs, diags := op.readRuntime(ctx, name, lineage)
+		if diags.HasErrors() {
+			return nil, diags
+		}
+		for _, l := range objs {
+			if agent == "" || l.Addr == agent || strings.HasPrefix(l.Addr, agent+".") {
+				out = append(out, l)
+			}
+		}
+	}
+	return out, nil
+}
+
+// readRuntime reads what runtime name holds of lineage, in address order.
+func (op *Operation) readRuntime(ctx context.Context, name, lineage string) ([]Live, hcl.Diagnostics) {
+	rt, ok := op.Runtimes[name]
+	if !ok {
+		return nil, nil
+	}
+	resp, err := rt.Driver.Read(ctx, drivers.ReadRequest{Lineage: lineage})
+	if err != nil {
+		return nil, hcl.Diagnostics{errorDiag(fmt.Sprintf("Cannot refresh runtime %q", name), err.Error())}
+	}
+	out := make([]Live, 0, len(resp.Objects))
+	for _, obj := range resp.Objects {
+		out = append(out, Live{
+			Addr: obj.Addr, Kind: obj.Kind, ID: obj.ID, Runtime: name, Driver: rt.Driver.Name(),
+			Running: obj.Running, Unfinished: obj.Unfinished,
+			lineage: lineage, obj: obj, driver: rt.Driver,
+		})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
+	return out, nil
+}
+
+func (op *Operation) runtimeNames() []string {
+	names := make([]string, 0, len(op.Runtimes))
+	for name := range op.Runtimes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func errNothingApplied() *hcl.Diagnostic {
+	return errorDiag("Nothing applied yet", "this state has no lineage: nothing was ever applied here, so nothing of it is live")
+}
+
+// Logs copies the object's log to stdout and stderr, as its workload wrote
+// it; with follow, until ctx is done. An object whose driver keeps no log,
+// or that keeps none itself (a network), is an error that says so.
+func (l Live) Logs(ctx context.Context, follow bool, stdout, stderr io.Writer) hcl.Diagnostics {
+	if l.driver == nil {
+		return hcl.Diagnostics{errorDiag("No such workload", "no live object was found")}
+	}
+	lr, ok := l.driver.(drivers.LogReader)
+	if !ok {
+		return hcl.Diagnostics{errorDiag("Logs not available", fmt.Sprintf("the %s driver of runtime %q keeps no logs", l.Driver, l.Runtime))}
+	}
+	if err := lr.Logs(ctx, l.lineage, l.obj, follow, stdout, stderr); err != nil {
+		return hcl.Diagnostics{errorDiag("Cannot read the log", err.Error())}
+	}
+	return nil
+}
