@@ -32,14 +32,22 @@ import (
 // trustBottlefile is issue 11's scenario: an agent built locally, two
 // sidecars, a sensitive variable in the agent's env, in its command and
 // (hashed) in its labels, and a policy that snapshots before a replace
-// and before a destroy. %q is the sidecars' image.
+// and before a destroy. %q is the sidecars' image. The low flatten_depth
+// makes some of the snapshots commits and some flattened (export and
+// import), so both ways of making one are searched for the secret.
 const trustBottlefile = `
 variable "key" {
   type      = string
   sensitive = true
 }
 
+runtime "local" {
+  driver        = "docker"
+  flatten_depth = 4
+}
+
 agent "coder" {
+  runtime = runtime.local
   build {
     context = "./agent"
   }
@@ -241,6 +249,17 @@ func trustScanBytes(where string, data []byte, needles map[string][]byte) []stri
 	return found
 }
 
+// trustScanContainer looks for the needles in a container's inspect JSON
+// (its config: env, command, labels).
+func trustScanContainer(t *testing.T, cli *client.Client, id string, needles map[string][]byte) []string {
+	t.Helper()
+	_, raw, err := cli.ContainerInspectWithRaw(context.Background(), id, false)
+	if err != nil {
+		t.Fatalf("inspecting container %s: %v", short(id), err)
+	}
+	return trustScanBytes("container inspect", raw, needles)
+}
+
 // trustLineageLeft lists the containers, networks and images that carry the
 // lineage label.
 func trustLineageLeft(t *testing.T, cli *client.Client, lineage string) []string {
@@ -291,6 +310,11 @@ func TestE2ESnapshotTrust(t *testing.T) {
 			t.Fatalf("sidecar %s: %d containers", sc, n)
 		}
 	}
+	// The control: the agent's container holds the secret (its declared
+	// env and command), so the scans below look for the right bytes.
+	if found := trustScanContainer(t, cli, agent.ID, needles); len(found) != len(needles) {
+		t.Fatalf("control: the agent's container should hold the secret and its hash (env, command, labels), found only: %v", found)
+	}
 	var want strings.Builder
 	write := func(id, line string) {
 		t.Helper()
@@ -329,12 +353,27 @@ func TestE2ESnapshotTrust(t *testing.T) {
 		if r := trustMustRun(t, dir, env, "plan"); !strings.Contains(r.stdout, "No changes.") {
 			t.Errorf("round %d: not converged after apply:\n%s", round, r)
 		}
+		// The resumed agent runs as declared: its env and command come
+		// from the configuration, not from the snapshot.
+		if got := dockertest.Sh(t, cli, agent.ID, `printf '%s|%s|%s' "$API_KEY" "$AUTH" "$ROLE"`); got != secret+"|Bearer "+secret+"|coder" {
+			t.Errorf("round %d: the resumed agent's env is not the declared one (API_KEY, AUTH, ROLE matching: %t)", round, got == secret+"|Bearer "+secret+"|coder")
+		}
+		if found := trustScanContainer(t, cli, agent.ID, needles); len(found) != len(needles) {
+			t.Errorf("round %d: the resumed agent's container lacks the declared sensitive env, command or labels: found only %v", round, found)
+		}
 		write(agent.ID, fmt.Sprintf("written after resume %d", round))
 	}
 
 	// The plan of a destroy says which snapshots it keeps.
 	r := trustMustRun(t, dir, env, "plan", "-destroy")
 	snapWant(t, "destroy plan", r.stdout, "# kept: agent.coder.snapshot.1", "# kept: agent.coder.snapshot.3")
+
+	var depths []string
+	snaps := trustSnapshotRecords(t, dir)
+	for _, addr := range trustKeys(snaps) {
+		depths = append(depths, addr+" depth "+snaps[addr].Computed["depth"])
+	}
+	t.Logf("snapshots (depth 1: flattened): %s", strings.Join(depths, ", "))
 
 	// No image of the lineage holds the secret.
 	imgs := trustLineageImages(t, cli, lineage)
@@ -347,7 +386,6 @@ func TestE2ESnapshotTrust(t *testing.T) {
 		}
 	}
 	// Nor any export.
-	snaps := trustSnapshotRecords(t, dir)
 	for _, addr := range trustKeys(snaps) {
 		tarball := filepath.Join(t.TempDir(), "export.tar")
 		trustMustRun(t, dir, env, "snapshot", "export", addr, "-o", tarball)
