@@ -148,6 +148,9 @@ type ApplyResponse struct {
 	ID string
 	// Computed holds values known only after apply (address, subnet, image id).
 	Computed map[string]string
+	// Notes are what apply shows the user about the step, beside its
+	// progress ("closed 1 open tunnel the new allowlist no longer allows").
+	Notes []string
 }
 
 // LineagePrefix is the short form of a lineage drivers put in the names of

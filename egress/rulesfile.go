@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -328,3 +329,6 @@ func readSmallFile(path string) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// String is the list, comma-separated.
+func (f ForbidFile) String() string { return strings.Join(f.Forbid, ",") }

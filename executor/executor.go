@@ -37,6 +37,12 @@ type Hook interface {
 	Skipped(s *planner.Step, cause *planner.Step)
 }
 
+// Noter is a Hook that also shows what a driver said about a step
+// (drivers.ApplyResponse.Notes).
+type Noter interface {
+	Note(s *planner.Step, note string)
+}
+
 // NilHook does nothing; embed it to implement only part of Hook.
 type NilHook struct{}
 
@@ -210,6 +216,11 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 	resp, err := rt.Driver.Apply(ctx, req)
 	if err != nil {
 		return err
+	}
+	if n, ok := e.Hook.(Noter); ok {
+		for _, note := range resp.Notes {
+			n.Note(s, note)
+		}
 	}
 	if resp.ID == "" {
 		resp.ID = id

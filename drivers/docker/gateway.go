@@ -50,8 +50,9 @@ const (
 	// gatewayAlias is the gateway's network alias on its bottle network.
 	gatewayAlias = "gateway"
 
-	rulesDir  = "/etc/bottlefile"
-	rulesName = "rules.json"
+	rulesDir   = "/etc/bottlefile"
+	rulesName  = "rules.json"
+	forbidName = "forbid.json"
 
 	// gatewayUser runs the gateway: it needs no privilege at all.
 	gatewayUser = "65534:65534"
@@ -60,6 +61,31 @@ const (
 	// to report that it listens, or that it loaded the new rules.
 	gatewayReady = 10 * time.Second
 )
+
+// Limits of a gateway container: an agent that abuses its gateway starves
+// only itself, never the docker host (issue 17). The gateway holds at most
+// egress.DefaultMaxConns client connections, each with at most one
+// upstream connection.
+const (
+	gatewayMemory  = 256 << 20
+	gatewayCPUs    = 1e9 // one core
+	gatewayPids    = 256
+	gatewayNoFile  = 4096
+	gatewayLogSize = "10m" // json-file rotation: at most 3 files of 10 MB
+	gatewayLogKeep = "3"
+)
+
+// gatewayResources are the gateway container's limits.
+func gatewayResources() container.Resources {
+	pids := int64(gatewayPids)
+	return container.Resources{
+		Memory:     gatewayMemory,
+		MemorySwap: gatewayMemory, // no swap beyond the limit
+		NanoCPUs:   gatewayCPUs,
+		PidsLimit:  &pids,
+		Ulimits:    []*container.Ulimit{{Name: "nofile", Soft: gatewayNoFile, Hard: gatewayNoFile}},
+	}
+}
 
 // gatewayAddr is the address of an agent's gateway object.
 func gatewayAddr(agentAddr string) string { return agentAddr + ".gateway" }
@@ -220,9 +246,9 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 	return s, nil
 }
 
-// rulesTar is a tar holding the gateway's rules file, for CopyToContainer
-// into rulesDir.
-func rulesTar(agent string, allow []string) ([]byte, error) {
+// rulesTar is a tar holding the gateway's forbid file and rules file, for
+// CopyToContainer into rulesDir.
+func rulesTar(agent string, allow []string, forbid []netip.Prefix) ([]byte, error) {
 	rules, err := egress.ParseRules(allow)
 	if err != nil {
 		return nil, err
@@ -231,13 +257,30 @@ func rulesTar(agent string, allow []string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rulesName, Mode: 0o644, Size: int64(len(data)), ModTime: time.Now()}); err != nil {
+	return forbidTar(forbid, tarFile{rulesName, data})
+}
+
+type tarFile struct {
+	name string
+	data []byte
+}
+
+// forbidTar is a tar holding the forbid file, then more files.
+func forbidTar(forbid []netip.Prefix, more ...tarFile) ([]byte, error) {
+	fdata, err := egress.NewForbidFile(forbid).Marshal()
+	if err != nil {
 		return nil, err
 	}
-	if _, err := tw.Write(data); err != nil {
-		return nil, err
+	files := append([]tarFile{{forbidName, fdata}}, more...)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range files {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: time.Now()}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return nil, err
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return nil, err
@@ -283,11 +326,6 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 	if spec.binary != "" && spec.binary != sum {
 		return fail("the gateway binary %s changed since the plan (sha256 %s, planned %s); plan again", path, shortHash(sum), shortHash(spec.binary))
 	}
-	tarball, err := rulesTar(spec.agent, spec.allow)
-	if err != nil {
-		return fail("rules: %v", err)
-	}
-
 	nets, err := api.NetworkList(ctx, network.ListOptions{})
 	if err != nil {
 		return fail("listing networks: %v", err)
@@ -319,33 +357,29 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 	if spec.managed && len(out.IPAM.Config) > 0 {
 		managed, _ = netip.ParsePrefix(out.IPAM.Config[0].Subnet)
 	}
-	forbid := forbidden(nets, pool, managed, d.engineIsLocal())
-	for _, n := range nets {
-		if !n.Internal {
-			continue
-		}
-		for _, c := range n.IPAM.Config {
-			if p, err := netip.ParsePrefix(c.Subnet); err == nil {
-				forbid = append(forbid, p.Masked()) // every bottle, whatever its pool
-			}
-		}
+	forbid := d.gatewayForbid(ctx, nets, pool, managed)
+	tarball, err := rulesTar(spec.agent, spec.allow, forbid)
+	if err != nil {
+		return fail("rules: %v", err)
 	}
-	forbid = compactPrefixes(forbid)
 
 	if err := d.removeStale(ctx, api, req.Lineage, addr, spec.name); err != nil {
 		return fail("%v", err)
 	}
 
 	listen := netip.AddrPortFrom(ip, GatewayPort).String()
-	cmd := []string{"gateway", "-listen", listen, "-rules", rulesDir + "/" + rulesName}
+	cmd := []string{"gateway", "-listen", listen, "-rules", rulesDir + "/" + rulesName, "-forbid-file", rulesDir + "/" + forbidName}
 	for _, p := range forbid {
 		cmd = append(cmd, "-forbid", p.String())
 	}
 	labels := ownLabels(req)
 	labels[labelKind] = kindGateway
 	cfg := &container.Config{
-		Cmd:    cmd,
-		User:   gatewayUser,
+		Cmd:  cmd,
+		User: gatewayUser,
+		// The Go runtime collects harder as it nears this, well before the
+		// container's memory limit.
+		Env:    []string{fmt.Sprintf("GOMEMLIMIT=%dMiB", gatewayMemory*5/8>>20)},
 		Labels: labels,
 		Healthcheck: &container.HealthConfig{
 			Test:     []string{"CMD", "/bottlefile", "gateway", "-health", "-listen", listen},
@@ -360,6 +394,10 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 		CapDrop:       []string{"ALL"},
 		SecurityOpt:   []string{"no-new-privileges"},
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyUnlessStopped},
+		Resources:     gatewayResources(),
+		LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{
+			"max-size": gatewayLogSize, "max-file": gatewayLogKeep,
+		}},
 	}
 	netCfg := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
 		spec.network: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: ip.String()}, Aliases: []string{gatewayAlias}},
@@ -389,10 +427,13 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 		cleanup()
 		return fail("starting: %v", err)
 	}
-	if err := d.waitGateway(ctx, api, created.ID, spec.allow, true); err != nil {
+	if _, err := d.waitGateway(ctx, api, created.ID, spec.allow, true); err != nil {
 		cleanup()
 		return fail("%v", err)
 	}
+	forbidSent(created.ID, forbid)
+	// The others of this state learn of what this apply made (a network).
+	d.pushForbid(ctx, api, req.Lineage, forbid)
 	d.log.Info("created gateway", "addr", addr, "name", spec.name, "id", shortID(created.ID), "listen", listen, "allow", len(spec.allow), "forbid", len(forbid))
 	resp, err := d.containerResponse(ctx, api, addr, created.ID, spec.network)
 	if err != nil {
@@ -441,7 +482,18 @@ func (d *Driver) updateGateway(ctx context.Context, api dockerAPI, req drivers.A
 	if err != nil {
 		return fail("allow: %v", err)
 	}
-	tarball, err := rulesTar(agentOf(addr), allow)
+	// The forbidden prefixes are computed again: networks made since the
+	// gateway was are forbidden too.
+	_, pool, err := d.engine()
+	if err != nil {
+		return fail("%v", err)
+	}
+	nets, err := api.NetworkList(ctx, network.ListOptions{})
+	if err != nil {
+		return fail("listing networks: %v", err)
+	}
+	forbid := d.gatewayForbid(ctx, nets, pool, netip.Prefix{})
+	tarball, err := rulesTar(agentOf(addr), allow, forbid)
 	if err != nil {
 		return fail("rules: %v", err)
 	}
@@ -451,13 +503,19 @@ func (d *Driver) updateGateway(ctx context.Context, api dockerAPI, req drivers.A
 	if err := api.ContainerKill(ctx, id, "HUP"); err != nil {
 		return fail("signalling it to reload: %v", err)
 	}
-	if err := d.waitGateway(ctx, api, id, allow, false); err != nil {
+	closed, err := d.waitGateway(ctx, api, id, allow, false)
+	if err != nil {
 		return fail("%v", err)
 	}
-	d.log.Info("updated gateway allowlist", "addr", addr, "id", shortID(id), "allow", len(allow))
+	forbidSent(id, forbid)
+	d.pushForbid(ctx, api, req.Lineage, forbid)
+	d.log.Info("updated gateway allowlist", "addr", addr, "id", shortID(id), "allow", len(allow), "tunnels_closed", closed)
 	resp, err := d.containerResponse(ctx, api, addr, id, "")
 	if err != nil {
 		return resp, err
+	}
+	if closed > 0 {
+		resp.Notes = append(resp.Notes, fmt.Sprintf("closed %d open %s the new allowlist no longer allows", closed, plural(closed, "tunnel", "tunnels")))
 	}
 	if name := resp.Computed["name"]; name != "" {
 		resp.Computed["proxy"] = fmt.Sprintf("http://%s:%d", name, GatewayPort)
@@ -468,15 +526,18 @@ func (d *Driver) updateGateway(ctx context.Context, api dockerAPI, req drivers.A
 // gatewayEvent is one line a gateway writes on stderr (egress.RulesEvent
 // and the "listening" event).
 type gatewayEvent struct {
-	Event string   `json:"event"`
-	Allow []string `json:"allow"`
-	Error string   `json:"error"`
+	Event         string   `json:"event"`
+	Allow         []string `json:"allow"`
+	Error         string   `json:"error"`
+	TunnelsClosed int      `json:"tunnels_closed"`
 }
 
 // waitGateway reads the gateway's event log until the rules in force are
 // allow (and, for a new gateway, it listens). A gateway that exits, or
-// rejects its rules, is an error that quotes its log.
-func (d *Driver) waitGateway(ctx context.Context, api dockerAPI, id string, allow []string, starting bool) error {
+// rejects its rules, is an error that quotes its log. It returns how many
+// open tunnels the gateway closed as it took the rules (and the forbid file
+// it reads just before them).
+func (d *Driver) waitGateway(ctx context.Context, api dockerAPI, id string, allow []string, starting bool) (int, error) {
 	want := slices.Clone(allow)
 	if rules, err := egress.ParseRules(allow); err == nil {
 		want = egress.NewRulesFile("", rules).Allow
@@ -486,16 +547,16 @@ func (d *Driver) waitGateway(ctx context.Context, api dockerAPI, id string, allo
 	for {
 		rc, err := api.ContainerLogs(ctx, id, container.LogsOptions{ShowStderr: true})
 		if err != nil {
-			return fmt.Errorf("reading its log: %w", err)
+			return 0, fmt.Errorf("reading its log: %w", err)
 		}
 		var stderr bytes.Buffer
 		_, err = stdcopy.StdCopy(io.Discard, &stderr, rc)
 		rc.Close()
 		if err != nil {
-			return fmt.Errorf("reading its log: %w", err)
+			return 0, fmt.Errorf("reading its log: %w", err)
 		}
 		log = stderr.String()
-		listening, rulesOK, lastErr := false, false, ""
+		listening, rulesOK, lastErr, closed, forbidClosed := false, false, "", 0, 0
 		for _, line := range strings.Split(log, "\n") {
 			var ev gatewayEvent
 			if json.Unmarshal([]byte(line), &ev) != nil {
@@ -504,30 +565,33 @@ func (d *Driver) waitGateway(ctx context.Context, api dockerAPI, id string, allo
 			switch ev.Event {
 			case "listening":
 				listening = true
+			case "forbid-loaded":
+				forbidClosed = ev.TunnelsClosed
 			case "rules-loaded":
 				rulesOK, lastErr = slices.Equal(ev.Allow, want), ""
+				closed, forbidClosed = ev.TunnelsClosed+forbidClosed, 0
 			case "rules-invalid", "rules-unreadable":
 				rulesOK, lastErr = false, ev.Error
 			}
 		}
 		if rulesOK && (listening || !starting) {
-			return nil
+			return closed, nil
 		}
 		if starting {
 			info, err := api.ContainerInspect(ctx, id)
 			if err == nil && info.State != nil && !info.State.Running && !info.State.Restarting && info.State.Status != "created" {
-				return fmt.Errorf("the gateway exited (code %d); its log:\n%s", info.State.ExitCode, indent(log))
+				return 0, fmt.Errorf("the gateway exited (code %d); its log:\n%s", info.State.ExitCode, indent(log))
 			}
 		}
 		if time.Now().After(deadline) {
 			if lastErr != "" {
-				return fmt.Errorf("the gateway did not take its rules: %s", lastErr)
+				return 0, fmt.Errorf("the gateway did not take its rules: %s", lastErr)
 			}
-			return fmt.Errorf("the gateway did not report its rules in force within %v; its log:\n%s", gatewayReady, indent(log))
+			return 0, fmt.Errorf("the gateway did not report its rules in force within %v; its log:\n%s", gatewayReady, indent(log))
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return 0, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -735,4 +799,92 @@ func engineMachine(arch string) elf.Machine {
 		return elf.EM_AARCH64
 	}
 	return elf.EM_NONE
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// gatewayForbid is what a gateway must never connect to, besides what the
+// egress package refuses itself: forbidden's list, every internal
+// network's subnet (every bottle, whatever its pool), every managed egress
+// network's subnet (other gateways), and, for a remote engine, the engine
+// host's addresses. It is computed again at each gateway create and update,
+// so networks made after a gateway are forbidden to it too.
+func (d *Driver) gatewayForbid(ctx context.Context, nets []network.Summary, pool, managed netip.Prefix) []netip.Prefix {
+	local := d.engineIsLocal()
+	forbid := forbidden(nets, pool, managed, local)
+	for _, n := range nets {
+		if !n.Internal && !isEgressNetworkAddr(n.Labels[drivers.LabelAddress]) {
+			continue
+		}
+		for _, c := range n.IPAM.Config {
+			if p, err := netip.ParsePrefix(c.Subnet); err == nil {
+				forbid = append(forbid, p.Masked())
+			}
+		}
+	}
+	if !local {
+		for _, a := range d.engineHostAddrs(ctx) {
+			forbid = append(forbid, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return compactPrefixes(forbid)
+}
+
+// forbidCache remembers, per gateway container, the forbid list this
+// process last gave it, so that pushForbid writes only what changed.
+var forbidCache = struct {
+	sync.Mutex
+	sent map[string]string
+}{sent: map[string]string{}}
+
+func forbidKey(forbid []netip.Prefix) string {
+	return egress.NewForbidFile(forbid).String()
+}
+
+func forbidSent(id string, forbid []netip.Prefix) {
+	forbidCache.Lock()
+	defer forbidCache.Unlock()
+	forbidCache.sent[id] = forbidKey(forbid)
+}
+
+// pushForbid gives the running gateways of lineage the forbid list when
+// this process has not given it to them yet: a network this apply made is
+// forbidden to the gateways made before it. Failures are logged: a gateway
+// not reached keeps its list until its next update.
+func (d *Driver) pushForbid(ctx context.Context, api dockerAPI, lineage string, forbid []netip.Prefix) {
+	list, err := api.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("label", drivers.LabelLineage+"="+lineage),
+		filters.Arg("label", labelKind+"="+kindGateway),
+	)})
+	if err != nil {
+		d.log.Warn("listing gateways to update their forbidden prefixes", "error", err)
+		return
+	}
+	key := forbidKey(forbid)
+	for _, c := range list {
+		forbidCache.Lock()
+		same := forbidCache.sent[c.ID] == key
+		forbidCache.Unlock()
+		if same || c.State != container.StateRunning {
+			continue
+		}
+		tarball, err := forbidTar(forbid)
+		if err == nil {
+			err = api.CopyToContainer(ctx, c.ID, rulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{})
+		}
+		if err == nil {
+			err = api.ContainerKill(ctx, c.ID, "HUP")
+		}
+		if err != nil {
+			d.log.Warn("could not update a gateway's forbidden prefixes", "id", shortID(c.ID), "error", err)
+			continue
+		}
+		forbidSent(c.ID, forbid)
+		d.log.Debug("updated a gateway's forbidden prefixes", "id", shortID(c.ID), "forbid", len(forbid))
+	}
 }

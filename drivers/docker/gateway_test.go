@@ -385,16 +385,27 @@ func TestCheckGatewayBinary(t *testing.T) {
 }
 
 func TestRulesTar(t *testing.T) {
-	b, err := rulesTar("agent.coder", []string{"GitHub.com:443", "github.com:443"})
+	forbid := []netip.Prefix{netip.MustParsePrefix("10.213.0.0/16"), netip.MustParsePrefix("172.17.0.1/32")}
+	b, err := rulesTar("agent.coder", []string{"GitHub.com:443", "github.com:443"}, forbid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tr := tar.NewReader(bytes.NewReader(b))
+	// The forbid file first: the gateway reads both on one reload.
 	h, err := tr.Next()
-	if err != nil || h.Name != "rules.json" || h.Mode != 0o644 {
+	if err != nil || h.Name != "forbid.json" || h.Mode != 0o644 {
 		t.Fatalf("header %+v, %v", h, err)
 	}
 	data, _ := io.ReadAll(tr)
+	ff, err := egress.UnmarshalForbidFile(data)
+	if err != nil || !slices.Equal(ff.Forbid, []string{"10.213.0.0/16", "172.17.0.1/32"}) {
+		t.Errorf("forbid file %s: %+v, %v", data, ff, err)
+	}
+	h, err = tr.Next()
+	if err != nil || h.Name != "rules.json" || h.Mode != 0o644 {
+		t.Fatalf("header %+v, %v", h, err)
+	}
+	data, _ = io.ReadAll(tr)
 	f, err := egress.UnmarshalRulesFile(data)
 	if err != nil || f.Agent != "agent.coder" || !slices.Equal(f.Allow, []string{"github.com:443"}) {
 		t.Errorf("rules file %s: %+v, %v", data, f, err)
@@ -403,8 +414,24 @@ func TestRulesTar(t *testing.T) {
 	if json.Unmarshal(data, &raw) != nil {
 		t.Error("not JSON")
 	}
-	if _, err := rulesTar("agent.coder", []string{"https://x"}); err == nil {
+	if _, err := rulesTar("agent.coder", []string{"https://x"}, nil); err == nil {
 		t.Error("an invalid rule made a rules file")
+	}
+	// An empty allowlist is a rules file that allows nothing.
+	b, _ = rulesTar("agent.coder", nil, forbid)
+	tr = tar.NewReader(bytes.NewReader(b))
+	tr.Next()
+	if h, err := tr.Next(); err != nil || h.Name != "rules.json" {
+		t.Fatalf("header %+v, %v", h, err)
+	}
+	// The forbid file alone (pushForbid).
+	b, _ = forbidTar(forbid)
+	tr = tar.NewReader(bytes.NewReader(b))
+	if h, err := tr.Next(); err != nil || h.Name != "forbid.json" {
+		t.Fatalf("header %+v, %v", h, err)
+	}
+	if h, err := tr.Next(); err != io.EOF {
+		t.Errorf("a second file %+v, %v", h, err)
 	}
 }
 

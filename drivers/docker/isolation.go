@@ -8,11 +8,13 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
@@ -237,6 +239,37 @@ next:
 		return a.Bits() - b.Bits()
 	})
 	return out
+}
+
+// engineHostAddrs are the addresses of a remote engine's host, from the
+// name in its URL (tcp://host:2376, ssh://user@host): the gateway must not
+// reach that host's own services either. A name that does not resolve
+// gives none (logged).
+func (d *Driver) engineHostAddrs(ctx context.Context) []netip.Addr {
+	d.mu.RLock()
+	host := d.host
+	d.mu.RUnlock()
+	if host == "" {
+		host = os.Getenv("DOCKER_HOST")
+	}
+	u, err := url.Parse(host)
+	if err != nil || u.Hostname() == "" {
+		return nil
+	}
+	if a, err := netip.ParseAddr(u.Hostname()); err == nil {
+		return []netip.Addr{a.Unmap()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", u.Hostname())
+	if err != nil {
+		d.log.Warn("cannot resolve the engine host to forbid its addresses to gateways", "host", u.Hostname(), "error", err)
+		return nil
+	}
+	for i, a := range addrs {
+		addrs[i] = a.Unmap()
+	}
+	return addrs
 }
 
 // engineIsLocal reports whether the runtime's engine runs on this machine:

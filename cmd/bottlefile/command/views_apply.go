@@ -68,6 +68,12 @@ func (h *progressHook) PostApply(s *planner.Step, elapsed time.Duration, err err
 	h.emit(e)
 }
 
+// Note shows what the driver said about a step (a gateway closing the
+// tunnels its new allowlist no longer allows).
+func (h *progressHook) Note(s *planner.Step, note string) {
+	h.emit(jsonEvent{Type: "apply_note", Address: s.Change.Addr, Step: string(s.Op), Message: note})
+}
+
 func (h *progressHook) Skipped(s *planner.Step, cause *planner.Step) {
 	e := jsonEvent{Type: "apply_skipped", Address: s.Change.Addr, Step: string(s.Op)}
 	if cause != nil {
@@ -100,6 +106,8 @@ func humanEvents(w io.Writer) func(jsonEvent) {
 			fmt.Fprintf(w, "%s: %s after %s\n", e.Address, v[1], roundElapsed(time.Duration(e.Elapsed*float64(time.Second))))
 		case "apply_errored":
 			fmt.Fprintf(w, "%s: %s failed after %s\n", e.Address, strings.TrimSuffix(v[0], "..."), roundElapsed(time.Duration(e.Elapsed*float64(time.Second))))
+		case "apply_note":
+			fmt.Fprintf(w, "%s: %s\n", e.Address, e.Message)
 		case "apply_skipped":
 			if e.Cause == "" {
 				fmt.Fprintf(w, "%s: not started (the apply was interrupted)\n", e.Address)
