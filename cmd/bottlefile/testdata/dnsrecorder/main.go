@@ -2,6 +2,12 @@
 // answers every query over UDP and TCP on port 53 with NXDOMAIN and prints
 // one line per query on standard output, with the name asked and the raw
 // message quoted, so that a test can search what reached it for a secret.
+//
+// A name whose first label spells an address answers with it: the A record
+// of v4-10-0-0-1.anything is 10.0.0.1, the AAAA record of
+// v6-64-ff9b-1--7f00-1.anything is 64:ff9b:1::7f00:1 (the other type has
+// no record), so that a test can make an allowed name resolve to any
+// address.
 // It is built statically and run FROM scratch; it needs nothing but the
 // standard library.
 package main
@@ -11,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -42,6 +49,41 @@ func qname(msg []byte) string {
 		i += 1 + n
 	}
 	return "?"
+}
+
+// answer answers msg: the address its name spells, else NXDOMAIN.
+func answer(msg []byte) []byte {
+	resp := nxdomain(msg)
+	if len(resp) < 17 {
+		return resp
+	}
+	first, _, _ := strings.Cut(qname(msg), ".")
+	var a netip.Addr
+	var err error
+	switch {
+	case strings.HasPrefix(first, "v4-"):
+		a, err = netip.ParseAddr(strings.ReplaceAll(first[3:], "-", "."))
+	case strings.HasPrefix(first, "v6-"):
+		a, err = netip.ParseAddr(strings.ReplaceAll(first[3:], "-", ":"))
+	default:
+		return resp
+	}
+	if err != nil {
+		return resp
+	}
+	resp[3] = 0x80 // RA, NOERROR
+	qtype := binary.BigEndian.Uint16(resp[len(resp)-4:])
+	if (qtype == 1 && !a.Is4()) || (qtype == 28 && !a.Is6()) || (qtype != 1 && qtype != 28) {
+		return resp // no record of that type
+	}
+	binary.BigEndian.PutUint16(resp[6:], 1) // one answer
+	rr := []byte{0xc0, 12}                  // the name: a pointer to the question's
+	rr = binary.BigEndian.AppendUint16(rr, qtype)
+	rr = binary.BigEndian.AppendUint16(rr, 1)  // IN
+	rr = binary.BigEndian.AppendUint32(rr, 60) // TTL
+	raw := a.AsSlice()
+	rr = binary.BigEndian.AppendUint16(rr, uint16(len(raw)))
+	return append(append(resp, rr...), raw...)
 }
 
 // nxdomain answers msg: the same id and question, QR set, RCODE 3.
@@ -94,7 +136,7 @@ func main() {
 						return
 					}
 					record(msg, c.RemoteAddr())
-					resp := nxdomain(msg)
+					resp := answer(msg)
 					c.Write(binary.BigEndian.AppendUint16(nil, uint16(len(resp))))
 					c.Write(resp)
 				}
@@ -109,7 +151,7 @@ func main() {
 		}
 		msg := append([]byte(nil), buf[:n]...)
 		record(msg, from)
-		if resp := nxdomain(msg); resp != nil {
+		if resp := answer(msg); resp != nil {
 			pc.WriteTo(resp, from)
 		}
 	}
