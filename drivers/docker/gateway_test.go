@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
+	"github.com/hashicorp/go-hclog"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
@@ -351,6 +352,29 @@ func TestForbidden(t *testing.T) {
 		if p.Addr().IsLoopback() {
 			t.Errorf("loopback %s listed (the gateway refuses it anyway)", p)
 		}
+	}
+}
+
+func TestGatewayForbid(t *testing.T) {
+	nets := []network.Summary{
+		{IPAM: network.IPAM{Config: []network.IPAMConfig{{Subnet: "172.17.0.0/16", Gateway: "172.17.0.1"}}}},
+		// A bottle of another pool: internal, the whole subnet.
+		{Internal: true, IPAM: network.IPAM{Config: []network.IPAMConfig{{Subnet: "10.99.0.16/28"}}}},
+		// Another state's managed egress network: other gateways.
+		{Labels: map[string]string{drivers.LabelAddress: "runtime.other.egress"}, IPAM: network.IPAM{Config: []network.IPAMConfig{{Subnet: "10.214.9.0/24", Gateway: "10.214.9.1"}}}},
+		// A user's network: only its gateway, the host's address.
+		{IPAM: network.IPAM{Config: []network.IPAMConfig{{Subnet: "10.50.0.0/24", Gateway: "10.50.0.1"}}}},
+	}
+	d := &Driver{log: hclog.NewNullLogger(), host: "tcp://192.0.2.7:2376"}
+	got := d.gatewayForbid(t.Context(), nets, netip.MustParsePrefix("10.213.0.0/16"), netip.Prefix{})
+	var s []string
+	for _, p := range got {
+		s = append(s, p.String())
+	}
+	// Remote: the engine host's address from its URL, none of this machine's.
+	want := []string{"10.50.0.1/32", "10.99.0.16/28", "10.213.0.0/16", "10.214.9.0/24", "172.17.0.1/32", "192.0.2.7/32"}
+	if !slices.Equal(s, want) {
+		t.Errorf("gatewayForbid = %v, want %v", s, want)
 	}
 }
 
