@@ -853,6 +853,7 @@ func TestIntegrationSnapshotDeleteWhileInUse(t *testing.T) {
 	del("agent.chain.snapshot.2", s2.ID)
 	e.apply(drivers.ApplyRequest{Op: drivers.OpDelete, ID: ctrID, Object: drivers.Object{Addr: a.Addr, Kind: kindContainer}})
 	e.apply(drivers.ApplyRequest{Op: drivers.OpDelete, ID: netID, Object: drivers.Object{Addr: a.Addr + ".network", Kind: kindNetwork}})
+	e.d.sweepPending(t.Context(), e.mustAPI()) // a sweep skipped while another test made an image runs at Close
 	imgs, err := e.cli.ImageList(t.Context(), image.ListOptions{All: true, Filters: lineageFilter(e.lineage)})
 	if err != nil {
 		t.Fatal(err)
