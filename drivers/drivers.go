@@ -135,7 +135,9 @@ type ApplyRequest struct {
 	// ID is the runtime's id of the existing object (update, start, delete).
 	ID string
 	// Agent is the evaluated agent the object belongs to. It is set for a
-	// snapshot create, whose image must boot like the agent.
+	// snapshot create: the agent it is taken of. A snapshot holds none of
+	// the agent's declared config (that is applied again to a workload
+	// created from it), and nothing sensitive.
 	Agent *AgentSpec
 	// BootImage, for a workload create, is the snapshot to boot from
 	// instead of the configured image (resume, migration): what a snapshot
