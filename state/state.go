@@ -30,6 +30,7 @@ var (
 	keyLineage    = []byte("lineage")
 	keySerial     = []byte("serial")
 	keyVersion    = []byte("version")
+	keyDirectory  = []byte("directory")
 )
 
 // formatVersion is the layout of the database; a newer one is refused.
@@ -67,51 +68,174 @@ type Options struct {
 	ReadOnly bool
 	// LockTimeout is how long to wait for the lock; zero fails at once.
 	LockTimeout time.Duration
+	// AcceptMove opens for writing a state recorded as belonging to
+	// another directory (state relocate uses it, then records this one).
+	AcceptMove bool
 }
+
+// Errors Open returns, wrapped with what is wrong and what to do.
+var (
+	// ErrDamaged: the file is empty, truncated, overwritten, or not a state.
+	ErrDamaged = errors.New("state is damaged")
+	// ErrRolledBack: the state is older than its own backup.
+	ErrRolledBack = errors.New("state is older than its backup")
+	// ErrMoved: the state records another directory as its own.
+	ErrMoved = errors.New("state belongs to another directory")
+)
 
 // Store is an open state database. A nil db means no state file exists yet
 // (read-only open of a fresh directory): it reads as empty.
 type Store struct {
-	path string
-	db   *bolt.DB
+	path     string
+	dir      string
+	db       *bolt.DB
+	lockInfo string // this holder's lock information file, removed on Close
+	warnings []string
+
+	mu       sync.Mutex // guards writeErr
+	writeErr error
 }
 
 // Path is the state file for a Bottlefile directory.
 func Path(dir string) string { return filepath.Join(dir, Dir, File) }
 
-// Open opens (or, unless read-only, creates) the state of a Bottlefile directory.
+// Open opens (or, unless read-only, creates) the state of a Bottlefile
+// directory. The file is checked before bbolt maps it: an empty,
+// truncated, overwritten or foreign file is an ErrDamaged error naming
+// what is wrong and how to restore the backup, never a panic and never a
+// fresh state in its place. Opening for writing first keeps the state as
+// it is as state.db.backup.
 func Open(dir string, opts Options) (*Store, error) {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
 	path := Path(dir)
-	s := &Store{path: path}
-	if opts.ReadOnly {
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+	s := &Store{path: path, dir: dir}
+	_, statErr := os.Stat(path)
+	switch {
+	case errors.Is(statErr, os.ErrNotExist):
+		if err := checkBackupOfMissing(path, ""); err != nil {
+			return nil, err
+		}
+		if opts.ReadOnly {
 			return s, nil
 		}
-	} else if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("creating state directory: %w", err)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, fmt.Errorf("creating state directory: %w", err)
+		}
+		if err := createFresh(path); err != nil {
+			return nil, fmt.Errorf("creating state %s: %w", path, err)
+		}
+	case statErr != nil:
+		return nil, fmt.Errorf("opening state %s: %w", path, statErr)
 	}
 	timeout := opts.LockTimeout
 	if timeout <= 0 {
 		timeout = time.Nanosecond // bbolt treats 0 as "wait forever"
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: opts.ReadOnly})
-	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("%w: another bottlefile process holds the lock on %s (the bbolt file lock); wait for it to finish, or pass -lock-timeout to wait", ErrLocked, path)
-	}
+	// Check the file under the lock, so a write in progress is not
+	// mistaken for damage; then let bbolt take the lock itself.
+	start := time.Now()
+	release, err := preLock(path, !opts.ReadOnly, opts.LockTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("opening state %s: %w", path, err)
+		return nil, s.openError(err)
+	}
+	_, err = validateFile(path)
+	release()
+	if err != nil {
+		return nil, s.damaged(err)
+	}
+	timeout = max(timeout-time.Since(start), time.Nanosecond)
+	db, err := safeBoltOpen(path, &bolt.Options{Timeout: timeout, ReadOnly: opts.ReadOnly})
+	if err != nil {
+		return nil, s.openError(err)
 	}
 	s.db = db
-	if err := s.check(); err != nil {
-		db.Close()
+	if !opts.ReadOnly {
+		s.lockInfo = writeLockInfo(path, true)
+	} else if _, err := os.Stat(filepath.Dir(path)); err == nil {
+		s.lockInfo = writeLockInfo(path, false)
+	}
+	if err := s.check(opts); err != nil {
+		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
-// check refuses a database written by a newer bottlefile or not written by one at all.
-func (s *Store) check() error {
-	return s.db.View(func(tx *bolt.Tx) error {
+// openError explains why bbolt would not open the file.
+func (s *Store) openError(err error) error {
+	if errors.Is(err, berrors.ErrTimeout) || errors.Is(err, errLockBusy) {
+		return fmt.Errorf("%w: another bottlefile process holds the lock on %s (the bbolt file lock); wait for it to finish, or pass -lock-timeout to wait. %s", ErrLocked, s.path, describeHolders(s.path))
+	}
+	if errors.Is(err, ErrDamaged) {
+		return fmt.Errorf("%w\n\n%s", err, restoreHint(s.path))
+	}
+	return fmt.Errorf("opening state %s: %w", s.path, err)
+}
+
+// damaged is the error for a file validateFile refused.
+func (s *Store) damaged(err error) error {
+	var p *fileProblem
+	if !errors.As(err, &p) {
+		return fmt.Errorf("opening state %s: %w", s.path, err)
+	}
+	what := "is damaged"
+	if p.Foreign {
+		what = "is not a bottlefile state"
+	}
+	return fmt.Errorf("%w: %s %s: %s. It is refused rather than taken as a new, empty state, which would lose track of every bottle it recorded.\n\n%s",
+		ErrDamaged, s.path, what, p.Detail, restoreHint(s.path))
+}
+
+// createFresh makes an empty bbolt database at path all at once: bbolt
+// writes its first pages in place, so a crash or a full disk while it
+// does would leave a file that every later command fails (or faults) on.
+// It is made beside path and linked into place only once complete.
+func createFresh(path string) error {
+	tmp := fmt.Sprintf("%s.new-%d", path, os.Getpid())
+	os.Remove(tmp)
+	db, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := db.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, path); err != nil && !errors.Is(err, os.ErrExist) {
+		// No hard links here: rename, unless another process got there first.
+		if _, statErr := os.Stat(path); statErr == nil {
+			return nil
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return err
+		}
+	}
+	syncDir(filepath.Dir(path))
+	return nil
+}
+
+// check refuses a database written by a newer bottlefile or not by one at
+// all, one that went back behind its backup, and, for writing, one that
+// belongs to another directory; for reading that is a warning. Opening for
+// writing then keeps the state as it is as the backup.
+func (s *Store) check(opts Options) error {
+	var lineage, recorded string
+	var serial uint64
+	err := safeView(s.db, func(tx *bolt.Tx) error {
+		var foreign []string
+		tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+			if n := string(name); n != string(bucketMeta) && n != string(bucketObjects) {
+				foreign = append(foreign, n)
+			}
+			return nil
+		})
+		if len(foreign) > 0 {
+			return fmt.Errorf("%w: %s is not a bottlefile state: it is a bbolt database holding buckets %q. It is refused rather than written over.", ErrDamaged, s.path, foreign)
+		}
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
 			return nil
@@ -122,8 +246,135 @@ func (s *Store) check() error {
 				return fmt.Errorf("state %s has format version %q; this bottlefile reads version %d", s.path, v, formatVersion)
 			}
 		}
+		lineage = string(meta.Get(keyLineage))
+		recorded = string(meta.Get(keyDirectory))
+		serial, _ = strconv.ParseUint(string(meta.Get(keySerial)), 10, 64)
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	if err := checkBackupOf(s.path, lineage, serial); err != nil {
+		return err
+	}
+	if recorded != "" && !sameDir(recorded, s.dir) {
+		if opts.ReadOnly || !opts.AcceptMove {
+			msg := fmt.Sprintf("The state in %s records %s as its directory, not %s: it was copied or moved here. "+
+				"Its lineage names the bottles of %s, so applying here would take them over (and destroying here would delete them). "+
+				"If you moved the directory, run `bottlefile state relocate` to record the new place. "+
+				"If you copied it, remove %s here to start a new state, and manage those bottles from %s.",
+				s.path, recorded, s.dir, recorded, filepath.Join(s.dir, Dir), recorded)
+			if !opts.ReadOnly {
+				return fmt.Errorf("%w: %s", ErrMoved, msg)
+			}
+			s.warnings = append(s.warnings, msg)
+		}
+	}
+	if !opts.ReadOnly && lineage != "" {
+		if err := s.writeBackup(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkBackupOf refuses a state that is behind its backup: the same
+// lineage with a lower serial (bbolt fell back to an older meta page, or
+// an older copy was put in place), or no lineage at all where the backup
+// records objects (an emptied or re-created state).
+func checkBackupOf(path, lineage string, serial uint64) error {
+	backup := path + BackupSuffix
+	if _, err := os.Stat(backup); err != nil {
+		return nil
+	}
+	sum, err := ReadSummary(backup)
+	if err != nil || sum.Lineage == "" {
+		return nil // a damaged backup does not stop a good state
+	}
+	if lineage == "" {
+		return checkBackupOfMissing(path, "has no lineage")
+	}
+	if sum.Lineage == lineage && serial < sum.Serial {
+		return fmt.Errorf("%w: %s has serial %d, but its backup %s, taken before the last write, has serial %d. "+
+			"The state went back in time: bbolt fell back to its older meta page after the newest was damaged, or an older copy of the file was put in place. "+
+			"It is refused, since writes made after that point are missing from it.\n\n%s",
+			ErrRolledBack, path, serial, backup, sum.Serial, restoreHint(path))
+	}
+	return nil
+}
+
+// checkBackupOfMissing refuses to start a new state (the file is missing,
+// or holds no lineage) where the backup records objects.
+func checkBackupOfMissing(path, how string) error {
+	if how == "" {
+		how = "does not exist"
+	}
+	backup := path + BackupSuffix
+	if _, err := os.Stat(backup); err != nil {
+		return nil
+	}
+	sum, err := ReadSummary(backup)
+	if err != nil || sum.Lineage == "" || sum.Records == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s %s, but its backup %s records %d objects (%s). "+
+		"A new state would not know the bottles those records name, and they would keep running. "+
+		"Restore the backup with `bottlefile state restore-backup`; or, to start over deliberately, destroy those bottles first or remove the backup.",
+		ErrDamaged, path, how, backup, sum.Records, sum)
+}
+
+// sameDir reports whether two paths name one directory.
+func sameDir(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ai, aerr := os.Stat(a)
+	bi, berr := os.Stat(b)
+	if aerr == nil && berr == nil {
+		return os.SameFile(ai, bi)
+	}
+	return filepath.Clean(a) == filepath.Clean(b)
+}
+
+// Warnings are what Open found worth saying but not refusing, for reading:
+// a state used from a directory other than its own.
+func (s *Store) Warnings() []string { return s.warnings }
+
+// WriteErr is the first write that failed since Open, if any: a summary
+// must not claim the state records everything when one did.
+func (s *Store) WriteErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.writeErr
+}
+
+// Relocate records the state's directory as the one it was opened from
+// (Options.AcceptMove), after the directory was moved.
+func (s *Store) Relocate() (previous string, err error) {
+	if s.db == nil {
+		return "", errors.New("state is open read-only")
+	}
+	previous, _ = s.meta(keyDirectory)
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		return meta.Put(keyDirectory, []byte(s.dir))
+	})
+	if err != nil {
+		return previous, s.failed(fmt.Errorf("writing state %s: %w", s.path, err))
+	}
+	return previous, nil
+}
+
+func (s *Store) failed(err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.writeErr == nil {
+		s.writeErr = err
+	}
+	return err
 }
 
 // Path is the state file's path.
@@ -133,6 +384,10 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Close() error {
 	if s.db == nil {
 		return nil
+	}
+	if s.lockInfo != "" {
+		os.Remove(s.lockInfo)
+		s.lockInfo = ""
 	}
 	return s.db.Close()
 }
@@ -178,6 +433,11 @@ func (s *Store) Init() (string, error) {
 		if _, err := tx.CreateBucketIfNotExists(bucketObjects); err != nil {
 			return err
 		}
+		if meta.Get(keyDirectory) == nil {
+			if err := meta.Put(keyDirectory, []byte(s.dir)); err != nil {
+				return err
+			}
+		}
 		if v := meta.Get(keyLineage); v != nil {
 			lineage = string(v)
 			return nil
@@ -192,7 +452,7 @@ func (s *Store) Init() (string, error) {
 		return bump(meta)
 	})
 	if err != nil {
-		return "", fmt.Errorf("writing state %s: %w", s.path, err)
+		return "", s.failed(fmt.Errorf("writing state %s: %w", s.path, err))
 	}
 	return lineage, nil
 }
@@ -321,7 +581,7 @@ func (s *Store) write(fn func(objects *bolt.Bucket) error) error {
 		return bump(meta)
 	})
 	if err != nil {
-		return fmt.Errorf("writing state %s: %w", s.path, err)
+		return s.failed(fmt.Errorf("writing state %s: %w", s.path, err))
 	}
 	return nil
 }

@@ -155,7 +155,7 @@ func TestBadDatabases(t *testing.T) {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, Dir), 0o755)
 	os.WriteFile(Path(dir), []byte("not a database"), 0o600)
-	if _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), "opening state") {
+	if _, err := Open(dir, Options{}); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "not a bottlefile state") {
 		t.Fatalf("garbage state: want a clear error, got %v", err)
 	}
 }
