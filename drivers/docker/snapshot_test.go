@@ -943,3 +943,70 @@ func TestIntegrationSnapshotTransfer(t *testing.T) {
 		t.Error("importing garbage succeeded")
 	}
 }
+
+// TestSweepTakesOnlyLeftovers: a sweep removes untagged images of its
+// lineage, snapshot intermediates only once they are clearly old, and a
+// build's leftovers (no lineage label; stopped containers only), never
+// anything tagged, and never prunes for the first two kinds.
+func TestSweepTakesOnlyLeftovers(t *testing.T) {
+	const lineage = "12345678-0000-0000-0000-000000000000"
+	d, f := newSnapFake(t, lineage, 1, 100)
+	old, fresh := time.Now().Add(-time.Hour).Unix(), time.Now().Unix()
+	f.ImageListFn = func(o image.ListOptions) ([]image.Summary, error) {
+		switch {
+		case o.Filters.ExactMatch("label", drivers.LabelLineage+"="+lineage):
+			return []image.Summary{
+				{ID: "sha256:untagged", Labels: map[string]string{drivers.LabelLineage: lineage}},
+				{ID: "sha256:tagged", RepoTags: []string{"bf-12345678-x-snap:1"}, Labels: map[string]string{drivers.LabelLineage: lineage}},
+			}, nil
+		case o.Filters.ExactMatch("label", labelSnapshotIntermediate+"="+lineage):
+			return []image.Summary{{ID: "sha256:old-inter", Created: old}, {ID: "sha256:fresh-inter", Created: fresh}}, nil
+		case o.Filters.ExactMatch("label", labelBuildOf+"="+lineage):
+			return []image.Summary{
+				{ID: "sha256:step", Labels: map[string]string{labelBuildOf: lineage}},
+				{ID: "sha256:built", Labels: map[string]string{labelBuildOf: lineage, drivers.LabelLineage: lineage}},
+			}, nil
+		}
+		return nil, fmt.Errorf("unexpected list %v", o.Filters)
+	}
+	f.ContainerListFn = func(container.ListOptions) ([]container.Summary, error) {
+		return []container.Summary{
+			{ID: "builder", State: container.StateExited},
+			{ID: "running-builder", State: container.StateRunning},
+			{ID: "agent", State: container.StateExited, Labels: map[string]string{drivers.LabelLineage: lineage}},
+		}, nil
+	}
+	var removed []string
+	var mu sync.Mutex
+	f.removeFn = func(ref string, o image.RemoveOptions) error {
+		mu.Lock()
+		defer mu.Unlock()
+		removed = append(removed, fmt.Sprintf("%s force=%t prune=%t", ref, o.Force, o.PruneChildren))
+		return nil
+	}
+	f.ContainerRemoveFn = func(id string, _ container.RemoveOptions) error {
+		mu.Lock()
+		defer mu.Unlock()
+		removed = append(removed, "container "+id)
+		return nil
+	}
+	api, _, _ := d.engine()
+	d.sweepSnapshots(t.Context(), api, lineage)
+	want := []string{"sha256:untagged force=false prune=false", "sha256:old-inter force=true prune=false", "container builder", "sha256:step force=false prune=true"}
+	if !slices.Equal(removed, want) {
+		t.Errorf("removed %q, want %q", removed, want)
+	}
+
+	// While an image is being made, the sweep waits for Close.
+	removed = nil
+	imageMaking.RLock()
+	d.sweepSnapshots(t.Context(), api, lineage)
+	imageMaking.RUnlock()
+	if len(removed) != 0 {
+		t.Errorf("a sweep ran while an image was being made: %q", removed)
+	}
+	d.sweepPending(t.Context(), api)
+	if !slices.Equal(removed, want) {
+		t.Errorf("the pending sweep removed %q, want %q", removed, want)
+	}
+}
