@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/executor"
 	"github.com/bottlefile/bottlefile/lang"
 	"github.com/bottlefile/bottlefile/planner"
@@ -28,11 +27,11 @@ type Request struct {
 	// locked for writing (apply), waiting up to LockTimeout.
 	ReadOnly    bool
 	LockTimeout time.Duration
-	Registry    drivers.Registry
+	Registry    Registry
 	Log         hclog.Logger
-	// Values resolves the input variables (-var, -var-file, a saved
-	// plan's), which the command line owns.
-	Values func(*lang.Parser, *lang.Config) (map[string]cty.Value, hcl.Diagnostics)
+	// Inputs give the input variables' values (-var, -var-file, a saved
+	// plan's); the BOTTLEFILE_VAR_ environment is read too.
+	Inputs Inputs
 }
 
 // Operation is a loaded configuration with its state and runtimes, ready
@@ -72,13 +71,10 @@ func Open(ctx context.Context, req Request) (*Operation, hcl.Diagnostics) {
 		return op, diags
 	}
 	op.Config = cfg
-	vals := map[string]cty.Value{}
-	if req.Values != nil {
-		vals, moreDiags = req.Values(op.Parser, cfg)
-		diags = append(diags, moreDiags...)
-		if diags.HasErrors() {
-			return op, diags
-		}
+	vals, moreDiags := variableValues(op.Parser, cfg, req.Inputs)
+	diags = append(diags, moreDiags...)
+	if diags.HasErrors() {
+		return op, diags
 	}
 	op.Vars = vals
 	scope, moreDiags := cfg.NewScope(vals)

@@ -7,9 +7,9 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/executor"
 	"github.com/bottlefile/bottlefile/lang"
+	"github.com/bottlefile/bottlefile/operations"
 	"github.com/bottlefile/bottlefile/planner"
 )
 
@@ -102,13 +102,13 @@ func (c *ApplyCommand) Run(args []string) int {
 	if a.PlanFile != "" {
 		return c.applySaved(a, v)
 	}
-	op, diags := m.openOperation(m.Ctx, false, a.LockTimeout, a.inputs())
-	defer op.close()
-	if v.diags(op.files(), diags) {
+	op, diags := m.open(m.Ctx, false, a.LockTimeout, a.inputs())
+	defer op.Close()
+	if v.diags(op.Files(), diags) {
 		return 1
 	}
-	p, diags := op.plan(m.Ctx, m, a.options())
-	if v.diags(op.files(), diags) {
+	p, diags := op.Plan(m.Ctx, a.options())
+	if v.diags(op.Files(), diags) {
 		return 1
 	}
 	v.plan(p)
@@ -119,7 +119,7 @@ func (c *ApplyCommand) Run(args []string) int {
 		fmt.Fprintln(m.Stdout, "\nApply cancelled.")
 		return 1
 	}
-	return c.execute(op, p, a, v)
+	return applyPlan(m, op, p, v, a.Destroy, a.Parallelism)
 }
 
 // applySaved applies a plan file, refusing it when anything it was made
@@ -132,53 +132,34 @@ func (c *ApplyCommand) applySaved(a *applyArgs, v *applyView) int {
 	}
 	in := a.inputs()
 	in.Saved = saved.Variables
-	op, diags := m.openOperation(m.Ctx, false, a.LockTimeout, in)
-	defer op.close()
-	if v.diags(op.files(), diags) {
+	op, diags := m.open(m.Ctx, false, a.LockTimeout, in)
+	defer op.Close()
+	if v.diags(op.Files(), diags) {
 		return 1
 	}
-	stale := func(err error) int {
-		return v.fail("Saved plan is stale", fmt.Errorf("%w; run plan again", err))
-	}
-	if err := saved.CheckConfig(op.configHashes()); err != nil {
-		return stale(err)
-	}
-	if err := saved.CheckState(op.store.Lineage(), op.store.Serial()); err != nil {
-		return stale(err)
-	}
-	p, diags := op.plan(m.Ctx, m, saved.Options)
-	if v.diags(op.files(), diags) {
+	p, diags := op.PlanSaved(m.Ctx, saved)
+	if v.diags(op.Files(), diags) {
 		return 1
-	}
-	if err := saved.CheckFresh(p); err != nil {
-		return stale(err)
 	}
 	if !p.Applyable() {
 		v.message("The saved plan has no changes.")
 		return 0
 	}
-	a.Destroy = saved.Options.Destroy
-	return c.execute(op, p, a, v)
+	return applyPlan(m, op, p, v, saved.Options.Destroy, a.Parallelism)
 }
 
-// execute applies a plan and reports what was and was not done.
-func (c *ApplyCommand) execute(op *operation, p *planner.Plan, a *applyArgs, v *applyView) int {
-	m := c.Meta
-	lineage, err := op.store.Init()
-	if err != nil {
-		return v.fail("Cannot write state", err)
+// applyPlan applies a plan with progress lines and a summary of what was
+// and was not done, and returns the exit code.
+func applyPlan(m *Meta, op *operations.Operation, p *planner.Plan, v *applyView, destroy bool, parallelism int) int {
+	if !p.Applyable() {
+		return 0
 	}
 	if !v.json {
 		fmt.Fprintln(m.Stdout)
 	}
-	ex := &executor.Executor{
-		State: op.store, Lineage: lineage, Runtimes: op.runtimes,
-		Parallelism: a.Parallelism, Hook: newProgressHook(v.events), Log: m.Log, Abandon: m.Abandon,
-		Resolver: op.planner,
-	}
-	res, diags := ex.Apply(m.Ctx, p)
-	failed := v.diags(op.files(), diags) || m.Ctx.Err() != nil
-	v.summary(res, a.Destroy, failed)
+	res, diags := op.Apply(m.Ctx, p, operations.ApplyOptions{Parallelism: parallelism, Hook: newProgressHook(v.events), Abandon: m.Abandon})
+	failed := v.diags(op.Files(), diags) || m.Ctx.Err() != nil
+	v.summary(res, destroy, failed)
 	if failed {
 		return 1
 	}
@@ -252,7 +233,7 @@ func (v *applyView) summary(res executor.Result, destroy, failed bool) {
 	for _, s := range res.Applied {
 		switch s.Op {
 		case planner.StepCreate, planner.StepAdopt:
-			if s.Change.Kind == drivers.KindSnapshot {
+			if s.Change.Kind == operations.KindSnapshot {
 				sum.Snapshot++
 			} else {
 				sum.Add++

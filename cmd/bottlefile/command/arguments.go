@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/bottlefile/bottlefile/operations"
 	"github.com/bottlefile/bottlefile/planner"
 )
 
@@ -73,7 +74,9 @@ func (a *planArgs) options() planner.Options {
 }
 
 // inputs are the variable values the flags give.
-func (a *planArgs) inputs() inputs { return inputs{Vars: a.Vars, VarFiles: a.VarFiles} }
+func (a *planArgs) inputs() operations.Inputs {
+	return operations.Inputs{Vars: a.Vars, VarFiles: a.VarFiles}
+}
 
 // check reports flag combinations that make no sense together.
 func (a *planArgs) check() hcl.Diagnostics {

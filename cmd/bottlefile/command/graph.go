@@ -47,14 +47,13 @@ func (c *GraphCommand) Run(args []string) int {
 		}
 		p = saved.Plan()
 	} else {
-		op, diags := m.openOperation(m.Ctx, true, 0, *in)
-		defer op.close()
-		if m.showDiags(op.files(), diags) {
+		op, diags := m.open(m.Ctx, true, 0, *in)
+		defer op.Close()
+		if m.showDiags(op.Files(), diags) {
 			return 1
 		}
-		var moreDiags = diags
-		p, moreDiags = op.plan(m.Ctx, m, planner.Options{})
-		if m.showDiags(op.files(), moreDiags) {
+		p, diags = op.Plan(m.Ctx, planner.Options{})
+		if m.showDiags(op.Files(), diags) {
 			return 1
 		}
 	}

@@ -42,58 +42,40 @@ func (c *OutputCommand) Run(args []string) int {
 	if m.showDiags(nil, finishParse(fs, args, 1)) {
 		return 1
 	}
-	op, diags := m.openOperation(m.Ctx, true, 0, *in)
-	defer op.close()
-	if m.showDiags(op.files(), diags) {
+	op, diags := m.open(m.Ctx, true, 0, *in)
+	defer op.Close()
+	if m.showDiags(op.Files(), diags) {
 		return 1
 	}
-	recs, err := op.store.Records()
-	if err != nil {
-		return m.fail("Cannot read state", err)
+	byName := fs.Arg(0) // "" for all of them
+	outputs, diags := op.Outputs(byName)
+	if m.showDiags(op.Files(), diags) {
+		return 1
 	}
-	planner.SetKnown(op.scope, recs)
-	names := op.config.OutputNames()
-	if fs.NArg() == 1 {
-		name := fs.Arg(0)
-		if _, ok := op.config.Outputs[name]; !ok {
-			return m.fail("No such output", fmt.Errorf("the configuration declares no output %q", name))
-		}
-		names = []string{name}
+	if byName != "" && !*asJSON {
+		fmt.Fprintln(m.Stdout, rawOutput(outputs[0].Value))
+		return 0
 	}
 	values := map[string]json.RawMessage{}
-	for _, name := range names {
-		v, diags := op.scope.EvalOutput(op.config.Outputs[name])
-		if m.showDiags(op.files(), diags) {
-			return 1
-		}
-		if fs.NArg() == 1 {
-			v, _ = v.UnmarkDeep() // asked for by name: reveal it
-		}
-		if !v.IsWhollyKnown() {
-			return m.fail("Output not known yet", fmt.Errorf("output %q depends on values known only after apply; run apply first", name))
-		}
-		values[name] = planner.RedactedJSON(v)
-		if fs.NArg() == 1 && !*asJSON {
-			fmt.Fprintln(m.Stdout, rawOutput(v))
-			return 0
-		}
+	for _, o := range outputs {
+		values[o.Name] = planner.RedactedJSON(o.Value)
 	}
 	if *asJSON {
 		var data []byte
-		if fs.NArg() == 1 {
-			data = values[names[0]]
+		if byName != "" {
+			data = values[byName]
 		} else {
 			data, _ = json.MarshalIndent(values, "", "  ")
 		}
 		fmt.Fprintln(m.Stdout, string(data))
 		return 0
 	}
-	if len(names) == 0 {
+	if len(outputs) == 0 {
 		fmt.Fprintln(m.Stdout, "The Bottlefile declares no outputs.")
 		return 0
 	}
-	for _, name := range names {
-		fmt.Fprintf(m.Stdout, "%s = %s\n", name, planner.FormatJSON(values[name]))
+	for _, o := range outputs {
+		fmt.Fprintf(m.Stdout, "%s = %s\n", o.Name, planner.FormatJSON(values[o.Name]))
 	}
 	return 0
 }

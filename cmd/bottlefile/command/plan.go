@@ -3,8 +3,6 @@ package command
 import (
 	"fmt"
 	"strings"
-
-	"github.com/bottlefile/bottlefile/planner"
 )
 
 // PlanCommand shows what apply would do. It changes nothing on any runtime.
@@ -50,17 +48,17 @@ func (c *PlanCommand) Run(args []string) int {
 	if m.showDiags(nil, diags) {
 		return 1
 	}
-	op, diags := m.openOperation(m.Ctx, true, a.LockTimeout, a.inputs())
-	defer op.close()
-	if m.showDiags(op.files(), diags) {
+	op, diags := m.open(m.Ctx, true, a.LockTimeout, a.inputs())
+	defer op.Close()
+	if m.showDiags(op.Files(), diags) {
 		return 1
 	}
-	p, diags := op.plan(m.Ctx, m, a.options())
-	if m.showDiags(op.files(), diags) {
+	p, diags := op.Plan(m.Ctx, a.options())
+	if m.showDiags(op.Files(), diags) {
 		return 1
 	}
 	if a.Out != "" {
-		if err := planner.Save(p, op.configHashes(), saveValues(op.config, op.vars)).WriteFile(a.Out); err != nil {
+		if err := op.SavePlan(p, a.Out); err != nil {
 			return m.fail("Cannot save the plan", err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/bottlefile/bottlefile/operations"
 	"github.com/bottlefile/bottlefile/planner"
 	"github.com/bottlefile/bottlefile/state"
 )
@@ -55,23 +56,18 @@ func (c *ShowCommand) Run(args []string) int {
 	if err != nil {
 		return m.fail("Cannot find the directory", err)
 	}
-	s, err := state.Open(dir, state.Options{ReadOnly: true})
-	if err != nil {
-		return m.fail("Cannot open state", err)
-	}
-	defer s.Close()
-	recs, err := s.Records()
-	if err != nil {
-		return m.fail("Cannot read state", err)
+	st, diags := operations.StatePull(dir)
+	if m.showDiags(nil, diags) {
+		return 1
 	}
 	if *asJSON {
-		return writeStateJSON(m, s, recs)
+		return writeState(m, st)
 	}
-	if len(recs) == 0 {
+	if len(st.Records) == 0 {
 		fmt.Fprintln(m.Stdout, "The state is empty: nothing has been applied here.")
 		return 0
 	}
-	for i, r := range recs {
+	for i, r := range st.Records {
 		if i > 0 {
 			fmt.Fprintln(m.Stdout)
 		}
@@ -81,7 +77,7 @@ func (c *ShowCommand) Run(args []string) int {
 }
 
 // renderRecord prints one state record for humans.
-func renderRecord(m *Meta, r state.Record) {
+func renderRecord(m *Meta, r operations.Record) {
 	w := m.Stdout
 	fmt.Fprintf(w, "# %s (%s)\n", r.Addr, r.Kind)
 	rows := [][2]string{
@@ -113,20 +109,28 @@ func renderRecord(m *Meta, r state.Record) {
 
 // stateDocument is what state pull and show -json print.
 type stateDocument struct {
-	FormatVersion string         `json:"format_version"`
-	Lineage       string         `json:"lineage"`
-	Serial        uint64         `json:"serial"`
-	Objects       []state.Record `json:"objects"`
+	FormatVersion string              `json:"format_version"`
+	Lineage       string              `json:"lineage"`
+	Serial        uint64              `json:"serial"`
+	Objects       []operations.Record `json:"objects"`
 }
 
-func writeStateJSON(m *Meta, s *state.Store, recs []state.Record) int {
+// writeState prints the state as state pull and show -json do.
+func writeState(m *Meta, st *operations.State) int {
+	recs := st.Records
 	if recs == nil {
-		recs = []state.Record{}
+		recs = []operations.Record{}
 	}
 	enc := json.NewEncoder(m.Stdout)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(stateDocument{FormatVersion: "1", Lineage: s.Lineage(), Serial: s.Serial(), Objects: recs}); err != nil {
+	if err := enc.Encode(stateDocument{FormatVersion: "1", Lineage: st.Lineage, Serial: st.Serial, Objects: recs}); err != nil {
 		return m.fail("Cannot write the state", err)
 	}
 	return 0
+}
+
+// writeStateJSON is writeState for the state commands that still open the
+// store themselves.
+func writeStateJSON(m *Meta, s *state.Store, recs []state.Record) int {
+	return writeState(m, &operations.State{Lineage: s.Lineage(), Serial: s.Serial(), Records: recs})
 }

@@ -1,0 +1,85 @@
+package operations
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/bottlefile/bottlefile/state"
+)
+
+// State is what the state of a Bottlefile directory records.
+type State struct {
+	Lineage string
+	Serial  uint64
+	Records []Record // in address order
+}
+
+// StatePull reads the whole state of dir, read-only: show and state pull
+// print it. A directory where nothing was applied reads as empty.
+func StatePull(dir string) (*State, hcl.Diagnostics) {
+	s, err := state.Open(dir, state.Options{ReadOnly: true})
+	if err != nil {
+		return nil, hcl.Diagnostics{errorDiag("Cannot open state", err.Error())}
+	}
+	defer s.Close()
+	recs, err := s.Records()
+	if err != nil {
+		return nil, hcl.Diagnostics{errorDiag("Cannot read state", err.Error())}
+	}
+	return &State{Lineage: s.Lineage(), Serial: s.Serial(), Records: recs}, nil
+}
+
+// StateList is the address of every object the state of dir records.
+func StateList(dir string) ([]string, hcl.Diagnostics) {
+	st, diags := StatePull(dir)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	addrs := make([]string, 0, len(st.Records))
+	for _, r := range st.Records {
+		addrs = append(addrs, r.Addr)
+	}
+	return addrs, diags
+}
+
+// StateShow is the record of the object at addr; none is an error.
+func StateShow(dir, addr string) (Record, hcl.Diagnostics) {
+	st, diags := StatePull(dir)
+	if diags.HasErrors() {
+		return Record{}, diags
+	}
+	for _, r := range st.Records {
+		if r.Addr == addr {
+			return r, diags
+		}
+	}
+	return Record{}, append(diags, errorDiag("No such record", fmt.Sprintf("the state records no object at %s; `bottlefile state list` lists them", addr)))
+}
+
+// StateRm removes the records at addrs, in order, and returns those it
+// removed. It stops at the first address the state does not record.
+// Nothing on any runtime changes.
+func StateRm(dir string, addrs []string, lockTimeout time.Duration) ([]string, hcl.Diagnostics) {
+	s, err := state.Open(dir, state.Options{LockTimeout: lockTimeout})
+	if err != nil {
+		return nil, hcl.Diagnostics{errorDiag("Cannot open state", err.Error())}
+	}
+	defer s.Close()
+	var removed []string
+	for _, addr := range addrs {
+		_, ok, err := s.Get(addr)
+		if err != nil {
+			return removed, hcl.Diagnostics{errorDiag("Cannot read state", err.Error())}
+		}
+		if !ok {
+			return removed, hcl.Diagnostics{errorDiag("No such record", fmt.Sprintf("the state records no object at %s", addr))}
+		}
+		if err := s.Delete(addr); err != nil {
+			return removed, hcl.Diagnostics{errorDiag("Cannot write state", err.Error())}
+		}
+		removed = append(removed, addr)
+	}
+	return removed, nil
+}
