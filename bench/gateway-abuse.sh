@@ -123,7 +123,7 @@ t1=${EPOCHREALTIME/./}; c1=$(cpu_ns); e1=$(engine_cpu_ns)
 sleep 2
 kill "$follow" 2>/dev/null || true
 echo "client: $res"
-echo "log written: $(mib "$(wc -c <"$work/flood.log")") in $(wc -l <"$work/flood.log") lines, longest line $(awk '{ if (length($0) > m) m = length($0) } END { print m + 0 }' "$work/flood.log") bytes; on disk now $(mib "$(logbytes)") in $(ls "$logpath"* | wc -l) files"
+echo "log written: $(wc -c <"$work/flood.log") bytes in $(wc -l <"$work/flood.log") lines, longest line $(awk '{ if (length($0) > m) m = length($0) } END { print m + 0 }' "$work/flood.log") bytes; on disk now $(mib "$(logbytes)") in $(ls "$logpath"* | wc -l) files"
 awk -v c=$((c1 - c0)) -v e=$((e1 - e0)) -v t=$((t1 - t0)) 'BEGIN { printf "cpu: gateway %.2f cores, dockerd+containerd+shim %.2f cores on average\n", c / 1000 / t, e / 1000 / t }'
 cat "$work/peak"
 

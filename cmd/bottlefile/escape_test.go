@@ -1353,7 +1353,9 @@ func (r *escapeRig) embeddedAddresses(t *testing.T) {
 	}
 	probes := []probe{{"control: a name for the allowed host's address", connect(r.alphaGW.name, name(r.allowedIP.String())+":8080")}}
 	for a := range refused {
-		probes = append(probes, probe{a, connect(r.alphaGW.name, name(a)+":8080")})
+		// The CONNECT alone: were one let through, nothing would be sent
+		// to an address outside the test's world.
+		probes = append(probes, probe{a, fmt.Sprintf(`(printf 'CONNECT %[1]s HTTP/1.1\r\n\r\n'; sleep 2) | timeout 4 nc %[2]s 3128`, name(a)+":8080", r.alphaGW.name)})
 	}
 	res := r.probeAll(t, r.alpha.id, probes)
 	wantContent(t, res, "control: a name for the allowed host's address", "allowed-host-content")
