@@ -89,6 +89,9 @@ func Open(ctx context.Context, req Request) (*Operation, hcl.Diagnostics) {
 		return op, append(diags, errorDiag("Cannot open state", err.Error()))
 	}
 	op.Store = store
+	for _, w := range store.Warnings() {
+		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagWarning, Summary: "State used from another directory", Detail: w})
+	}
 
 	rts, moreDiags := planner.ConfigureRuntimes(ctx, cfg, scope, req.Registry, filepath.Join(req.Dir, state.Dir), log)
 	diags = append(diags, moreDiags...)

@@ -180,11 +180,11 @@ func (s *Store) damaged(err error) error {
 	if !errors.As(err, &p) {
 		return fmt.Errorf("opening state %s: %w", s.path, err)
 	}
-	what := "is damaged"
+	what := ""
 	if p.Foreign {
-		what = "is not a bottlefile state"
+		what = " is not a bottlefile state"
 	}
-	return fmt.Errorf("%w: %s %s: %s. It is refused rather than taken as a new, empty state, which would lose track of every bottle it recorded.\n\n%s",
+	return fmt.Errorf("%w: %s%s: %s. It is refused rather than taken as a new, empty state, which would lose track of every bottle it recorded.\n\n%s",
 		ErrDamaged, s.path, what, p.Detail, restoreHint(s.path))
 }
 

@@ -30,5 +30,9 @@ func Commands(meta *Meta) map[string]cli.CommandFactory {
 		"snapshot list":   cmd(&SnapshotListCommand{Meta: meta}),
 		"snapshot take":   cmd(&SnapshotTakeCommand{Meta: meta}),
 		"snapshot rm":     cmd(&SnapshotRmCommand{Meta: meta}),
+
+		// Recovering a damaged or moved state (state/backup.go).
+		"state relocate":       cmd(&StateRelocateCommand{Meta: meta}),
+		"state restore-backup": cmd(&StateRestoreBackupCommand{Meta: meta}),
 	}
 }

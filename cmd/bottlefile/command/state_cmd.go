@@ -26,6 +26,10 @@ Usage: bottlefile [global options] state <subcommand> [args]
                 carries this state's lineage is adopted or removed by the
                 next apply, so rm is for records of runtimes that are gone.
   pull          Print the whole state as JSON.
+  restore-backup
+                Put .bottlefile/state.db.backup (the state before the last
+                apply, destroy or rm) back as the state.
+  relocate      Record a moved directory as the state's own.
 `)
 }
 
