@@ -2,6 +2,7 @@ package operations
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -82,4 +83,45 @@ func StateRm(dir string, addrs []string, lockTimeout time.Duration) ([]string, h
 		removed = append(removed, addr)
 	}
 	return removed, nil
+}
+
+// StatePath is the state file of a Bottlefile directory, and
+// StateBackupPath the backup each apply, destroy and state rm keeps of it.
+func StatePath(dir string) string       { return state.Path(dir) }
+func StateBackupPath(dir string) string { return state.BackupPath(dir) }
+
+// StateSummary is what a state file holds in brief: its lineage, serial,
+// records and when it was written.
+type StateSummary = state.Summary
+
+// ReadStateSummary reads the summary of the state file at path, checking
+// it as opening would; a file that does not exist is os.ErrNotExist.
+func ReadStateSummary(path string) (StateSummary, error) { return state.ReadSummary(path) }
+
+// RestoreResult says what StateRestoreBackup did.
+type RestoreResult = state.RestoreResult
+
+// StateRestoreBackup puts the backup back as the state of dir, keeping
+// the file it replaces beside it. It refuses while another process holds
+// the state lock.
+func StateRestoreBackup(dir string, lockTimeout time.Duration) (RestoreResult, error) {
+	return state.RestoreBackup(dir, lockTimeout)
+}
+
+// StateRelocate records dir as the directory its state belongs to (after
+// the directory was moved) and returns the one it was recorded as before.
+func StateRelocate(dir string, lockTimeout time.Duration) (string, hcl.Diagnostics) {
+	if _, err := os.Stat(state.Path(dir)); err != nil {
+		return "", hcl.Diagnostics{errorDiag("No state", fmt.Sprintf("there is no state in %s to relocate", dir))}
+	}
+	s, err := state.Open(dir, state.Options{LockTimeout: lockTimeout, AcceptMove: true})
+	if err != nil {
+		return "", hcl.Diagnostics{errorDiag("Cannot open state", err.Error())}
+	}
+	defer s.Close()
+	prev, err := s.Relocate()
+	if err != nil {
+		return prev, hcl.Diagnostics{errorDiag("Cannot write state", err.Error())}
+	}
+	return prev, nil
 }

@@ -1,6 +1,8 @@
 package operations
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -48,5 +50,35 @@ func TestStateRm(t *testing.T) {
 	}
 	if addrs, _ := StateList(dir); !slices.Equal(addrs, []string{"agent.b", "agent.c"}) {
 		t.Errorf("left: %q", addrs)
+	}
+}
+
+// TestStateRelocate: a directory with no state has nothing to relocate; a
+// state copied to another directory is recorded there.
+func TestStateRelocate(t *testing.T) {
+	if _, diags := StateRelocate(t.TempDir(), 0); !diags.HasErrors() || diags[0].Summary != "No state" {
+		t.Errorf("no state: %v", diags)
+	}
+	from := writeRecords(t, state.Record{Addr: "agent.a", Kind: "container"})
+	to := t.TempDir()
+	if err := os.MkdirAll(filepath.Dir(StatePath(to)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(StatePath(from))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(StatePath(to), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prev, diags := StateRelocate(to, 0)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if abs, _ := filepath.Abs(from); prev != abs && prev != "" {
+		t.Errorf("relocate said it belonged to %q, want %q", prev, abs)
+	}
+	if addrs, diags := StateList(to); diags.HasErrors() || !slices.Equal(addrs, []string{"agent.a"}) {
+		t.Errorf("after relocate: %q %v", addrs, diags)
 	}
 }

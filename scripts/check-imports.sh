@@ -18,7 +18,9 @@ declare -A allowed=(
   [planner]="lang planner/dag drivers state"
   [executor]="planner planner/dag drivers lang state"
   [operations]="executor planner planner/dag lang drivers state"
-  [cmd/bottlefile/command]="operations executor planner planner/dag lang drivers state egress"
+  # Commands parse flags, call operations and render: never drivers or
+  # state, which operations opens and configures for them.
+  [cmd/bottlefile/command]="operations executor planner planner/dag lang"
   [cmd/bottlefile]="cmd/bottlefile/command drivers drivers/docker drivers/smolvm egress"
 )
 status=0

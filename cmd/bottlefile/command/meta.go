@@ -9,8 +9,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/lang"
+	"github.com/bottlefile/bottlefile/operations"
 )
 
 // Version is bottlefile's version.
@@ -22,7 +22,7 @@ type Meta struct {
 	Stdout, Stderr io.Writer
 	Stdin          io.Reader
 	Log            hclog.Logger
-	Registry       drivers.Registry
+	Registry       operations.Registry
 	// Ctx is cancelled by the first interrupt: start nothing new.
 	Ctx context.Context
 	// Abandon is cancelled by the second interrupt: give up running work.

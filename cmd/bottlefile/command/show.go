@@ -7,7 +7,6 @@ import (
 
 	"github.com/bottlefile/bottlefile/operations"
 	"github.com/bottlefile/bottlefile/planner"
-	"github.com/bottlefile/bottlefile/state"
 )
 
 // ShowCommand shows a saved plan, or the state.
@@ -127,10 +126,4 @@ func writeState(m *Meta, st *operations.State) int {
 		return m.fail("Cannot write the state", err)
 	}
 	return 0
-}
-
-// writeStateJSON is writeState for the state commands that still open the
-// store themselves.
-func writeStateJSON(m *Meta, s *state.Store, recs []state.Record) int {
-	return writeState(m, &operations.State{Lineage: s.Lineage(), Serial: s.Serial(), Records: recs})
 }

@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/bottlefile/bottlefile/state"
+	"github.com/bottlefile/bottlefile/operations"
 )
 
 // StateRestoreBackupCommand puts .bottlefile/state.db.backup back.
@@ -47,21 +47,21 @@ func (c *StateRestoreBackupCommand) Run(args []string) int {
 	if err != nil {
 		return m.fail("Cannot find the directory", err)
 	}
-	backup, err := state.ReadSummary(state.BackupPath(dir))
+	backup, err := operations.ReadStateSummary(operations.StateBackupPath(dir))
 	if errors.Is(err, os.ErrNotExist) {
-		return m.fail("No backup", fmt.Errorf("%s does not exist: a backup is written before each apply, destroy or state rm that finds a state", state.BackupPath(dir)))
+		return m.fail("No backup", fmt.Errorf("%s does not exist: a backup is written before each apply, destroy or state rm that finds a state", operations.StateBackupPath(dir)))
 	}
 	if err != nil {
 		return m.fail("Cannot use the backup", err)
 	}
 	if !*autoApprove {
 		current := "does not exist"
-		if sum, err := state.ReadSummary(state.Path(dir)); err == nil {
+		if sum, err := operations.ReadStateSummary(operations.StatePath(dir)); err == nil {
 			current = "holds " + sum.String()
 		} else if !errors.Is(err, os.ErrNotExist) {
 			current = "cannot be read: " + strings.SplitN(err.Error(), "\n", 2)[0]
 		}
-		fmt.Fprintf(m.Stdout, "The state %s\n  %s.\nThe backup %s\n  holds %s.\n", state.Path(dir), current, state.BackupPath(dir), backup)
+		fmt.Fprintf(m.Stdout, "The state %s\n  %s.\nThe backup %s\n  holds %s.\n", operations.StatePath(dir), current, operations.StateBackupPath(dir), backup)
 		fmt.Fprintf(m.Stdout, "\nDo you want to put the backup back as the state?\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ")
 		line, _ := bufio.NewReader(m.Stdin).ReadString('\n')
 		if strings.TrimSpace(line) != "yes" {
@@ -69,11 +69,11 @@ func (c *StateRestoreBackupCommand) Run(args []string) int {
 			return 1
 		}
 	}
-	res, err := state.RestoreBackup(dir, *lockTimeout)
+	res, err := operations.StateRestoreBackup(dir, *lockTimeout)
 	if err != nil {
 		return m.fail("Cannot restore the backup", err)
 	}
-	fmt.Fprintf(m.Stdout, "Restored the state from %s (%s).\n", state.BackupPath(dir), res.Backup)
+	fmt.Fprintf(m.Stdout, "Restored the state from %s (%s).\n", operations.StateBackupPath(dir), res.Backup)
 	if res.Kept != "" {
 		fmt.Fprintf(m.Stdout, "The replaced state is kept as %s.\n", res.Kept)
 	}
@@ -114,17 +114,9 @@ func (c *StateRelocateCommand) Run(args []string) int {
 	if err != nil {
 		return m.fail("Cannot find the directory", err)
 	}
-	if _, err := os.Stat(state.Path(dir)); err != nil {
-		return m.fail("No state", fmt.Errorf("there is no state in %s to relocate", dir))
-	}
-	s, err := state.Open(dir, state.Options{LockTimeout: *lockTimeout, AcceptMove: true})
-	if err != nil {
-		return m.fail("Cannot open state", err)
-	}
-	defer s.Close()
-	prev, err := s.Relocate()
-	if err != nil {
-		return m.fail("Cannot write state", err)
+	prev, diags := operations.StateRelocate(dir, *lockTimeout)
+	if m.showDiags(nil, diags) {
+		return 1
 	}
 	if prev == "" || prev == dir {
 		fmt.Fprintf(m.Stdout, "The state belongs to %s.\n", dir)

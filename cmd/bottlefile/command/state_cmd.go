@@ -6,7 +6,7 @@ import (
 
 	"github.com/hashicorp/cli"
 
-	"github.com/bottlefile/bottlefile/state"
+	"github.com/bottlefile/bottlefile/operations"
 )
 
 // StateCommand is the parent of the state subcommands.
@@ -48,12 +48,18 @@ func (c *StateListCommand) Run(args []string) int {
 	if m.showDiags(nil, finishParse(newFlagSet("state list"), args, 0)) {
 		return 1
 	}
-	return m.withState(true, func(s *state.Store, recs []state.Record) int {
-		for _, r := range recs {
-			fmt.Fprintln(m.Stdout, r.Addr)
-		}
-		return 0
-	})
+	dir, err := m.dir()
+	if err != nil {
+		return m.fail("Cannot find the directory", err)
+	}
+	addrs, diags := operations.StateList(dir)
+	if m.showDiags(nil, diags) {
+		return 1
+	}
+	for _, addr := range addrs {
+		fmt.Fprintln(m.Stdout, addr)
+	}
+	return 0
 }
 
 // StateShowCommand shows one record.
@@ -74,15 +80,16 @@ func (c *StateShowCommand) Run(args []string) int {
 		return m.fail("Invalid command line", fmt.Errorf("state show needs one address"))
 	}
 	addr := fs.Arg(0)
-	return m.withState(true, func(s *state.Store, recs []state.Record) int {
-		for _, r := range recs {
-			if r.Addr == addr {
-				renderRecord(m, r)
-				return 0
-			}
-		}
-		return m.fail("No such record", fmt.Errorf("the state records no object at %s; `bottlefile state list` lists them", addr))
-	})
+	dir, err := m.dir()
+	if err != nil {
+		return m.fail("Cannot find the directory", err)
+	}
+	r, diags := operations.StateShow(dir, addr)
+	if m.showDiags(nil, diags) {
+		return 1
+	}
+	renderRecord(m, r)
+	return 0
 }
 
 // StateRmCommand removes records.
@@ -111,23 +118,12 @@ func (c *StateRmCommand) Run(args []string) int {
 	if err != nil {
 		return m.fail("Cannot find the directory", err)
 	}
-	s, err := state.Open(dir, state.Options{LockTimeout: *lockTimeout})
-	if err != nil {
-		return m.fail("Cannot open state", err)
-	}
-	defer s.Close()
-	for _, addr := range fs.Args() {
-		_, ok, err := s.Get(addr)
-		if err != nil {
-			return m.fail("Cannot read state", err)
-		}
-		if !ok {
-			return m.fail("No such record", fmt.Errorf("the state records no object at %s", addr))
-		}
-		if err := s.Delete(addr); err != nil {
-			return m.fail("Cannot write state", err)
-		}
+	removed, diags := operations.StateRm(dir, fs.Args(), *lockTimeout)
+	for _, addr := range removed {
 		fmt.Fprintf(m.Stdout, "Removed %s from the state.\n", addr)
+	}
+	if m.showDiags(nil, diags) {
+		return 1
 	}
 	return 0
 }
@@ -145,23 +141,13 @@ func (c *StatePullCommand) Run(args []string) int {
 	if m.showDiags(nil, finishParse(newFlagSet("state pull"), args, 0)) {
 		return 1
 	}
-	return m.withState(true, func(s *state.Store, recs []state.Record) int { return writeStateJSON(m, s, recs) })
-}
-
-// withState opens the state, reads every record and runs fn.
-func (m *Meta) withState(readOnly bool, fn func(*state.Store, []state.Record) int) int {
 	dir, err := m.dir()
 	if err != nil {
 		return m.fail("Cannot find the directory", err)
 	}
-	s, err := state.Open(dir, state.Options{ReadOnly: readOnly})
-	if err != nil {
-		return m.fail("Cannot open state", err)
+	st, diags := operations.StatePull(dir)
+	if m.showDiags(nil, diags) {
+		return 1
 	}
-	defer s.Close()
-	recs, err := s.Records()
-	if err != nil {
-		return m.fail("Cannot read state", err)
-	}
-	return fn(s, recs)
+	return writeState(m, st)
 }

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/operations"
 	"github.com/bottlefile/bottlefile/planner"
 )
 
@@ -74,7 +74,7 @@ func keptLine(k planner.KeptSnapshot) string {
 
 // symbol marks a change in the human plan; taking a snapshot is "@".
 func symbol(c *planner.Change) string {
-	if c.Kind == drivers.KindSnapshot && c.Action == planner.Create {
+	if c.Kind == operations.KindSnapshot && c.Action == planner.Create {
 		return "@"
 	}
 	return c.Action.Symbol()
@@ -83,7 +83,7 @@ func symbol(c *planner.Change) string {
 func headline(c *planner.Change) string {
 	switch c.Action {
 	case planner.Create:
-		if c.Kind == drivers.KindSnapshot {
+		if c.Kind == operations.KindSnapshot {
 			return "will be taken"
 		}
 		return "will be created"
