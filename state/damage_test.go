@@ -416,3 +416,24 @@ func TestLockErrorNamesTheHolder(t *testing.T) {
 		t.Fatalf("want the stale holder noted, got %v", err)
 	}
 }
+
+// TestWriteErrIsKept: a failed write is remembered, so an apply's summary
+// can say the state does not record everything.
+func TestWriteErrIsKept(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Init(); err != nil {
+		t.Fatal(err)
+	}
+	s.db.Close() // what a write that cannot reach the disk looks like to the caller
+	if err := s.Put(Record{Addr: "agent.a"}); err == nil {
+		t.Fatal("a write to a closed database succeeded")
+	}
+	if err := s.WriteErr(); err == nil || !strings.Contains(err.Error(), "writing state") {
+		t.Fatalf("WriteErr: %v", err)
+	}
+	os.Remove(s.lockInfo)
+}

@@ -343,6 +343,9 @@ func (s *Store) Warnings() []string { return s.warnings }
 // WriteErr is the first write that failed since Open, if any: a summary
 // must not claim the state records everything when one did.
 func (s *Store) WriteErr() error {
+	if s == nil {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.writeErr

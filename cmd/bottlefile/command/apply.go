@@ -159,7 +159,7 @@ func applyPlan(m *Meta, op *operations.Operation, p *planner.Plan, v *applyView,
 	}
 	res, diags := op.Apply(m.Ctx, p, operations.ApplyOptions{Parallelism: parallelism, Hook: newProgressHook(v.events), Abandon: m.Abandon})
 	failed := v.diags(op.Files(), diags) || m.Ctx.Err() != nil
-	v.summary(res, destroy, failed)
+	v.summary(res, destroy, failed, op.Store.WriteErr())
 	if failed {
 		return 1
 	}
@@ -228,7 +228,7 @@ func (v *applyView) fail(summary string, err error) int {
 
 // summary says what was applied and, after a failure or an interrupt,
 // what was not.
-func (v *applyView) summary(res executor.Result, destroy, failed bool) {
+func (v *applyView) summary(res executor.Result, destroy, failed bool, stateErr error) {
 	var sum jsonSummary
 	for _, s := range res.Applied {
 		switch s.Op {
@@ -276,6 +276,10 @@ func (v *applyView) summary(res executor.Result, destroy, failed bool) {
 	}
 	for _, s := range res.Skipped {
 		fmt.Fprintf(w, "  not started: %s\n", s.Name())
+	}
+	if stateErr != nil {
+		fmt.Fprintf(w, "The state could not record everything that was done (%v). Objects made but not recorded carry this state's lineage label: once the state can be written, plan shows them to be adopted or removed.\n", stateErr)
+		return
 	}
 	fmt.Fprintln(w, "State records everything that was done; run plan to see what is left.")
 }
