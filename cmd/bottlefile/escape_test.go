@@ -1503,6 +1503,10 @@ func (r *escapeRig) twin(t *testing.T, netName, suffix string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Gone before the bottle network's own cleanup, which it would block.
+	t.Cleanup(func() {
+		r.cli.ContainerRemove(context.Background(), created.ID, container.RemoveOptions{Force: true})
+	})
 	if err := r.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
