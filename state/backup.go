@@ -92,6 +92,39 @@ func safeView(db *bolt.DB, fn func(*bolt.Tx) error) (err error) {
 	return db.View(fn)
 }
 
+// safeUpdate is db.Update with bbolt's panics and faults turned into errors.
+func safeUpdate(db *bolt.DB, fn func(*bolt.Tx) error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: bbolt failed writing %s: %v", ErrDamaged, db.Path(), r)
+		}
+	}()
+	return db.Update(fn)
+}
+
+// verify reads the whole database, so that a damaged page is found before
+// the backup is written over with a copy of it: bbolt's own consistency
+// check, then every record decoded.
+func (s *Store) verify() error {
+	err := safeView(s.db, func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			return fmt.Errorf("%w: %s: a page bbolt's consistency check reads is damaged (%v). It is refused rather than written to, which would spread the damage", ErrDamaged, s.path, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w\n\n%s", err, restoreHint(s.path))
+	}
+	if _, err := s.Records(); err != nil {
+		if errors.Is(err, ErrDamaged) {
+			return err // says how to restore already
+		}
+		return fmt.Errorf("%w\n\n%s", err, restoreHint(s.path))
+	}
+	return nil
+}
+
 // writeBackup copies the database as it is now to state.db.backup:
 // a consistent snapshot (one read transaction), written to a temporary
 // file, synced, and renamed over the old backup, so a crash or a full

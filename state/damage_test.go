@@ -3,6 +3,7 @@ package state
 import (
 	"bufio"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -150,6 +151,10 @@ func TestDamagedStates(t *testing.T) {
 			overwrite(t, Path(dir), 2*ps, int(fi.Size()-2*ps))
 			return nil
 		}, is: ErrDamaged, want: []string{"page", "overwritten", "bottlefile state restore-backup"}},
+		{name: "random bytes over a page of records", damage: func(t *testing.T, dir string) []Record {
+			overwrite(t, Path(dir), leafPage(t, Path(dir)), 4096)
+			return nil
+		}, is: ErrDamaged, want: []string{"bbolt", "bottlefile state restore-backup"}},
 		{name: "file deleted", damage: func(t *testing.T, dir string) []Record {
 			os.Remove(Path(dir))
 			return nil
@@ -436,4 +441,32 @@ func TestWriteErrIsKept(t *testing.T) {
 		t.Fatalf("WriteErr: %v", err)
 	}
 	os.Remove(s.lockInfo)
+}
+
+// leafPage is the offset of a page of records that is not the root.
+func leafPage(t *testing.T, path string) int64 {
+	t.Helper()
+	m, err := validateFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(path)
+	ps := int64(m.pageSize)
+	le := binary.LittleEndian
+	free := map[uint64]bool{}
+	fl := data[int64(m.freelist)*ps:]
+	n, ids := uint64(le.Uint16(fl[10:])), fl[pageHeaderSize:]
+	if n == 0xFFFF {
+		n, ids = le.Uint64(ids), ids[8:]
+	}
+	for i := range n {
+		free[le.Uint64(ids[8*i:])] = true
+	}
+	for p := uint64(2); p < m.pgid; p++ {
+		if !free[p] && p != m.root && p != m.freelist && data[int64(p)*ps+8]&leafPageFlag != 0 && data[int64(p)*ps+10] > 3 {
+			return int64(p) * ps
+		}
+	}
+	t.Fatal("no leaf page")
+	return 0
 }

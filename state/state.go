@@ -270,6 +270,11 @@ func (s *Store) check(opts Options) error {
 			s.warnings = append(s.warnings, msg)
 		}
 	}
+	if lineage != "" {
+		if err := s.verify(); err != nil {
+			return err
+		}
+	}
 	if !opts.ReadOnly && lineage != "" {
 		if err := s.writeBackup(); err != nil {
 			return err
@@ -358,7 +363,7 @@ func (s *Store) Relocate() (previous string, err error) {
 		return "", errors.New("state is open read-only")
 	}
 	previous, _ = s.meta(keyDirectory)
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = safeUpdate(s.db, func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
 			return err
@@ -413,7 +418,7 @@ func (s *Store) meta(key []byte) (string, error) {
 		return "", nil
 	}
 	var out string
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := safeView(s.db, func(tx *bolt.Tx) error {
 		if b := tx.Bucket(bucketMeta); b != nil {
 			out = string(b.Get(key))
 		}
@@ -428,7 +433,7 @@ func (s *Store) Init() (string, error) {
 		return "", errors.New("state is open read-only")
 	}
 	var lineage string
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := safeUpdate(s.db, func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
 			return err
@@ -471,7 +476,7 @@ func (s *Store) Records() ([]Record, error) {
 		return nil, nil
 	}
 	var out []Record
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := safeView(s.db, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketObjects)
 		if b == nil {
 			return nil
@@ -486,6 +491,9 @@ func (s *Store) Records() ([]Record, error) {
 		out = make([]Record, len(values))
 		return decodeRecords(keys, values, out)
 	})
+	if errors.Is(err, ErrDamaged) {
+		return nil, fmt.Errorf("reading state %s: %w\n\n%s", s.path, err, restoreHint(s.path))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading state %s: %w", s.path, err)
 	}
@@ -566,7 +574,7 @@ func (s *Store) write(fn func(objects *bolt.Bucket) error) error {
 	if s.db == nil {
 		return errors.New("state is open read-only")
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := safeUpdate(s.db, func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 		if err != nil {
 			return err
