@@ -368,6 +368,9 @@ func (r *escapeRig) applyBottles() {
 	t := r.t
 	r.writeConfig(r.allowlist())
 	if res := bottlefile(t, r.dir, "apply", "-auto-approve"); res.code != 0 {
+		if _, err := os.Stat(filepath.Join(r.dir, ".bottlefile")); err == nil {
+			lineageOf(t, r.cli, r.dir) // what the apply made goes too
+		}
 		t.Fatalf("apply: %s", res)
 	}
 	r.lineage = lineageOf(t, r.cli, r.dir)
