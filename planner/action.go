@@ -26,39 +26,59 @@ const (
 	Migrate Action = '⇒'
 )
 
+// actionTable is the one list of actions and their names: String, Symbol,
+// ParseAction (saved plans), the JSON plan and the summaries all read it,
+// so an action added here cannot be missed by any of them.
+var actionTable = []struct {
+	action Action
+	name   string // in saved plans and JSON
+	symbol string // in the human plan
+}{
+	{NoOp, "no-op", " "},
+	{Create, "create", "+"},
+	{Update, "update", "~"},
+	{Replace, "replace", "-/+"},
+	{Delete, "delete", "-"},
+	{Start, "start", ">"},
+	{Adopt, "adopt", "&"},
+	{Forget, "forget", "x"},
+	{Migrate, "migrate", "=>"},
+}
+
+// Actions lists every action, NoOp first.
+func Actions() []Action {
+	all := make([]Action, len(actionTable))
+	for i, row := range actionTable {
+		all[i] = row.action
+	}
+	return all
+}
+
+// ParseAction is the action String names.
+func ParseAction(name string) (Action, bool) {
+	for _, row := range actionTable {
+		if row.name == name {
+			return row.action, true
+		}
+	}
+	return NoOp, false
+}
+
 func (a Action) String() string {
-	switch a {
-	case NoOp:
-		return "no-op"
-	case Create:
-		return "create"
-	case Update:
-		return "update"
-	case Replace:
-		return "replace"
-	case Delete:
-		return "delete"
-	case Start:
-		return "start"
-	case Adopt:
-		return "adopt"
-	case Forget:
-		return "forget"
-	case Migrate:
-		return "migrate"
+	for _, row := range actionTable {
+		if row.action == a {
+			return row.name
+		}
 	}
 	return "Action(" + string(a) + ")"
 }
 
 // Symbol is how the human plan marks the action.
 func (a Action) Symbol() string {
-	switch a {
-	case Replace:
-		return "-/+"
-	case Migrate:
-		return "=>"
-	case NoOp:
-		return " "
+	for _, row := range actionTable {
+		if row.action == a {
+			return row.symbol
+		}
 	}
 	return string(a)
 }

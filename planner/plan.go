@@ -67,6 +67,9 @@ type Change struct {
 	// Stray marks an unrecorded copy of an object on a runtime other than
 	// the one its address lives on (left by an interrupted migration).
 	Stray bool
+	// savedDeleteRuntime is DeleteRuntime as a saved plan recorded it,
+	// since a plan read from a file has no Prior.
+	savedDeleteRuntime string
 }
 
 // key identifies a change in the plan: its address, or for a stray copy
@@ -83,6 +86,9 @@ func (c *Change) key() string {
 func (c *Change) DeleteRuntime() string {
 	if c.Prior != nil && !c.Stray {
 		return c.Prior.Runtime
+	}
+	if c.savedDeleteRuntime != "" {
+		return c.savedDeleteRuntime
 	}
 	return c.Runtime
 }
@@ -130,63 +136,6 @@ func (p *Plan) Applyable() bool {
 		}
 	}
 	return false
-}
-
-// Summary counts the changes the way the closing Plan: line reports them.
-type Summary struct {
-	Add, Change, Destroy, Start, Adopt, Forget, Snapshot, Migrate int
-}
-
-// Summary counts pending changes; a replacement counts as one add and one destroy.
-func (p *Plan) Summary() Summary {
-	var s Summary
-	for _, c := range p.Changes {
-		if c.Kind == drivers.KindSnapshot && c.Action == Create {
-			s.Snapshot++
-			continue
-		}
-		switch c.Action {
-		case Create:
-			s.Add++
-		case Update:
-			s.Change++
-		case Replace:
-			s.Add++
-			s.Destroy++
-		case Migrate:
-			s.Migrate++
-		case Delete:
-			s.Destroy++
-		case Start:
-			s.Start++
-		case Adopt:
-			s.Adopt++
-		case Forget:
-			s.Forget++
-		}
-	}
-	return s
-}
-
-// String is the closing line of a human plan: "Plan: 1 to add, 0 to change, 0 to destroy."
-func (s Summary) String() string {
-	line := fmt.Sprintf("Plan: %d to add, %d to change, %d to destroy", s.Add, s.Change, s.Destroy)
-	if s.Start > 0 {
-		line += fmt.Sprintf(", %d to start", s.Start)
-	}
-	if s.Adopt > 0 {
-		line += fmt.Sprintf(", %d to adopt", s.Adopt)
-	}
-	if s.Forget > 0 {
-		line += fmt.Sprintf(", %d to forget", s.Forget)
-	}
-	if s.Snapshot > 0 {
-		line += fmt.Sprintf(", %d to snapshot", s.Snapshot)
-	}
-	if s.Migrate > 0 {
-		line += fmt.Sprintf(", %d to migrate", s.Migrate)
-	}
-	return line + "."
 }
 
 // String is a stable one-line-per-change rendering, used as a test oracle.

@@ -57,14 +57,9 @@ type SavedChange struct {
 	BootFrom      string   `json:"boot_from,omitempty"`
 	MoveTo        string   `json:"move_to,omitempty"`
 	Stray         bool     `json:"stray,omitempty"`
-}
-
-var actionNames = map[string]Action{}
-
-func init() {
-	for _, a := range []Action{NoOp, Create, Update, Replace, Delete, Start, Adopt, Forget} {
-		actionNames[a.String()] = a
-	}
+	// DeleteRuntime is where the object is deleted when that is not
+	// Runtime: the runtime a migration moves it from.
+	DeleteRuntime string `json:"delete_runtime,omitempty"`
 }
 
 // Save makes the saved form of a plan.
@@ -75,12 +70,16 @@ func Save(p *Plan, config map[string]string, vars map[string]json.RawMessage) *S
 		if c.Prior != nil && len(deps) == 0 {
 			deps = c.Prior.DependsOn
 		}
+		deleteRuntime := c.DeleteRuntime()
+		if deleteRuntime == c.Runtime {
+			deleteRuntime = ""
+		}
 		s.Changes = append(s.Changes, SavedChange{
 			Addr: c.Addr, Kind: c.Kind, Runtime: c.Runtime, Action: c.Action.String(),
 			Reasons: c.Reasons, Changed: c.Changed, Forcing: c.Forcing, Hash: c.Fingerprint.Hash,
 			Before: c.Before, After: c.After, Live: c.Live, DependsOn: deps, StateOnly: c.StateOnly,
 			WaitFor: c.WaitFor, DeleteAfter: c.DeleteAfter, SnapshotFirst: c.SnapshotFirst,
-			BootFrom: c.BootFrom, MoveTo: c.MoveTo, Stray: c.Stray,
+			BootFrom: c.BootFrom, MoveTo: c.MoveTo, Stray: c.Stray, DeleteRuntime: deleteRuntime,
 		})
 	}
 	return s
@@ -138,7 +137,7 @@ func DecodePlanFile(data []byte) (*SavedPlan, error) {
 			return nil, fmt.Errorf("%s appears twice", c.Addr)
 		}
 		seen[key] = true
-		if _, ok := actionNames[c.Action]; !ok {
+		if _, ok := ParseAction(c.Action); !ok {
 			return nil, fmt.Errorf("%s has unknown action %q", c.Addr, c.Action)
 		}
 	}
@@ -149,13 +148,14 @@ func DecodePlanFile(data []byte) (*SavedPlan, error) {
 func (s *SavedPlan) Plan() *Plan {
 	p := &Plan{Lineage: s.Lineage, Serial: s.Serial, Options: s.Options, Kept: s.Kept}
 	for _, sc := range s.Changes {
+		action, _ := ParseAction(sc.Action) // checked by DecodePlanFile
 		p.Changes = append(p.Changes, &Change{
-			Addr: sc.Addr, Kind: sc.Kind, Runtime: sc.Runtime, Action: actionNames[sc.Action],
+			Addr: sc.Addr, Kind: sc.Kind, Runtime: sc.Runtime, Action: action,
 			Reasons: sc.Reasons, Changed: sc.Changed, Forcing: sc.Forcing, Before: sc.Before, After: sc.After,
 			Live: sc.Live, Fingerprint: Fingerprint{Hash: sc.Hash}, StateOnly: sc.StateOnly,
 			Object:  drivers.Object{Addr: sc.Addr, Kind: sc.Kind, DependsOn: sc.DependsOn},
 			WaitFor: sc.WaitFor, DeleteAfter: sc.DeleteAfter, SnapshotFirst: sc.SnapshotFirst,
-			BootFrom: sc.BootFrom, MoveTo: sc.MoveTo, Stray: sc.Stray,
+			BootFrom: sc.BootFrom, MoveTo: sc.MoveTo, Stray: sc.Stray, savedDeleteRuntime: sc.DeleteRuntime,
 		})
 	}
 	sortChanges(p.Changes)
