@@ -92,6 +92,7 @@ Options:
 func (c *ApplyCommand) Run(args []string) int {
 	m := c.Meta
 	a, diags := parseApplyArgs(args, c.Destroy)
+	m.Color = m.Color && !a.NoColor
 	if a.JSON && !a.AutoApprove && a.PlanFile == "" {
 		diags = append(diags, argError("-json needs -auto-approve (or a saved plan): there is no prompt to answer"))
 	}
@@ -199,7 +200,7 @@ func (v *applyView) plan(p *planner.Plan) {
 		v.events(jsonEvent{Type: "planned", Plan: &doc})
 		return
 	}
-	renderPlan(v.m.Stdout, p)
+	renderPlan(v.m.Stdout, p, v.m.Color)
 }
 
 func (v *applyView) message(text string) {
@@ -229,23 +230,7 @@ func (v *applyView) fail(summary string, err error) int {
 // summary says what was applied and, after a failure or an interrupt,
 // what was not.
 func (v *applyView) summary(res executor.Result, destroy, failed bool, stateErr error) {
-	var sum jsonSummary
-	for _, s := range res.Applied {
-		switch s.Op {
-		case planner.StepCreate, planner.StepAdopt:
-			if s.Change.Kind == operations.KindSnapshot {
-				sum.Snapshot++
-			} else {
-				sum.Add++
-			}
-		case planner.StepUpdate:
-			sum.Change++
-		case planner.StepDelete:
-			sum.Destroy++
-		case planner.StepStart:
-			sum.Start++
-		}
-	}
+	sum := planner.StepSummary(res.Applied)
 	word := "Apply"
 	if destroy {
 		word = "Destroy"
@@ -259,13 +244,7 @@ func (v *applyView) summary(res executor.Result, destroy, failed bool, stateErr 
 		return
 	}
 	w := v.m.Stdout
-	counts := fmt.Sprintf("%d added, %d changed, %d destroyed", sum.Add, sum.Change, sum.Destroy)
-	if sum.Start > 0 {
-		counts += fmt.Sprintf(", %d started", sum.Start)
-	}
-	if sum.Snapshot > 0 {
-		counts += fmt.Sprintf(", %d snapshots taken", sum.Snapshot)
-	}
+	counts := sum.Done()
 	if !failed {
 		fmt.Fprintf(w, "\n%s complete! Objects: %s.\n", word, counts)
 		return

@@ -45,6 +45,7 @@ Options:
 func (c *PlanCommand) Run(args []string) int {
 	m := c.Meta
 	a, diags := parsePlanArgs(args)
+	m.Color = m.Color && !a.NoColor
 	if m.showDiags(nil, diags) {
 		return 1
 	}
@@ -67,7 +68,7 @@ func (c *PlanCommand) Run(args []string) int {
 			return m.fail("Cannot write the plan", err)
 		}
 	} else {
-		renderPlan(m.Stdout, p)
+		renderPlan(m.Stdout, p, m.Color)
 	}
 	if a.Out != "" && !a.JSON {
 		fmt.Fprintf(m.Stdout, "\nSaved the plan to %s. To perform exactly these actions, run:\n  bottlefile apply %s\n", a.Out, a.Out)

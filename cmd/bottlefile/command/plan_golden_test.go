@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/drivertest"
 	"github.com/bottlefile/bottlefile/state"
@@ -17,7 +19,8 @@ import (
 // for actions the configuration did not cause, and forcing attributes, in
 // human and JSON form. Each case in testdata/plans has an optional
 // before.hcl (applied first), an after.hcl (planned), and the golden
-// plan.txt and plan.json.
+// plan.txt and plan.json. Each plan is also saved, shown from the file
+// (the same text and JSON) and applied from it.
 func TestPlanGolden(t *testing.T) {
 	cases := []struct {
 		name string
@@ -113,6 +116,12 @@ func TestPlanGolden(t *testing.T) {
 			}
 		}},
 		{name: "fork"},
+		{name: "migration", setup: func(w *workspace) {
+			w.extra = map[string]*drivertest.Fake{"smolvm": {DriverName: "smolvm"}}
+		}, drift: func(w *workspace, f *drivertest.Fake, l string) {
+			// What the agent wrote moves with it.
+			f.WriteFile(l, "agent.coder", "/workspace/progress.md")
+		}},
 		{name: "orphans", drift: func(_ *workspace, f *drivertest.Fake, l string) {
 			f.Put(l, drivers.LiveObject{Addr: "agent.ghost", Kind: "container", ID: "fake-ghost", Name: "bf-ghost", Hash: "deadbeef", Running: true})
 		}},
@@ -140,8 +149,18 @@ func TestPlanGolden(t *testing.T) {
 				t.Errorf("a sensitive value reached the plan output")
 			}
 
+			// A saved plan reads back as the same plan, and applies.
+			planFile := filepath.Join(w.dir, "saved.plan")
+			w.must("plan", append([]string{"-out=" + planFile}, tc.args...)...)
+			if diff := cmp.Diff(human, w.must("show", planFile)); diff != "" {
+				t.Errorf("show of the saved plan differs from plan (-plan +show):\n%s", diff)
+			}
+			if diff := cmp.Diff(asJSON, w.must("show", "-json", planFile)); diff != "" {
+				t.Errorf("show -json of the saved plan differs from plan -json (-plan +show):\n%s", diff)
+			}
+
 			// What the plan promises, apply does: afterwards nothing is left to do.
-			w.must("apply", append([]string{"-auto-approve"}, tc.args...)...)
+			w.must("apply", planFile)
 			check := tc.check
 			if check == nil {
 				check = tc.args

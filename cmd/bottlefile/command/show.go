@@ -48,7 +48,7 @@ func (c *ShowCommand) Run(args []string) int {
 			}
 			return 0
 		}
-		renderPlan(m.Stdout, saved.Plan())
+		renderPlan(m.Stdout, saved.Plan(), m.Color)
 		return 0
 	}
 	dir, err := m.dir()

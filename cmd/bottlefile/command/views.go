@@ -15,8 +15,10 @@ import (
 // renderPlan writes the human plan: every change with its symbol, the
 // attributes that change (marking those that force replacement), a reason
 // line for every action not driven by the configuration, and the closing
-// Plan: line, or "No changes.".
-func renderPlan(w io.Writer, p *planner.Plan) {
+// Plan: line, or "No changes.". With color, symbols are colored as
+// Terraform colors them and reasons are dimmed.
+func renderPlan(w io.Writer, p *planner.Plan, color bool) {
+	paint := palette(color)
 	if len(p.Options.Targets) > 0 {
 		fmt.Fprintf(w, "Note: -target is in effect: this plan covers only %s and what they depend on.\nThe rest of the configuration may still differ; use -target only to recover from mistakes.\n\n", strings.Join(p.Options.Targets, ", "))
 	}
@@ -33,14 +35,14 @@ func renderPlan(w io.Writer, p *planner.Plan) {
 		if c.Action == planner.NoOp {
 			continue
 		}
-		fmt.Fprintf(w, "\n  # %s %s\n", c.Addr, headline(c))
+		fmt.Fprintf(w, "\n  # %s %s\n", paint.bold(c.Addr), headline(c))
 		for _, r := range c.Reasons {
-			fmt.Fprintf(w, "  # (because %s)\n", r)
+			fmt.Fprintf(w, "  %s\n", paint.dim("# (because "+r+")"))
 		}
-		renderChange(w, c)
+		renderChange(w, c, paint)
 	}
 	renderKept(w, p.Kept)
-	fmt.Fprintf(w, "\n%s\n", p.Summary())
+	fmt.Fprintf(w, "\n%s\n", paint.bold(p.Summary().String()))
 }
 
 // renderKept lists the snapshots a destroy keeps, one line each, with how
@@ -110,7 +112,7 @@ type attrLine struct {
 	sym, name, value, note string
 }
 
-func renderChange(w io.Writer, c *planner.Change) {
+func renderChange(w io.Writer, c *planner.Change, paint palette) {
 	var lines []attrLine
 	switch c.Action {
 	case planner.Create, planner.Adopt:
@@ -158,7 +160,7 @@ func renderChange(w io.Writer, c *planner.Change) {
 			}
 		}
 	}
-	fmt.Fprintf(w, "%3s %s (%s)", symbol(c), c.Addr, c.Kind)
+	fmt.Fprintf(w, "%s %s (%s)", paint.symbol(fmt.Sprintf("%3s", symbol(c))), c.Addr, c.Kind)
 	if len(lines) == 0 {
 		fmt.Fprintln(w)
 		return
@@ -173,11 +175,11 @@ func renderChange(w io.Writer, c *planner.Change) {
 		case l.name == "" && l.value == "]":
 			fmt.Fprintf(w, "        %*s]\n", width+3, "")
 		case l.name == "":
-			fmt.Fprintf(w, "        %*s%s %s,\n", width+3, "", l.sym, l.value)
+			fmt.Fprintf(w, "        %*s%s %s,\n", width+3, "", paint.symbol(l.sym), l.value)
 		case l.value == "":
-			fmt.Fprintf(w, "      %s %s%s\n", l.sym, l.name, l.note)
+			fmt.Fprintf(w, "      %s %s%s\n", paint.symbol(l.sym), l.name, paint.note(l.note))
 		default:
-			fmt.Fprintf(w, "      %s %-*s = %s%s\n", l.sym, width, l.name, l.value, l.note)
+			fmt.Fprintf(w, "      %s %-*s = %s%s\n", paint.symbol(l.sym), width, l.name, l.value, paint.note(l.note))
 		}
 	}
 	fmt.Fprintln(w, "    }")

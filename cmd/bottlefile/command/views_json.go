@@ -20,8 +20,8 @@ type jsonPlan struct {
 	Destroy         bool         `json:"destroy,omitempty"`
 	ResourceChanges []jsonChange `json:"resource_changes"`
 	// KeptSnapshots are the policy snapshots a destroy keeps.
-	KeptSnapshots []jsonKept  `json:"kept_snapshots,omitempty"`
-	Summary       jsonSummary `json:"summary"`
+	KeptSnapshots []jsonKept      `json:"kept_snapshots,omitempty"`
+	Summary       planner.Summary `json:"summary"`
 }
 
 // jsonKept is one snapshot a destroy keeps; size and time are left out
@@ -42,16 +42,6 @@ type jsonChange struct {
 	Forcing []string                   `json:"forces_replacement,omitempty"`
 	Before  map[string]json.RawMessage `json:"before"`
 	After   map[string]json.RawMessage `json:"after"`
-}
-
-type jsonSummary struct {
-	Add      int `json:"add"`
-	Change   int `json:"change"`
-	Destroy  int `json:"destroy"`
-	Start    int `json:"start"`
-	Adopt    int `json:"adopt"`
-	Forget   int `json:"forget"`
-	Snapshot int `json:"snapshot"`
 }
 
 func planDocument(p *planner.Plan) jsonPlan {
@@ -80,8 +70,7 @@ func planDocument(p *planner.Plan) jsonPlan {
 		}
 		doc.KeptSnapshots = append(doc.KeptSnapshots, jk)
 	}
-	s := p.Summary()
-	doc.Summary = jsonSummary{Add: s.Add, Change: s.Change, Destroy: s.Destroy, Start: s.Start, Adopt: s.Adopt, Forget: s.Forget, Snapshot: s.Snapshot}
+	doc.Summary = p.Summary()
 	return doc
 }
 
@@ -94,14 +83,14 @@ func writePlanJSON(w io.Writer, p *planner.Plan) error {
 
 // jsonEvent is one line of apply -json.
 type jsonEvent struct {
-	Type    string       `json:"type"` // apply_start, apply_progress, apply_complete, apply_errored, apply_skipped, diagnostic, summary
-	Time    string       `json:"time"`
-	Address string       `json:"address,omitempty"`
-	Step    string       `json:"step,omitempty"`
-	Elapsed float64      `json:"elapsed_seconds,omitempty"`
-	Message string       `json:"message,omitempty"`
-	Cause   string       `json:"cause,omitempty"`
-	Summary *jsonSummary `json:"summary,omitempty"`
+	Type    string           `json:"type"` // apply_start, apply_progress, apply_complete, apply_errored, apply_skipped, diagnostic, summary
+	Time    string           `json:"time"`
+	Address string           `json:"address,omitempty"`
+	Step    string           `json:"step,omitempty"`
+	Elapsed float64          `json:"elapsed_seconds,omitempty"`
+	Message string           `json:"message,omitempty"`
+	Cause   string           `json:"cause,omitempty"`
+	Summary *planner.Summary `json:"summary,omitempty"`
 	// Diagnostic is set on "diagnostic" events.
 	Diagnostic *lang.JSONDiagnostic `json:"diagnostic,omitempty"`
 	// Plan is set on the "planned" event that opens an apply.
