@@ -804,8 +804,8 @@ func TestParseDuration(t *testing.T) {
 }
 
 func TestCheckEgressRule(t *testing.T) {
-	good := []string{"github.com", "github.com:443", "*.pythonhosted.org:443", "*.npmjs.org", "10.0.0.1:5432", "[2001:db8::1]:443", "[::1]", "localhost:8080", "my_host.internal:1"}
-	bad := []string{"", "https://github.com", "github.com:0", "github.com:65536", "github.com:", "api.*.com", "*", "*.:443", "a..b", "github.com/path", "2001:db8::1", "[::1", "[::1]x", "git hub.com", "user@host"}
+	good := []string{"github.com", "github.com:443", "*.pythonhosted.org:443", "*.npmjs.org", "10.0.0.1:5432", "[2001:db8::1]:443", "[::1]", "localhost:8080", "2001:db8::1"}
+	bad := []string{"", "https://github.com", "github.com:0", "github.com:65536", "github.com:", "api.*.com", "*", "*.:443", "a..b", "github.com/path", "[::1", "[::1]x", "git hub.com", "user@host"}
 	for _, r := range good {
 		if msg := CheckEgressRule(r); msg != "" {
 			t.Errorf("CheckEgressRule(%q) = %q, want ok", r, msg)

@@ -4,7 +4,7 @@
 set -euo pipefail
 mod=$(go list -m)
 declare -A allowed=(
-  [lang]=""
+  [lang]="egress"
   [planner/dag]=""
   [drivers]=""
   [state]=""
