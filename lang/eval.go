@@ -15,6 +15,8 @@ import (
 	"github.com/hashicorp/hcl/v2/ext/typeexpr"
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/units"
 	"github.com/zclconf/go-cty/cty/convert"
 )
 
@@ -431,7 +433,7 @@ func (s *Scope) evalSnapshotPolicy(ctx *hcl.EvalContext, p *SnapshotPolicy) (*Sn
 		case !v.IsKnown():
 			diags = append(diags, s.mustBeKnown("max_total_size", p.MaxTotalSize)...)
 		case !v.IsNull():
-			n, err := ParseBytes(v.AsString())
+			n, err := units.ParseBytes(v.AsString())
 			if err != nil {
 				diags = append(diags, &hcl.Diagnostic{
 					Severity: hcl.DiagError,
@@ -605,42 +607,6 @@ func elementRanges(expr hcl.Expression, n int) []hcl.Range {
 	return ranges
 }
 
-var memoryRe = regexp.MustCompile(`^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*$`)
-
-var memoryUnits = map[string]float64{
-	"": 1, "b": 1,
-	"k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
-	"m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
-	"g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
-	"t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40,
-}
-
-// ParseBytes parses a memory size: a number of bytes, or a number with a
-// unit: b, k, m, g, t, optionally followed by "b" or "ib", in any case. As
-// with docker's --memory, every unit is binary: 1k and 1KB are 1024 bytes.
-func ParseBytes(s string) (int64, error) {
-	m := memoryRe.FindStringSubmatch(s)
-	if m == nil {
-		return 0, fmt.Errorf("%q is not a size", s)
-	}
-	mult, ok := memoryUnits[strings.ToLower(m[2])]
-	if !ok {
-		return 0, fmt.Errorf("%q has an unknown unit %q", s, m[2])
-	}
-	f, err := strconv.ParseFloat(m[1], 64)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a size", s)
-	}
-	n := f * mult
-	if n != math.Trunc(n) {
-		return 0, fmt.Errorf("%q is not a whole number of bytes", s)
-	}
-	if n < 1 || n > math.MaxInt64/2 {
-		return 0, fmt.Errorf("%q is out of range", s)
-	}
-	return int64(n), nil
-}
-
 // memoryValue converts a memory attribute's value, a size string or a
 // number of bytes, to a number of bytes, keeping its marks.
 func memoryValue(v cty.Value, expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
@@ -662,7 +628,7 @@ func memoryValue(v cty.Value, expr hcl.Expression) (cty.Value, hcl.Diagnostics) 
 	case !v.IsKnown():
 		return cty.UnknownVal(cty.Number).WithMarks(marks), nil
 	case v.Type() == cty.String:
-		n, err := ParseBytes(v.AsString())
+		n, err := units.ParseBytes(v.AsString())
 		if err != nil {
 			return bad(fmt.Sprintf("%s. %s", err, memoryHelp))
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/lang"
 	"github.com/bottlefile/bottlefile/state"
+	"github.com/bottlefile/bottlefile/units"
 )
 
 // Policy snapshots live below their agent: agent.NAME.snapshot.N, N
@@ -326,7 +327,7 @@ func (d *discardReads) explain(ctx context.Context, rt *Runtime, w *Change, line
 		if !written.Since.IsZero() {
 			since = " since " + written.Since.UTC().Format("2006-01-02 15:04 UTC")
 		}
-		r.reason = fmt.Sprintf("this %s discards %s written inside it%s; %s", covered, humanBytes(written.Bytes), since, why)
+		r.reason = fmt.Sprintf("this %s discards %s written inside it%s; %s", covered, units.FormatBytes(written.Bytes), since, why)
 	})
 }
 
@@ -395,9 +396,9 @@ func prune(ofAgent []*Change, agentAddr string, policy *lang.SnapshotPolicyValue
 	if total <= policy.MaxTotalSize {
 		return
 	}
-	why := fmt.Sprintf("snapshot_policy.max_total_size = %s: the agent's snapshots total %s; the oldest go first", humanBytes(policy.MaxTotalSize), humanBytes(total))
+	why := fmt.Sprintf("snapshot_policy.max_total_size = %s: the agent's snapshots total %s; the oldest go first", units.FormatBytes(policy.MaxTotalSize), units.FormatBytes(total))
 	if taken != nil {
-		why = fmt.Sprintf("snapshot_policy.max_total_size = %s: the agent's snapshots total %s, and more with %s; the oldest go first", humanBytes(policy.MaxTotalSize), humanBytes(total), taken.Addr)
+		why = fmt.Sprintf("snapshot_policy.max_total_size = %s: the agent's snapshots total %s, and more with %s; the oldest go first", units.FormatBytes(policy.MaxTotalSize), units.FormatBytes(total), taken.Addr)
 	}
 	for i := len(kept) - 1; i >= 0 && total > policy.MaxTotalSize; i-- { // oldest first
 		s := kept[i]
@@ -511,21 +512,9 @@ func resume(changes map[string]*Change, ofAgent []*Change, ap *agentPlan, w *Cha
 	return nil
 }
 
-// HumanBytes writes a size in binary units: "512 B", "1.5 KiB", "20.0 GiB".
-func HumanBytes(n int64) string { return humanBytes(n) }
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+// HumanBytes writes a size in binary units; units.FormatBytes owns the
+// format, and this stays for the commands that still call it.
+func HumanBytes(n int64) string { return units.FormatBytes(n) }
 
 // canMove reports whether a snapshot can move from one runtime to another.
 func (p *Planner) canMove(from, to string) bool {

@@ -4,7 +4,8 @@
 set -euo pipefail
 mod=$(go list -m)
 declare -A allowed=(
-  [lang]="egress"
+  [lang]="egress units"
+  [units]=""
   [planner/dag]=""
   [drivers]=""
   [state]=""
@@ -15,12 +16,12 @@ declare -A allowed=(
   [drivers/smolvm/fakesmolvm]=""
   [drivers/smolvm/smolvmtest]=""
   [drivers/drivertest]="drivers planner/dag"
-  [planner]="lang planner/dag drivers state"
+  [planner]="lang planner/dag drivers state units"
   [executor]="planner planner/dag drivers lang state"
   [operations]="executor planner planner/dag lang drivers state"
   # Commands parse flags, call operations and render: never drivers or
   # state, which operations opens and configures for them.
-  [cmd/bottlefile/command]="operations executor planner planner/dag lang"
+  [cmd/bottlefile/command]="operations executor planner planner/dag lang units"
   [cmd/bottlefile]="cmd/bottlefile/command drivers drivers/docker drivers/smolvm egress"
 )
 status=0

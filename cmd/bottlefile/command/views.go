@@ -10,6 +10,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/operations"
 	"github.com/bottlefile/bottlefile/planner"
+	"github.com/bottlefile/bottlefile/units"
 )
 
 // renderPlan writes the human plan: every change with its symbol, the
@@ -66,7 +67,7 @@ func keptLine(k planner.KeptSnapshot) string {
 	}
 	line := k.Addr
 	if k.Size >= 0 {
-		line += ", " + planner.HumanBytes(k.Size)
+		line += ", " + units.FormatBytes(k.Size)
 	}
 	if !k.Created.IsZero() {
 		line += ", taken " + k.Created.UTC().Format("2006-01-02 15:04 UTC")
