@@ -1,15 +1,12 @@
 package operations
 
 import (
-	"archive/tar"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +14,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/bottlefile/bottlefile/dockersave"
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/planner"
 	"github.com/bottlefile/bottlefile/state"
@@ -255,58 +253,6 @@ func snapshotFingerprint(attrs map[string]cty.Value) (string, map[string]string)
 // to tell which agent it was taken of; "" when it has none or the file is
 // no such tar (the runtime's driver reports what is wrong with it).
 func TarAddress(f io.ReadSeeker) string {
-	addr, _ := readTarAddress(f)
-	return addr
-}
-
-func readTarAddress(f io.ReadSeeker) (string, error) {
-	tr := tar.NewReader(f)
-	var configPath string
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return "", fmt.Errorf("reading it as a tar: %w (snapshot export writes docker-save tars)", err)
-		}
-		if path.Clean(hdr.Name) != "manifest.json" {
-			continue
-		}
-		var manifest []struct{ Config string }
-		if err := json.NewDecoder(io.LimitReader(tr, 16<<20)).Decode(&manifest); err != nil {
-			return "", fmt.Errorf("its manifest.json: %w", err)
-		}
-		if len(manifest) != 1 {
-			return "", fmt.Errorf("it holds %d images; a snapshot tar holds one", len(manifest))
-		}
-		configPath = path.Clean(manifest[0].Config)
-		break
-	}
-	if configPath == "" {
-		return "", errors.New("it has no manifest.json: it is not a docker-save tar (snapshot export writes those)")
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return "", err
-	}
-	tr = tar.NewReader(f)
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return "", nil
-		}
-		if err != nil {
-			return "", err
-		}
-		if path.Clean(hdr.Name) != configPath {
-			continue
-		}
-		var cfg struct {
-			Config struct{ Labels map[string]string }
-		}
-		if err := json.NewDecoder(io.LimitReader(tr, 16<<20)).Decode(&cfg); err != nil {
-			return "", fmt.Errorf("its image config: %w", err)
-		}
-		return cfg.Config.Labels[drivers.LabelAddress], nil
-	}
+	labels, _ := dockersave.Labels(f)
+	return labels[drivers.LabelAddress]
 }

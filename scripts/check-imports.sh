@@ -6,19 +6,20 @@ mod=$(go list -m)
 declare -A allowed=(
   [lang]="egress units"
   [units]=""
+  [dockersave]=""
   [planner/dag]=""
   [drivers]=""
   [state]=""
   [egress]=""
-  [drivers/docker]="drivers egress"
+  [drivers/docker]="drivers egress dockersave"
   [drivers/docker/dockertest]="drivers"
-  [drivers/smolvm]="drivers egress"
+  [drivers/smolvm]="drivers egress dockersave"
   [drivers/smolvm/fakesmolvm]=""
   [drivers/smolvm/smolvmtest]=""
   [drivers/drivertest]="drivers planner/dag"
   [planner]="lang planner/dag drivers state units"
   [executor]="planner planner/dag drivers lang state"
-  [operations]="executor planner planner/dag lang drivers state"
+  [operations]="executor planner planner/dag lang drivers state dockersave"
   # Commands parse flags, call operations and render: never drivers or
   # state, which operations opens and configures for them.
   [cmd/bottlefile/command]="operations executor planner planner/dag lang units"

@@ -14,6 +14,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/client"
 
+	"github.com/bottlefile/bottlefile/dockersave"
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
@@ -201,11 +202,10 @@ func retagSave(r io.Reader, w io.Writer, ref string) (saveInfo, error) {
 		if err != nil {
 			return info, fmt.Errorf("reading the image tar: %w (is it a docker save tar?)", err)
 		}
-		name := path.Clean(strings.TrimPrefix(hdr.Name, "./"))
 		switch {
-		case name == "repositories" && hdr.Typeflag == tar.TypeReg:
+		case dockersave.Name(hdr) == "repositories" && hdr.Typeflag == tar.TypeReg:
 			continue
-		case name == "manifest.json" && hdr.Typeflag == tar.TypeReg:
+		case dockersave.IsManifest(hdr) && hdr.Typeflag == tar.TypeReg:
 			if hdr.Size > maxMetaSize {
 				return info, fmt.Errorf("the image tar's manifest.json is %d bytes; that is no docker save manifest", hdr.Size)
 			}

@@ -1,7 +1,6 @@
 package smolvm
 
 import (
-	"archive/tar"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/bottlefile/bottlefile/dockersave"
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
@@ -570,19 +570,13 @@ func checkDockerSave(path string) error {
 		return err
 	}
 	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return errors.New("the stream is not a docker-save archive: it has no manifest.json")
-		}
-		if err != nil {
-			return fmt.Errorf("the stream is not a docker-save archive: %w", err)
-		}
-		if strings.TrimPrefix(h.Name, "./") == "manifest.json" {
-			return nil
-		}
+	switch err := dockersave.CheckManifest(f); {
+	case errors.Is(err, dockersave.ErrNoManifest):
+		return errors.New("the stream is not a docker-save archive: it has no manifest.json")
+	case err != nil:
+		return fmt.Errorf("the stream is not a docker-save archive: %w", err)
 	}
+	return nil
 }
 
 // bootPath is the file a machine created from a snapshot file boots
