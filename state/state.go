@@ -234,7 +234,7 @@ func (s *Store) check(opts Options) error {
 			return nil
 		})
 		if len(foreign) > 0 {
-			return fmt.Errorf("%w: %s is not a bottlefile state: it is a bbolt database holding buckets %q. It is refused rather than written over.", ErrDamaged, s.path, foreign)
+			return fmt.Errorf("%w: %s is not a bottlefile state: it is a bbolt database holding buckets %q; it is refused rather than written over", ErrDamaged, s.path, foreign)
 		}
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
@@ -324,7 +324,7 @@ func checkBackupOfMissing(path, how string) error {
 	}
 	return fmt.Errorf("%w: %s %s, but its backup %s records %d objects (%s). "+
 		"A new state would not know the bottles those records name, and they would keep running. "+
-		"Restore the backup with `bottlefile state restore-backup`; or, to start over deliberately, destroy those bottles first or remove the backup.",
+		"Restore the backup with `bottlefile state restore-backup`; or, to start over deliberately, destroy those bottles first or remove the backup",
 		ErrDamaged, path, how, backup, sum.Records, sum)
 }
 
