@@ -2,12 +2,9 @@ package operations
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -135,7 +132,8 @@ func (op *Operation) ImportSnapshot(ctx context.Context, req ImportRequest) (Imp
 		"policy":      cty.True,
 		"trigger":     cty.StringVal("import"), // what took it, for snapshot list
 	}
-	hash, attrHashes := snapshotFingerprint(attrs)
+	fp := planner.FingerprintOf(drivers.KindSnapshot, attrs)
+	hash, attrHashes := fp.Hash, fp.Attrs
 	obj := drivers.Object{Addr: out.Addr, Kind: drivers.KindSnapshot, Attrs: attrs, InPlace: []string{"description"}}
 	resp, err := importer.ImportSnapshot(ctx, drivers.ImportRequest{Lineage: lineage, Object: obj, Hash: hash}, req.Tar)
 	if err != nil {
@@ -198,55 +196,10 @@ func agentList(names []string) string {
 	return strings.Join(out, ", ")
 }
 
-// nextPolicySnapshot is the address of the agent's next policy snapshot:
-// agent.NAME.snapshot.N with N one above any taken.
+// nextPolicySnapshot is the address of the agent's next policy snapshot,
+// numbered by the planner.
 func nextPolicySnapshot(agentAddr string, taken []string) string {
-	next := 1
-	for _, addr := range taken {
-		rest, ok := strings.CutPrefix(addr, agentAddr+".snapshot.")
-		if !ok {
-			continue
-		}
-		if n, err := strconv.Atoi(rest); err == nil && n >= next {
-			next = n + 1
-		}
-	}
-	return fmt.Sprintf("%s.snapshot.%d", agentAddr, next)
-}
-
-// snapshotFingerprint hashes a policy snapshot's attributes the way the
-// planner does (planner.fingerprint), so that the next plan finds the
-// record in line with what it wants for it: each attribute as
-// sha256("name=" + JSON), the whole as sha256 of the kind and the sorted
-// "name=hash" pairs. The command's import test checks that the next plan
-// agrees.
-func snapshotFingerprint(attrs map[string]cty.Value) (string, map[string]string) {
-	hashes := make(map[string]string, len(attrs))
-	for name, v := range attrs {
-		var x any
-		switch {
-		case v.IsNull():
-		case v.Type() == cty.String:
-			x = v.AsString()
-		case v.Type() == cty.Bool:
-			x = v.True()
-		}
-		data, _ := json.Marshal(x)
-		h := sha256.Sum256(append([]byte(name+"="), data...))
-		hashes[name] = hex.EncodeToString(h[:8])
-	}
-	names := make([]string, 0, len(hashes))
-	for name := range hashes {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	whole := sha256.New()
-	whole.Write([]byte(drivers.KindSnapshot))
-	for _, name := range names {
-		whole.Write([]byte{0})
-		whole.Write([]byte(name + "=" + hashes[name]))
-	}
-	return hex.EncodeToString(whole.Sum(nil)[:16]), hashes
+	return planner.NextPolicySnapshot(agentAddr, taken)
 }
 
 // TarAddress reads the address label of the image in a docker-save tar,

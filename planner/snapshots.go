@@ -35,6 +35,19 @@ func policySnapshotIndex(agentAddr, addr string) (int, bool) {
 	return n, err == nil && n > 0
 }
 
+// NextPolicySnapshot is the address of an agent's next policy snapshot:
+// agent.NAME.snapshot.N with N one above any of taken. The planner and a
+// snapshot import number them here alone.
+func NextPolicySnapshot(agentAddr string, taken []string) string {
+	next := 1
+	for _, addr := range taken {
+		if n, ok := policySnapshotIndex(agentAddr, addr); ok && n >= next {
+			next = n + 1
+		}
+	}
+	return fmt.Sprintf("%s%s%d", agentAddr, policySnapshotInfix, next)
+}
+
 func snapshotAttrs(agentAddr string, description, triggers cty.Value, policy bool) map[string]cty.Value {
 	if description == cty.NilVal {
 		description = cty.NullVal(cty.String)
@@ -258,13 +271,11 @@ func (p *Planner) takeSnapshot(changes map[string]*Change, snaps snapshotIndex, 
 // agent.X.snapshot.N with N one more than the highest taken, of the
 // workload w.
 func newPolicySnapshot(changes map[string]*Change, snaps snapshotIndex, ap *agentPlan, w *Change, description, trigger, reason string) *Change {
-	next := 1
+	var taken []string
 	for _, c := range snaps[ap.agent.Addr()] {
-		if n, ok := policySnapshotIndex(ap.agent.Addr(), c.Addr); ok && n >= next {
-			next = n + 1
-		}
+		taken = append(taken, c.Addr)
 	}
-	addr := fmt.Sprintf("%s%s%d", ap.agent.Addr(), policySnapshotInfix, next)
+	addr := NextPolicySnapshot(ap.agent.Addr(), taken)
 	obj := drivers.Object{
 		Addr: addr, Kind: drivers.KindSnapshot,
 		Attrs:   policySnapshotAttrs(ap.agent.Addr(), cty.StringVal(description), trigger),

@@ -27,6 +27,13 @@ type Fingerprint struct {
 	Attrs map[string]string // attribute name to hash; missing when unknown
 }
 
+// FingerprintOf is the fingerprint the planner gives an object of this
+// kind with these attributes, for those who record one without planning
+// (a snapshot import).
+func FingerprintOf(kind string, attrs map[string]cty.Value) Fingerprint {
+	return fingerprint(kind, attrs, nil)
+}
+
 // fingerprint hashes the kind and the unmarked attribute values. An
 // attribute named in keep takes the given hash instead of its own: that is
 // how lifecycle.ignore_changes holds an attribute at its recorded value.
