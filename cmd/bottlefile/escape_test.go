@@ -1614,4 +1614,7 @@ func (r *escapeRig) revokeAndNewNetwork(t *testing.T) {
 		t.Errorf("CONNECT to the new network's address: want it refused as forbidden, got %q", got)
 	}
 	want403(t, res, "allowed host, its rule removed", "allowed-host-content")
+	// The state's other gateway, not updated itself, was given the new
+	// address too.
+	r.waitLog(t, r.betaGW.id, `"`+newGW.String()+`/32"`, 10*time.Second)
 }
