@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -136,15 +137,40 @@ func (s *Store) verify() error {
 // disk leaves the old backup or the new one, never half of one.
 func (s *Store) writeBackup() error {
 	dst := s.path + BackupSuffix
+	err := writeFileAtomic(dst, func(w io.Writer) error {
+		return safeView(s.db, func(tx *bolt.Tx) error {
+			_, err := tx.WriteTo(w)
+			return err
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("keeping the previous state as %s: %w", dst, err)
+	}
+	return nil
+}
+
+// copyFileAtomic copies src to dst through a synced temporary file.
+func copyFileAtomic(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(dst, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeFileAtomic writes dst through a temporary file that is synced and
+// renamed over it, so a crash or a full disk leaves the old file or the
+// new one, never half of one.
+func writeFileAtomic(dst string, write func(io.Writer) error) error {
 	tmp := dst + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
-	err = safeView(s.db, func(tx *bolt.Tx) error {
-		_, err := tx.WriteTo(f)
-		return err
-	})
+	err = write(f)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -156,7 +182,7 @@ func (s *Store) writeBackup() error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("keeping the previous state as %s: %w", dst, err)
+		return err
 	}
 	syncDir(filepath.Dir(dst))
 	return nil
@@ -167,35 +193,6 @@ func syncDir(dir string) {
 		d.Sync()
 		d.Close()
 	}
-}
-
-// copyFileAtomic copies src to dst through a synced temporary file.
-func copyFileAtomic(src, dst string) error {
-	data, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	tmp := dst + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, dst)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	syncDir(filepath.Dir(dst))
-	return nil
 }
 
 // restoreHint says how to get the state back from the backup, or what to
