@@ -794,3 +794,41 @@ func TestReadStream(t *testing.T) {
 		t.Error("no error for a truncated stream")
 	}
 }
+
+// TestCreateNetworkRemovesTwin: a network of the same name and lineage that
+// landed beside the new one (the create of a killed apply) is removed; one
+// of another lineage is left alone.
+func TestCreateNetworkRemovesTwin(t *testing.T) {
+	lineage := testLineage
+	name := "bf-0f1e2d3c-a"
+	var created bool
+	var removed []string
+	api := &fakeAPI{
+		NetworkListFn: func(network.ListOptions) ([]network.Summary, error) {
+			if !created {
+				return nil, nil
+			}
+			return []network.Summary{
+				{ID: "ours", Name: name, Labels: map[string]string{drivers.LabelLineage: lineage}},
+				{ID: "twin", Name: name, Labels: map[string]string{drivers.LabelLineage: lineage}},
+				{ID: "theirs", Name: name, Labels: map[string]string{drivers.LabelLineage: "other"}},
+			}, nil
+		},
+		NetworkCreateFn: func(string, network.CreateOptions) (network.CreateResponse, error) {
+			created = true
+			return network.CreateResponse{ID: "ours"}, nil
+		},
+		NetworkRemoveFn: func(id string) error { removed = append(removed, id); return nil },
+	}
+	d := fakeDriver(t, api, DefaultSubnetPool)
+	resp, err := d.Apply(t.Context(), drivers.ApplyRequest{
+		Op: drivers.OpCreate, Lineage: lineage, Hash: "h",
+		Object: drivers.Object{Addr: "agent.a.network", Kind: "network", Attrs: map[string]cty.Value{"internal": cty.True}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ID != "ours" || len(removed) != 1 || removed[0] != "twin" {
+		t.Errorf("id %s, removed %v: want ours kept and only the twin removed", resp.ID, removed)
+	}
+}

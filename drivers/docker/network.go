@@ -74,12 +74,37 @@ func (d *Driver) createNetwork(ctx context.Context, api dockerAPI, pool netip.Pr
 			return fail("subnet %s: %v", subnet, err)
 		}
 		d.log.Info("created network", "addr", addr, "name", name, "id", shortID(resp.ID), "subnet", subnet.String())
+		d.removeTwins(ctx, api, name, resp.ID, req.Lineage)
 		return drivers.ApplyResponse{
 			ID:       resp.ID,
 			Computed: map[string]string{"subnet": subnet.String(), "name": name},
 		}, nil
 	}
 	return fail("gave up after %d attempts: other processes kept taking the free subnets of %s", maxNetworkAttempts, pool)
+}
+
+// removeTwins removes the other networks of the lineage named name. The
+// engine's duplicate-name check is not atomic: the create of an apply
+// killed a moment ago can land beside this one, and every container start
+// on the name then fails "ambiguous". Nothing of ours runs on the twin (its
+// containers would have been made after it, by the killed apply), so it
+// goes; a failure is only logged, as the next plan sees what is left.
+func (d *Driver) removeTwins(ctx context.Context, api dockerAPI, name, keep, lineage string) {
+	nets, err := api.NetworkList(ctx, network.ListOptions{})
+	if err != nil {
+		d.log.Debug("listing networks named like a new one", "name", name, "error", err)
+		return
+	}
+	for _, n := range nets {
+		if n.Name != name || n.ID == keep || n.Labels[drivers.LabelLineage] != lineage {
+			continue
+		}
+		if err := api.NetworkRemove(ctx, n.ID); err != nil && !cerrdefs.IsNotFound(err) {
+			d.log.Warn("could not remove a second network of the same name", "name", name, "id", shortID(n.ID), "error", err)
+			continue
+		}
+		d.log.Info("removed a second network of the same name, left by a cut-off create", "name", name, "id", shortID(n.ID))
+	}
 }
 
 func (d *Driver) deleteNetwork(ctx context.Context, api dockerAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
