@@ -285,20 +285,14 @@ func (c *cli) create(args []string) int {
 		return c.runtimeError("config operation failed: create machine: --net-backend tsi cannot enforce an egress allow-list, published ports or a named network; use virtio-net")
 	}
 	for _, e := range p.values["env"] {
-		k, v, hasValue := strings.Cut(e, "=")
-		if k == "" {
-			return c.runtimeError("config operation failed: create machine: invalid environment variable '%s'", e)
-		}
-		if !hasValue {
-			// -e KEY forwards the host's value.
-			hv := c.getenv(k)
-			if hv == "" {
-				fmt.Fprintf(c.stderr, "warning: -e %s: %s is not set on the host; skipping it\n", k, k)
-				continue
+		kv, ok := c.envValue(e)
+		if kv == "" {
+			if !ok {
+				return c.runtimeError("config operation failed: create machine: invalid environment variable '%s'", e)
 			}
-			v = hv
+			continue
 		}
-		m.Env = append(m.Env, k+"="+v)
+		m.Env = append(m.Env, kv)
 	}
 	m.Workdir, _ = p.value("workdir")
 	m.Init = p.values["init"]
@@ -505,20 +499,16 @@ func (c *cli) update(args []string) int {
 		drop(k)
 	}
 	for _, e := range p.values["env"] {
-		k, v, hasValue := strings.Cut(e, "=")
-		if k == "" {
-			return c.runtimeError("config operation failed: update machine: invalid environment variable '%s'", e)
-		}
-		if !hasValue {
-			hv := c.getenv(k)
-			if hv == "" {
-				fmt.Fprintf(c.stderr, "warning: -e %s: %s is not set on the host; skipping it\n", k, k)
-				continue
+		kv, ok := c.envValue(e)
+		if kv == "" {
+			if !ok {
+				return c.runtimeError("config operation failed: update machine: invalid environment variable '%s'", e)
 			}
-			v = hv
+			continue
 		}
+		k, _, _ := strings.Cut(kv, "=")
 		drop(k)
-		m.Env = append(m.Env, k+"="+v)
+		m.Env = append(m.Env, kv)
 	}
 	if w, ok := p.value("workdir"); ok {
 		m.Workdir = w
@@ -722,4 +712,21 @@ func checkDockerSave(path string) error {
 			return nil
 		}
 	}
+}
+
+// envValue reads one -e value as smolvm does: KEY=VALUE, or KEY alone to
+// forward the host's value (skipped, with a warning, when the host has
+// none: "" and true). An empty key is invalid ("" and false).
+func (c *cli) envValue(e string) (string, bool) {
+	k, v, hasValue := strings.Cut(e, "=")
+	if k == "" {
+		return "", false
+	}
+	if !hasValue {
+		if v = c.getenv(k); v == "" {
+			fmt.Fprintf(c.stderr, "warning: -e %s: %s is not set on the host; skipping it\n", k, k)
+			return "", true
+		}
+	}
+	return k + "=" + v, true
 }
