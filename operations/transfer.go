@@ -122,7 +122,7 @@ func (op *Operation) ImportSnapshot(ctx context.Context, req ImportRequest) (Imp
 	for _, o := range live.Objects {
 		known = append(known, o.Addr)
 	}
-	out.Addr = nextPolicySnapshot(out.Agent, known)
+	out.Addr = planner.NextPolicySnapshot(out.Agent, known)
 	out.Runtime = rt.Name
 
 	attrs := map[string]cty.Value{
@@ -194,12 +194,6 @@ func agentList(names []string) string {
 		out[i] = "agent." + n
 	}
 	return strings.Join(out, ", ")
-}
-
-// nextPolicySnapshot is the address of the agent's next policy snapshot,
-// numbered by the planner.
-func nextPolicySnapshot(agentAddr string, taken []string) string {
-	return planner.NextPolicySnapshot(agentAddr, taken)
 }
 
 // TarAddress reads the address label of the image in a docker-save tar,
