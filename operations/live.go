@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -79,6 +80,7 @@ func (op *Operation) FindLive(ctx context.Context, addr string) (Live, hcl.Diagn
 			order = append(order, name)
 		}
 	}
+	known := op.knownAddresses()
 	for _, name := range order {
 		objs, diags := op.readRuntime(ctx, name, lineage)
 		if diags.HasErrors() {
@@ -88,9 +90,10 @@ func (op *Operation) FindLive(ctx context.Context, addr string) (Live, hcl.Diagn
 			if l.Addr == addr {
 				return l, nil
 			}
+			known = append(known, l.Addr)
 		}
 	}
-	return Live{}, hcl.Diagnostics{errorDiag("No such workload", fmt.Sprintf("nothing of this state (lineage %s) carries the address %s on any runtime; check the address with `bottlefile state list`, or apply first", lineage, addr))}
+	return Live{}, hcl.Diagnostics{unknownAddress("No such workload", fmt.Sprintf("Nothing of this state (lineage %s) carries the address %s on any runtime; check the address with `bottlefile state list`, or apply first.", lineage, addr), addr, known)}
 }
 
 // LiveObjects asks every runtime, in name order, for what it holds of this
@@ -103,18 +106,45 @@ func (op *Operation) LiveObjects(ctx context.Context, agent string) ([]Live, hcl
 		return nil, hcl.Diagnostics{errNothingApplied()}
 	}
 	var out []Live
+	known := op.knownAddresses()
 	for _, name := range op.runtimeNames() {
 		objs, diags := op.readRuntime(ctx, name, lineage)
 		if diags.HasErrors() {
 			return nil, diags
 		}
 		for _, l := range objs {
+			known = append(known, l.Addr)
 			if agent == "" || l.Addr == agent || strings.HasPrefix(l.Addr, agent+".") {
 				out = append(out, l)
 			}
 		}
 	}
+	if agent != "" && len(out) == 0 && !slices.Contains(known, agent) {
+		return nil, hcl.Diagnostics{unknownAddress("No such agent", fmt.Sprintf("Neither the configuration, the state nor any runtime knows %s.", agent), agent, known)}
+	}
 	return out, nil
+}
+
+// knownAddresses are the addresses the configuration declares and the
+// state records: what an address on the command line is checked against.
+func (op *Operation) knownAddresses() []string {
+	var known []string
+	if op.Config != nil {
+		for name := range op.Config.Agents {
+			known = append(known, "agent."+name)
+		}
+		for name := range op.Config.Snapshots {
+			known = append(known, "snapshot."+name)
+		}
+	}
+	if op.Store != nil {
+		if recs, err := op.Store.Records(); err == nil {
+			for _, r := range recs {
+				known = append(known, r.Addr)
+			}
+		}
+	}
+	return known
 }
 
 // readRuntime reads what runtime name holds of lineage, in address order.

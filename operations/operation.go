@@ -103,7 +103,8 @@ func Open(ctx context.Context, req Request) (*Operation, hcl.Diagnostics) {
 // and what is live.
 func (op *Operation) Plan(ctx context.Context, opts planner.Options) (*planner.Plan, hcl.Diagnostics) {
 	op.Planner = &planner.Planner{Config: op.Config, Scope: op.Scope, Runtimes: op.Runtimes, State: op.Store, Log: op.Log, Options: opts}
-	return op.Planner.Plan(ctx)
+	p, diags := op.Planner.Plan(ctx)
+	return p, withSuggestions(diags)
 }
 
 // ApplyOptions tune Apply.

@@ -211,7 +211,13 @@ func (op *Operation) PlanRemove(ctx context.Context, addrs []string) (*planner.P
 		r, ok := recorded[addr]
 		switch {
 		case !ok:
-			diags = append(diags, errorDiag("Not a recorded snapshot", fmt.Sprintf("The state records no object at %s. `bottlefile snapshot list` lists the snapshots it records.", addr)))
+			known := make([]string, 0, len(records))
+			for _, r := range records {
+				if r.Kind == drivers.KindSnapshot {
+					known = append(known, r.Addr)
+				}
+			}
+			diags = append(diags, unknownAddress("Not a recorded snapshot", fmt.Sprintf("The state records no object at %s. `bottlefile snapshot list` lists the snapshots it records.", addr), addr, known))
 		case r.Kind != drivers.KindSnapshot:
 			diags = append(diags, errorDiag("Not a snapshot", fmt.Sprintf("%s is a %s, not a snapshot; snapshot rm removes only snapshots (destroy -target=%s removes the rest).", addr, r.Kind, addr)))
 		case op.declares(addr):

@@ -56,7 +56,11 @@ func StateShow(dir, addr string) (Record, hcl.Diagnostics) {
 			return r, diags
 		}
 	}
-	return Record{}, append(diags, errorDiag("No such record", fmt.Sprintf("the state records no object at %s; `bottlefile state list` lists them", addr)))
+	known := make([]string, 0, len(st.Records))
+	for _, r := range st.Records {
+		known = append(known, r.Addr)
+	}
+	return Record{}, append(diags, unknownAddress("No such record", fmt.Sprintf("The state records no object at %s; `bottlefile state list` lists them.", addr), addr, known))
 }
 
 // StateRm removes the records at addrs, in order, and returns those it
@@ -75,7 +79,13 @@ func StateRm(dir string, addrs []string, lockTimeout time.Duration) ([]string, h
 			return removed, hcl.Diagnostics{errorDiag("Cannot read state", err.Error())}
 		}
 		if !ok {
-			return removed, hcl.Diagnostics{errorDiag("No such record", fmt.Sprintf("the state records no object at %s", addr))}
+			var known []string
+			if recs, err := s.Records(); err == nil {
+				for _, r := range recs {
+					known = append(known, r.Addr)
+				}
+			}
+			return removed, hcl.Diagnostics{unknownAddress("No such record", fmt.Sprintf("The state records no object at %s.", addr), addr, known)}
 		}
 		if err := s.Delete(addr); err != nil {
 			return removed, hcl.Diagnostics{errorDiag("Cannot write state", err.Error())}

@@ -31,7 +31,7 @@ func (op *Operation) PrepareExport(addr string) (*Export, hcl.Diagnostics) {
 		return nil, hcl.Diagnostics{errorDiag("Cannot read state", err.Error())}
 	}
 	if !ok {
-		return nil, hcl.Diagnostics{errorDiag("No such snapshot", fmt.Sprintf("the state records no object at %s; `bottlefile state list` lists what it records", addr))}
+		return nil, hcl.Diagnostics{unknownAddress("No such snapshot", fmt.Sprintf("The state records no object at %s; `bottlefile state list` lists what it records.", addr), addr, op.knownAddresses())}
 	}
 	if rec.Kind != drivers.KindSnapshot {
 		return nil, hcl.Diagnostics{errorDiag("Not a snapshot", fmt.Sprintf("%s is a %s, not a snapshot", addr, rec.Kind))}

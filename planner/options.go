@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/hashicorp/hcl/v2"
 )
 
 // Options are the plan's modes, as the command line sets them.
@@ -107,22 +109,36 @@ func dependsOn(c *Change) []string {
 	return deps
 }
 
-// checkAddrs reports addresses given on the command line that match nothing.
-func checkAddrs(flag string, addrs []string, changes map[string]*Change) error {
+// UnknownAddress is the Extra of a diagnostic about an address given on
+// the command line that names nothing: the operations layer adds a "Did
+// you mean" from Known, in one place for every command.
+type UnknownAddress struct {
+	Given string
+	Known []string
+}
+
+// checkAddrs reports an address given on the command line that matches
+// nothing.
+func checkAddrs(flag string, addrs []string, changes map[string]*Change) *hcl.Diagnostic {
 	for _, a := range addrs {
 		found := slices.ContainsFunc(keys(changes), func(addr string) bool { return covers([]string{a}, addr) })
 		if !found {
-			return fmt.Errorf("%s=%s matches nothing in the configuration or the state", flag, a)
+			d := errorDiag("Invalid target", fmt.Sprintf("%s=%s matches nothing in the configuration or the state.", flag, a), nil)
+			d.Extra = UnknownAddress{Given: a, Known: keys(changes)}
+			return d
 		}
 	}
 	return nil
 }
 
-// checkExact reports addresses given on the command line that name no object.
-func checkExact(flag string, addrs []string, changes map[string]*Change) error {
+// checkExact reports an address given on the command line that names no
+// object.
+func checkExact(flag string, addrs []string, changes map[string]*Change) *hcl.Diagnostic {
 	for _, a := range addrs {
 		if _, ok := changes[a]; !ok {
-			return fmt.Errorf("%s=%s names no object in the configuration or the state", flag, a)
+			d := errorDiag("Invalid replacement address", fmt.Sprintf("%s=%s names no object in the configuration or the state.", flag, a), nil)
+			d.Extra = UnknownAddress{Given: a, Known: keys(changes)}
+			return d
 		}
 	}
 	return nil

@@ -155,13 +155,13 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		diags = append(diags, p.policyDiags...)
 	}
 	if len(opts.Targets) > 0 {
-		if err := checkAddrs("-target", opts.Targets, changes); err != nil {
-			diags = append(diags, errorDiag("Invalid target", err.Error(), nil))
+		if d := checkAddrs("-target", opts.Targets, changes); d != nil {
+			diags = append(diags, d)
 		}
 		applyTargets(changes, opts.Targets)
 	}
-	if err := checkExact("-replace", opts.Replace, changes); err != nil {
-		diags = append(diags, errorDiag("Invalid replacement address", err.Error(), nil))
+	if d := checkExact("-replace", opts.Replace, changes); d != nil {
+		diags = append(diags, d)
 	}
 	diags = append(diags, checkPreventDestroy(changes, want)...)
 	if diags.HasErrors() {

@@ -25,7 +25,9 @@ func (p *Planner) planTake(changes map[string]*Change, agents map[string]*agentP
 	for _, req := range p.Options.Take {
 		ap, ok := agents[req.Agent]
 		if !ok {
-			diags = append(diags, errorDiag("No such agent", fmt.Sprintf("%s is not an agent of the configuration, so it cannot be snapshotted.", req.Agent), nil))
+			d := errorDiag("No such agent", fmt.Sprintf("%s is not an agent of the configuration, so it cannot be snapshotted.", req.Agent), nil)
+			d.Extra = UnknownAddress{Given: req.Agent, Known: keys(agents)}
+			diags = append(diags, d)
 			continue
 		}
 		w := changes[req.Agent]

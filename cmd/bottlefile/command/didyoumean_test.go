@@ -1,0 +1,60 @@
+package command
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const claudeAndCodex = `
+agent "claude" {
+  image   = "busybox:1"
+  command = ["sleep", "600"]
+}
+
+agent "codex" {
+  image = "busybox:1"
+}
+`
+
+// TestDidYouMean: every command that takes an address answers a mistyped
+// one with the address it was probably meant to be. The errors are golden
+// files in testdata/did-you-mean.
+func TestDidYouMean(t *testing.T) {
+	w := newWorkspace(t)
+	w.write(claudeAndCodex)
+	w.must("apply", "-auto-approve")
+	w.must("snapshot take", "agent.claude")
+
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"logs", []string{"logs", "agent.clade"}, `Did you mean "agent.claude"?`},
+		{"logs-network", []string{"logs", "agent.claude.netwrk"}, `Did you mean "agent.claude.network"?`},
+		{"plan-target", []string{"plan", "-target=agent.clade"}, `Did you mean "agent.claude"?`},
+		{"plan-replace", []string{"plan", "-replace=agent.codx"}, `Did you mean "agent.codex"?`},
+		{"destroy-target", []string{"destroy", "-auto-approve", "-target=agent.codx"}, `Did you mean "agent.codex"?`},
+		{"snapshot-take", []string{"snapshot take", "agent.clade"}, `Did you mean "agent.claude"?`},
+		{"snapshot-rm", []string{"snapshot rm", "agent.claude.snapshot.2"}, `Did you mean "agent.claude.snapshot.1"?`},
+		{"state-show", []string{"state show", "agent.Claude"}, `Did you mean "agent.claude"?`},
+		{"state-rm", []string{"state rm", "agent.codex.netwrk"}, `Did you mean "agent.codex.network"?`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := w.run(tc.args[0], tc.args[1:]...)
+			if code != 1 {
+				t.Fatalf("%v: exit %d, want 1\n%s%s", tc.args, code, out, errs)
+			}
+			if !strings.Contains(strings.Join(strings.Fields(errs), " "), tc.want) {
+				t.Errorf("%v does not suggest the address: want %q in\n%s", tc.args, tc.want, errs)
+			}
+			golden(t, filepath.Join("testdata", "did-you-mean", tc.name+".txt"), w.normalize(errs))
+		})
+	}
+	// A name far from every address gets no guess.
+	if _, _, errs := w.run("logs", "agent.zzzzzzzz"); strings.Contains(errs, "Did you mean") {
+		t.Errorf("a far-off address got a suggestion:\n%s", errs)
+	}
+}

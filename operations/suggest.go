@@ -1,0 +1,90 @@
+package operations
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/bottlefile/bottlefile/planner"
+)
+
+// This file is the one place where an address given on the command line
+// that names nothing gets its "Did you mean": every command that takes an
+// address (logs, status, exec, plan/apply/destroy -target and -replace,
+// snapshot take/rm/export, state show/rm) reaches it through the
+// operation it calls.
+
+// unknownAddress is the error for an address that names nothing among
+// known, with the closest known address suggested.
+func unknownAddress(summary, detail, given string, known []string) *hcl.Diagnostic {
+	return errorDiag(summary, detail+didYouMean(given, known))
+}
+
+// withSuggestions adds the "Did you mean" to each diagnostic the planner
+// marked as being about an unknown address.
+func withSuggestions(diags hcl.Diagnostics) hcl.Diagnostics {
+	for _, d := range diags {
+		u, ok := d.Extra.(planner.UnknownAddress)
+		if !ok {
+			continue
+		}
+		d.Detail += didYouMean(u.Given, u.Known)
+		d.Extra = nil
+	}
+	return diags
+}
+
+// didYouMean is ` Did you mean "agent.claude"?` for the known address
+// closest to given, or "" when none is close: at most 2 edits, or a third
+// of the name after its kind (agent.clade is agent.claude), or the same
+// words in another case.
+func didYouMean(given string, known []string) string {
+	if s := SuggestAddress(given, known); s != "" {
+		return fmt.Sprintf(" Did you mean %q?", s)
+	}
+	return ""
+}
+
+// SuggestAddress is the address among known closest to given, or "".
+func SuggestAddress(given string, known []string) string {
+	known = slices.Clone(known)
+	slices.Sort(known)
+	best, bestDist := "", max(3, len(given)/6+1)
+	for _, k := range slices.Compact(known) {
+		if k == given {
+			return ""
+		}
+		d := editDistance(given, k)
+		if strings.EqualFold(given, k) {
+			d = 0
+		}
+		if d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
