@@ -193,15 +193,15 @@ func valueString(v cty.Value) string {
 		}
 		return "false"
 	case ty.IsListType():
-		return fmt.Sprintf("list of %s with %d elements", ty.ElementType().FriendlyName(), v.LengthInt())
+		return fmt.Sprintf("list of %s with %s", ty.ElementType().FriendlyName(), count(v.LengthInt(), "element"))
 	case ty.IsSetType():
-		return fmt.Sprintf("set of %s with %d elements", ty.ElementType().FriendlyName(), v.LengthInt())
+		return fmt.Sprintf("set of %s with %s", ty.ElementType().FriendlyName(), count(v.LengthInt(), "element"))
 	case ty.IsMapType():
-		return fmt.Sprintf("map of %s with %d elements", ty.ElementType().FriendlyName(), v.LengthInt())
+		return fmt.Sprintf("map of %s with %s", ty.ElementType().FriendlyName(), count(v.LengthInt(), "element"))
 	case ty.IsTupleType():
-		return fmt.Sprintf("tuple with %d elements", v.LengthInt())
+		return fmt.Sprintf("tuple with %s", count(v.LengthInt(), "element"))
 	case ty.IsObjectType():
-		return fmt.Sprintf("object with %d attributes", len(ty.AttributeTypes()))
+		return fmt.Sprintf("object with %s", count(len(ty.AttributeTypes()), "attribute"))
 	}
 	return ty.FriendlyName()
 }
@@ -327,4 +327,12 @@ func snippet(f *hcl.File, r hcl.Range) *JSONSnippet {
 		sn.Context = cs.ContextString(r.Start.Byte)
 	}
 	return sn
+}
+
+// count is "1 element", "2 elements": a count with its noun, singular for one.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -37,7 +37,11 @@ func (s Summary) String() string {
 	if lineage == "" {
 		lineage = "none"
 	}
-	return fmt.Sprintf("lineage %s, serial %d, %d records, written %s", lineage, s.Serial, s.Records, s.ModTime.Local().Format("2006-01-02 15:04:05 MST"))
+	records := "records"
+	if s.Records == 1 {
+		records = "record"
+	}
+	return fmt.Sprintf("lineage %s, serial %d, %d %s, written %s", lineage, s.Serial, s.Records, records, s.ModTime.Local().Format("2006-01-02 15:04:05 MST"))
 }
 
 // ReadSummary checks a state file (or a backup) and reads its lineage,

@@ -322,10 +322,14 @@ func checkBackupOfMissing(path, how string) error {
 	if err != nil || sum.Lineage == "" || sum.Records == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %s %s, but its backup %s records %d objects (%s). "+
+	objects := "objects"
+	if sum.Records == 1 {
+		objects = "object"
+	}
+	return fmt.Errorf("%w: %s %s, but its backup %s records %d %s (%s). "+
 		"A new state would not know the bottles those records name, and they would keep running. "+
 		"Restore the backup with `bottlefile state restore-backup`; or, to start over deliberately, destroy those bottles first or remove the backup",
-		ErrDamaged, path, how, backup, sum.Records, sum)
+		ErrDamaged, path, how, backup, sum.Records, objects, sum)
 }
 
 // sameDir reports whether two paths name one directory.

@@ -238,7 +238,7 @@ func (v *applyView) summary(res executor.Result, destroy, failed bool, stateErr 
 	if v.json {
 		msg := word + " complete"
 		if failed {
-			msg = fmt.Sprintf("Apply incomplete: %d failed, %d not started", len(res.Failed), len(res.Skipped))
+			msg = fmt.Sprintf("%s incomplete: %d failed, %d not started", word, len(res.Failed), len(res.Skipped))
 		}
 		v.events(jsonEvent{Type: "summary", Message: msg, Summary: &sum})
 		return
@@ -249,7 +249,7 @@ func (v *applyView) summary(res executor.Result, destroy, failed bool, stateErr 
 		fmt.Fprintf(w, "\n%s complete! Objects: %s.\n", word, counts)
 		return
 	}
-	fmt.Fprintf(w, "\nApply incomplete. Done: %s. Failed: %d. Not started: %d.\n", counts, len(res.Failed), len(res.Skipped))
+	fmt.Fprintf(w, "\n%s incomplete. Done: %s. Failed: %d. Not started: %d.\n", word, counts, len(res.Failed), len(res.Skipped))
 	for _, s := range res.Failed {
 		fmt.Fprintf(w, "  failed:      %s\n", s.Name())
 	}

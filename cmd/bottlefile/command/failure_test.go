@@ -80,3 +80,25 @@ func TestPartialFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestDestroyIncomplete: a destroy that fails says "Destroy incomplete.",
+// not "Apply incomplete.", in the human summary and in the JSON one.
+func TestDestroyIncomplete(t *testing.T) {
+	w := newWorkspace(t)
+	w.write(threeAgents)
+	w.must("apply", "-auto-approve")
+	w.fake.FailApply = map[string]error{"agent.independent": errors.New("engine said no")}
+	code, out, _ := w.run("destroy", "-auto-approve")
+	if code != 1 {
+		t.Fatalf("want exit 1, got %d\n%s", code, out)
+	}
+	_, summary, _ := strings.Cut(out, "\nDestroy incomplete.")
+	golden(t, "testdata/destroy-incomplete.txt", "Destroy incomplete."+summary)
+	if strings.Contains(out, "Apply incomplete") {
+		t.Errorf("a failed destroy says Apply incomplete:\n%s", out)
+	}
+	_, asJSON, _ := w.run("destroy", "-auto-approve", "-json")
+	if !strings.Contains(asJSON, `"Destroy incomplete: 1 failed, 1 not started"`) {
+		t.Errorf("the JSON summary of a failed destroy:\n%s", asJSON)
+	}
+}
