@@ -57,3 +57,25 @@ func FormatBytes(n int64) string {
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
+
+// FormatSize writes a configured size as people write it: "512 MiB" for a
+// whole number of a unit, "1.5 GiB" for a half, and else FormatBytes.
+// Plans show memory and disk sizes with it.
+func FormatSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return FormatBytes(n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	if n%div == 0 {
+		return fmt.Sprintf("%d %ciB", n/div, "KMGTPE"[exp])
+	}
+	if (2*n)%div == 0 {
+		return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+	}
+	return FormatBytes(n)
+}

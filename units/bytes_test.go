@@ -39,3 +39,14 @@ func TestFormatBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestFormatSize(t *testing.T) {
+	for n, want := range map[int64]string{
+		0: "0 B", 512: "512 B", 1024: "1 KiB", 536870912: "512 MiB", 4 << 30: "4 GiB",
+		3 << 29: "1.5 GiB", 2560 << 10: "2.5 MiB", 100000000: "95.4 MiB",
+	} {
+		if got := FormatSize(n); got != want {
+			t.Errorf("FormatSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

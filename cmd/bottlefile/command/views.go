@@ -121,21 +121,21 @@ func renderChange(w io.Writer, c *planner.Change, paint palette) {
 			if isNull(c.After[name]) {
 				continue
 			}
-			lines = append(lines, attrLine{"+", name, planner.FormatJSON(c.After[name]), ""})
+			lines = append(lines, attrLine{"+", name, attrValue(name, c.After[name]), ""})
 		}
 	case planner.Delete, planner.Forget:
 		for _, name := range sortedNames(c.Before) {
 			if isNull(c.Before[name]) {
 				continue
 			}
-			lines = append(lines, attrLine{"-", name, planner.FormatJSON(c.Before[name]), ""})
+			lines = append(lines, attrLine{"-", name, attrValue(name, c.Before[name]), ""})
 		}
 	case planner.Update, planner.Replace, planner.Migrate:
 		for _, name := range sortedNames(c.After) {
 			before, after := c.Before[name], c.After[name]
 			if !slices.Contains(c.Changed, name) {
 				if !isNull(after) {
-					lines = append(lines, attrLine{" ", name, planner.FormatJSON(after), ""})
+					lines = append(lines, attrLine{" ", name, attrValue(name, after), ""})
 				}
 				continue
 			}
@@ -151,7 +151,7 @@ func renderChange(w io.Writer, c *planner.Change, paint palette) {
 				lines = append(lines, attrLine{" ", "", "]", ""})
 				continue
 			}
-			lines = append(lines, attrLine{"~", name, planner.FormatJSON(before) + " -> " + planner.FormatJSON(after), note})
+			lines = append(lines, attrLine{"~", name, attrValue(name, before) + " -> " + attrValue(name, after), note})
 		}
 		if len(c.Forcing) > 0 && !slices.ContainsFunc(lines, func(l attrLine) bool { return l.note != "" }) {
 			for _, f := range c.Forcing {
@@ -184,6 +184,21 @@ func renderChange(w io.Writer, c *planner.Change, paint palette) {
 		}
 	}
 	fmt.Fprintln(w, "    }")
+}
+
+// sizeAttrs are the attributes that hold a size in bytes: the plan shows
+// them in binary units ("512 MiB"); the JSON plan and the state keep bytes.
+var sizeAttrs = map[string]bool{"memory": true}
+
+// attrValue is an attribute's value as the human plan shows it.
+func attrValue(name string, raw json.RawMessage) string {
+	if sizeAttrs[name] {
+		var n int64
+		if err := json.Unmarshal(raw, &n); err == nil && n >= 0 {
+			return units.FormatSize(n)
+		}
+	}
+	return planner.FormatJSON(raw)
 }
 
 func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
