@@ -245,11 +245,12 @@ func (v *applyView) summary(res executor.Result, destroy, failed bool, stateErr 
 	}
 	w := v.m.Stdout
 	counts := sum.Done()
+	paint := palette(v.m.Color)
 	if !failed {
-		fmt.Fprintf(w, "\n%s complete! Objects: %s.\n", word, counts)
+		fmt.Fprintf(w, "\n%s Objects: %s.\n", paint.paint(ansiBold+ansiGreen, word+" complete!"), counts)
 		return
 	}
-	fmt.Fprintf(w, "\n%s incomplete. Done: %s. Failed: %d. Not started: %d.\n", word, counts, len(res.Failed), len(res.Skipped))
+	fmt.Fprintf(w, "\n%s Done: %s. Failed: %d. Not started: %d.\n", paint.paint(ansiBold+ansiRed, word+" incomplete."), counts, len(res.Failed), len(res.Skipped))
 	for _, s := range res.Failed {
 		fmt.Fprintf(w, "  failed:      %s\n", s.Name())
 	}

@@ -32,6 +32,7 @@ Options:
 
   -check       Change nothing; exit 3 if any file is not formatted.
   -diff        Show the changes as a unified diff.
+  -no-color    Print without color.
   -recursive   Also format the files in subdirectories.
 `)
 }
@@ -43,6 +44,7 @@ const exitNotFormatted = 3
 func (c *FmtCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("fmt")
+	m.noColorFlag(fs)
 	check := fs.Bool("check", false, "")
 	diff := fs.Bool("diff", false, "")
 	recursive := fs.Bool("recursive", false, "")

@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -61,6 +62,12 @@ func (m *Meta) showDiags(files map[string]*hcl.File, diags hcl.Diagnostics) bool
 		m.Log.Error("rendering diagnostics", "error", err)
 	}
 	return diags.HasErrors()
+}
+
+// noColorFlag registers -no-color, which turns color off for the rest of
+// the command (plan, apply and destroy take it with their other options).
+func (m *Meta) noColorFlag(fs *flag.FlagSet) {
+	fs.BoolFunc("no-color", "", func(string) error { m.Color = false; return nil })
 }
 
 // fail prints one error and returns the exit code for it.

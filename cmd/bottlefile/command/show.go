@@ -25,14 +25,16 @@ Usage: bottlefile [global options] show [-json] [PLANFILE]
 
 Options:
 
-  -json   Print one JSON document (the plan -json format for a plan file,
-          the state pull format for the state).
+  -json       Print one JSON document (the plan -json format for a plan
+              file, the state pull format for the state).
+  -no-color   Print without color.
 `)
 }
 
 func (c *ShowCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("show")
+	m.noColorFlag(fs)
 	asJSON := fs.Bool("json", false, "")
 	if m.showDiags(nil, finishParse(fs, args, 1)) {
 		return 1

@@ -26,6 +26,7 @@ Options:
 
   -auto-approve        Do not ask for approval.
   -lock-timeout=DUR    Wait this long for the state lock (default 0s).
+  -no-color            Print without color.
   -var NAME=VALUE      Set a variable. Repeatable.
   -var-file=FILE       Set variables from an HCL or JSON file.
 `)
@@ -34,6 +35,7 @@ Options:
 func (c *SnapshotRmCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("snapshot rm")
+	m.noColorFlag(fs)
 	autoApprove := fs.Bool("auto-approve", false, "")
 	lockTimeout := fs.Duration("lock-timeout", 0, "")
 	in := registerInputs(fs)

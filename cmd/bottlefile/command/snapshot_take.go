@@ -32,6 +32,7 @@ Options:
 
   -description=TEXT    What to record as the snapshot's description.
   -lock-timeout=DUR    Wait this long for the state lock (default 0s).
+  -no-color            Print without color.
   -var NAME=VALUE      Set a variable. Repeatable.
   -var-file=FILE       Set variables from an HCL or JSON file.
 `)
@@ -40,6 +41,7 @@ Options:
 func (c *SnapshotTakeCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("snapshot take")
+	m.noColorFlag(fs)
 	description := fs.String("description", "", "")
 	lockTimeout := fs.Duration("lock-timeout", 0, "")
 	in := registerInputs(fs)

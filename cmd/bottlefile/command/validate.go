@@ -36,14 +36,16 @@ Usage: bottlefile [global options] validate [-json]
 
 Options:
 
-  -json   Print the result as one JSON document with every diagnostic and
-          its range.
+  -json       Print the result as one JSON document with every diagnostic
+              and its range.
+  -no-color   Print without color.
 `)
 }
 
 func (c *ValidateCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("validate")
+	m.noColorFlag(fs)
 	asJSON := fs.Bool("json", false, "")
 	if m.showDiags(nil, finishParse(fs, args, 0)) {
 		return 1

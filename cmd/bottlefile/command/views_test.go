@@ -83,3 +83,57 @@ snapshot "base" {
 		t.Errorf("apply's closing line is not as expected:\n%s", out)
 	}
 }
+
+// TestPlanColorGolden: a colored plan as a terminal receives it, escape
+// codes and all (testdata/color/plan.txt): "+" green, "-" red, "~"
+// yellow, reasons dimmed, addresses and the closing line bold; and the
+// apply's closing line green. show -no-color of it prints no escape code.
+func TestPlanColorGolden(t *testing.T) {
+	w := newWorkspace(t)
+	w.write(`
+agent "coder" {
+  image  = "busybox:1"
+  memory = "256MiB"
+}
+
+agent "reviewer" {
+  image = "busybox:1"
+}
+
+agent "tester" {
+  image = "busybox:1"
+}
+`)
+	w.must("apply", "-auto-approve")
+	w.write(`
+agent "coder" {
+  image  = "busybox:1"
+  memory = "512MiB"
+}
+
+agent "tester" {
+  image = "busybox:1"
+}
+
+agent "writer" {
+  image = "busybox:1"
+}
+`)
+	w.fake.Stop(w.lineage(), "agent.tester")
+	colored := w.runColored("plan", "-out="+w.dir+"/saved.plan")
+	golden(t, "testdata/color/plan.txt", w.normalize(colored))
+	for _, want := range []string{
+		ansiGreen + "+" + ansiReset, ansiRed + "-" + ansiReset, ansiYellow + "~" + ansiReset,
+		ansiDim + "# (because it was stopped outside bottlefile",
+	} {
+		if !strings.Contains(colored, want) {
+			t.Errorf("the colored plan lacks %q", want)
+		}
+	}
+	if plain := w.runColored("show", "-no-color", w.dir+"/saved.plan"); strings.Contains(plain, "\x1b[") {
+		t.Errorf("show -no-color printed escape codes:\n%q", plain)
+	}
+	if out := w.runColored("apply", w.dir+"/saved.plan"); !strings.Contains(out, ansiBold+ansiGreen+"Apply complete!"+ansiReset) {
+		t.Errorf("apply's closing line is not green:\n%q", out)
+	}
+}
