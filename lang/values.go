@@ -36,6 +36,7 @@ func (p *Parser) VariableValues(cfg *Config, in VarInputs) (map[string]cty.Value
 	var diags hcl.Diagnostics
 	vals := map[string]cty.Value{}
 	ranges := map[string]hcl.Range{} // where each value was written, for conversion errors
+	sources := map[string]string{}   // which option, file or environment variable gave it
 
 	// Lowest precedence first; later sources overwrite.
 	for _, key := range sortedKeys(in.Env) {
@@ -49,7 +50,7 @@ func (p *Parser) VariableValues(cfg *Config, in VarInputs) (map[string]cty.Value
 		}
 		val, rng, moreDiags := p.rawValue(v, in.Env[key], "environment variable "+key)
 		diags = append(diags, moreDiags...)
-		vals[name], ranges[name] = val, rng
+		vals[name], ranges[name], sources[name] = val, rng, "the environment variable "+key
 	}
 
 	for _, filename := range in.VarFiles {
@@ -71,7 +72,7 @@ func (p *Parser) VariableValues(cfg *Config, in VarInputs) (map[string]cty.Value
 			if moreDiags.HasErrors() {
 				continue
 			}
-			vals[name], ranges[name] = val, attr.Expr.Range()
+			vals[name], ranges[name], sources[name] = val, attr.Expr.Range(), "the variables file "+filename
 		}
 	}
 
@@ -93,7 +94,11 @@ func (p *Parser) VariableValues(cfg *Config, in VarInputs) (map[string]cty.Value
 		}
 		val, rng, moreDiags := p.rawValue(v, raw, "-var "+name)
 		diags = append(diags, moreDiags...)
-		vals[name], ranges[name] = val, rng
+		source := fmt.Sprintf("the option -var %s", strings.TrimSpace(arg))
+		if v.Sensitive {
+			source = fmt.Sprintf("the option -var %s=... (sensitive, not shown)", name)
+		}
+		vals[name], ranges[name], sources[name] = val, rng, source
 	}
 
 	for _, name := range sortedKeys(vals) {
@@ -104,7 +109,7 @@ func (p *Parser) VariableValues(cfg *Config, in VarInputs) (map[string]cty.Value
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Invalid value for input variable",
-				Detail:   fmt.Sprintf("The value given for var.%s does not match its type %s: %s.", name, typeString(v.Type), convertErrText(err)),
+				Detail:   fmt.Sprintf("The value given for var.%s by %s does not match its type %s: %s.", name, sources[name], typeString(v.Type), convertErrText(err)),
 				Subject:  nonZero(rng),
 			})
 			delete(vals, name)
