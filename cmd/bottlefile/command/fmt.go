@@ -63,6 +63,8 @@ func (c *FmtCommand) Run(args []string) int {
 		return m.fail("Cannot find the files to format", err)
 	}
 	var diags hcl.Diagnostics
+	// The sources read, so that a syntax error shows its snippet.
+	sources := map[string]*hcl.File{}
 	unformatted := 0
 	for _, path := range files {
 		src, err := os.ReadFile(path)
@@ -71,6 +73,7 @@ func (c *FmtCommand) Run(args []string) int {
 		}
 		out, moreDiags := lang.FormatFile(src, path)
 		diags = append(diags, moreDiags...)
+		sources[path] = &hcl.File{Bytes: src}
 		if moreDiags.HasErrors() || bytes.Equal(src, out) {
 			continue
 		}
@@ -85,7 +88,7 @@ func (c *FmtCommand) Run(args []string) int {
 			}
 		}
 	}
-	if m.showDiags(nil, diags) {
+	if m.showDiags(sources, diags) {
 		return 1
 	}
 	if *check && unformatted > 0 {

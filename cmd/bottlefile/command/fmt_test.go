@@ -47,4 +47,9 @@ func TestFmt(t *testing.T) {
 	if code != 1 || !strings.Contains(errs, "Bottlefile line") {
 		t.Errorf("fmt of a broken file: exit %d\n%s", code, errs)
 	}
+	// with its source snippet, as every other diagnostic has.
+	if !strings.Contains(errs, "2:   image = ") {
+		t.Errorf("fmt's syntax error has no source snippet:\n%s", errs)
+	}
+	golden(t, filepath.Join("testdata", "fmt", "syntax-error.txt"), w.normalize(errs))
 }
