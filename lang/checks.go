@@ -2,10 +2,11 @@ package lang
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/bottlefile/bottlefile/planner/dag"
 )
 
 var (
@@ -135,28 +136,49 @@ func (c *Config) dependencies() map[string][]string {
 }
 
 // CheckCycles reports every reference cycle among locals, runtimes, agents
-// and snapshots: one error per cycle, naming every member, pointing at the
-// first member's declaration.
+// and snapshots: one error per set of blocks that refer to each other
+// (planner/dag finds them), naming the shortest cycle through its first
+// member and every member, pointing at the first member's declaration.
 func (c *Config) CheckCycles() hcl.Diagnostics {
 	var diags hcl.Diagnostics
-	g := c.dependencies()
-	for _, scc := range stronglyConnected(g) {
-		if len(scc) == 1 && !contains(g[scc[0]], scc[0]) {
-			continue
+	deps := c.dependencies()
+	var g dag.Graph
+	for _, from := range sortedKeys(deps) {
+		g.Add(blockVertex(from))
+		for _, to := range deps[from] {
+			if _, ok := deps[to]; ok {
+				g.Connect(blockVertex(from), blockVertex(to))
+			}
 		}
-		path := cyclePath(g, scc)
+	}
+	for _, k := range g.Knots() {
+		members := vertexNames(k.Members)
+		path := append(vertexNames(k.Cycles[0]), members[0])
 		detail := fmt.Sprintf("These refer to each other, so none of them can be evaluated or created first: %s.", strings.Join(path, " → "))
-		if len(scc) == 1 {
-			detail = fmt.Sprintf("%s refers to itself.", scc[0])
+		if len(members) == 1 {
+			detail = fmt.Sprintf("%s refers to itself.", members[0])
 		}
 		diags = append(diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
 			Summary:  "Reference cycle",
-			Detail:   detail + " Members: " + strings.Join(scc, ", ") + ".",
-			Subject:  c.declRange(scc[0]).Ptr(),
+			Detail:   detail + " Members: " + strings.Join(members, ", ") + ".",
+			Subject:  c.declRange(members[0]).Ptr(),
 		})
 	}
 	return diags
+}
+
+// blockVertex is a block's address as a vertex of the reference graph.
+type blockVertex string
+
+func (v blockVertex) Name() string { return string(v) }
+
+func vertexNames[S ~[]dag.Vertex](vs S) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.Name()
+	}
+	return out
 }
 
 // declRange is the declaration of the block at addr.
@@ -189,95 +211,4 @@ func (c *Config) declRange(addr string) hcl.Range {
 		}
 	}
 	return hcl.Range{}
-}
-
-// stronglyConnected returns the strongly connected components of g (Tarjan),
-// each sorted, in order of their smallest member.
-func stronglyConnected(g map[string][]string) [][]string {
-	index := map[string]int{}
-	low := map[string]int{}
-	onStack := map[string]bool{}
-	var stack []string
-	var out [][]string
-	next := 0
-	var visit func(v string)
-	visit = func(v string) {
-		index[v], low[v] = next, next
-		next++
-		stack = append(stack, v)
-		onStack[v] = true
-		for _, w := range g[v] {
-			if _, ok := g[w]; !ok {
-				continue
-			}
-			if _, seen := index[w]; !seen {
-				visit(w)
-				low[v] = min(low[v], low[w])
-			} else if onStack[w] {
-				low[v] = min(low[v], index[w])
-			}
-		}
-		if low[v] == index[v] {
-			var scc []string
-			for {
-				w := stack[len(stack)-1]
-				stack = stack[:len(stack)-1]
-				onStack[w] = false
-				scc = append(scc, w)
-				if w == v {
-					break
-				}
-			}
-			sort.Strings(scc)
-			out = append(out, scc)
-		}
-	}
-	for _, v := range sortedKeys(g) {
-		if _, seen := index[v]; !seen {
-			visit(v)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
-	return out
-}
-
-// cyclePath is one cycle through the component's smallest member, as a
-// path that ends where it starts: a → b → a.
-func cyclePath(g map[string][]string, scc []string) []string {
-	in := map[string]bool{}
-	for _, v := range scc {
-		in[v] = true
-	}
-	start := scc[0]
-	// Breadth-first from start's successors back to start: the shortest cycle.
-	prev := map[string]string{}
-	queue := []string{start}
-	seen := map[string]bool{}
-	for len(queue) > 0 {
-		v := queue[0]
-		queue = queue[1:]
-		for _, w := range g[v] {
-			if !in[w] {
-				continue
-			}
-			if w == start {
-				path := []string{start}
-				for x := v; x != start; x = prev[x] {
-					path = append(path, x)
-				}
-				path = append(path, start)
-				// path is start, ..., reversed; put it in reference order.
-				for i, j := 1, len(path)-2; i < j; i, j = i+1, j-1 {
-					path[i], path[j] = path[j], path[i]
-				}
-				return path
-			}
-			if !seen[w] {
-				seen[w] = true
-				prev[w] = v
-				queue = append(queue, w)
-			}
-		}
-	}
-	return append(scc, start)
 }

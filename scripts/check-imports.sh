@@ -4,7 +4,9 @@
 set -euo pipefail
 mod=$(go list -m)
 declare -A allowed=(
-  [lang]="egress units"
+  # lang reports reference cycles with the one cycle finder, planner/dag's:
+  # a leaf, so the direction holds.
+  [lang]="egress units planner/dag"
   [units]=""
   [dockersave]=""
   [planner/dag]=""

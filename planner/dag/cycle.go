@@ -68,11 +68,28 @@ func (e *CycleError) Error() string {
 	return b.String()
 }
 
-// Validate returns nil when the graph has no cycle, and a *CycleError naming
-// every cycle otherwise. Every strongly connected set of vertices, and every
-// vertex connected to itself, is reported; within a set, Validate lists
-// shortest cycles until every member is named. Validate never modifies g.
-func (g *Graph) Validate() error {
+// Knot is a set of vertices that depend on each other, directly or through
+// one another: a strongly connected set of more than one vertex, or a single
+// vertex that depends on itself.
+type Knot struct {
+	// Members are the knot's vertices, sorted by name.
+	Members []Vertex
+	// Cycles lists shortest cycles until every member is named: the first
+	// runs through the smallest member, each next one through the smallest
+	// member not named yet, and each starts at that member. A knot lists at
+	// most maxCyclesPerKnot cycles.
+	Cycles []Cycle
+	// Tangled names, sorted, the members left out of Cycles because the knot
+	// holds more than maxCyclesPerKnot cycles. It is empty for any graph a
+	// person wrote.
+	Tangled []Vertex
+}
+
+// Knots returns every knot of the graph in the order of their smallest
+// member's name, or nil when the graph has no cycle. It is the one cycle
+// finder of bottlefile: Validate reports from it, and lang reports reference
+// cycles from it. Knots never modifies g.
+func (g *Graph) Knots() []Knot {
 	knots := g.knots()
 	if len(knots) == 0 {
 		return nil
@@ -116,30 +133,47 @@ func (g *Graph) Validate() error {
 		parent: make([]int, n),
 	}
 	covered := make([]bool, n)
-	err := &CycleError{}
-	var tangled []int
+	out := make([]Knot, 0, len(knots))
 	for _, members := range knots {
-		listed := 0
+		k := Knot{Members: g.vertexList(members)}
+		var tangled []int
 		for _, u := range members {
 			if covered[u] {
 				continue
 			}
-			if listed == maxCyclesPerKnot {
+			if len(k.Cycles) == maxCyclesPerKnot {
 				tangled = append(tangled, u)
 				continue
 			}
 			path := s.shortest(u)
 			c := make(Cycle, len(path))
-			for k, i := range path {
-				c[k] = g.verts[i]
+			for j, i := range path {
+				c[j] = g.verts[i]
 				covered[i] = true
 			}
-			err.Cycles = append(err.Cycles, c)
-			listed++
+			k.Cycles = append(k.Cycles, c)
 		}
+		k.Tangled = g.vertexList(tangled)
+		out = append(out, k)
 	}
-	slices.SortFunc(tangled, func(a, b int) int { return rank[a] - rank[b] })
-	err.Tangled = g.vertexList(tangled)
+	return out
+}
+
+// Validate returns nil when the graph has no cycle, and a *CycleError naming
+// every cycle otherwise: the cycles of every knot (see Knots), so every
+// strongly connected set of vertices, and every vertex connected to itself,
+// is reported. Validate never modifies g.
+func (g *Graph) Validate() error {
+	knots := g.Knots()
+	if len(knots) == 0 {
+		return nil
+	}
+	err := &CycleError{}
+	for _, k := range knots {
+		err.Cycles = append(err.Cycles, k.Cycles...)
+		err.Tangled = append(err.Tangled, k.Tangled...)
+	}
+	slices.SortFunc(err.Tangled, func(a, b Vertex) int { return strings.Compare(a.Name(), b.Name()) })
 	return err
 }
 

@@ -526,3 +526,96 @@ func BenchmarkValidateRing(b *testing.B) {
 		}
 	}
 }
+
+// TestKnots is the table of the shared cycle finder: which vertices form
+// each knot, and the cycles it names, in the order lang and Validate report
+// them.
+func TestKnots(t *testing.T) {
+	type knot struct {
+		Members []string
+		Cycles  []string
+		Tangled []string
+	}
+	tests := []struct {
+		name  string
+		edges []string
+		want  []knot
+	}{
+		{name: "empty"},
+		{name: "acyclic", edges: []string{"a -> b", "b -> c", "a -> c", "d"}},
+		{
+			name:  "self loop",
+			edges: []string{"agent.d -> agent.d", "agent.e -> agent.d"},
+			want:  []knot{{Members: []string{"agent.d"}, Cycles: []string{"agent.d -> agent.d"}}},
+		},
+		{
+			name:  "ring through a local",
+			edges: []string{"agent.a -> agent.b", "agent.b -> local.x", "local.x -> agent.c", "agent.c -> agent.a", "agent.z -> agent.a"},
+			want: []knot{{
+				Members: []string{"agent.a", "agent.b", "agent.c", "local.x"},
+				Cycles:  []string{"agent.a -> agent.b -> local.x -> agent.c -> agent.a"},
+			}},
+		},
+		{
+			name:  "figure eight",
+			edges: []string{"a -> b", "b -> a", "b -> c", "c -> b"},
+			want: []knot{{
+				Members: []string{"a", "b", "c"},
+				Cycles:  []string{"a -> b -> a", "c -> b -> c"},
+			}},
+		},
+		{
+			name:  "two knots in order of their smallest member",
+			edges: []string{"z -> z", "m -> n", "n -> m", "q -> m"},
+			want: []knot{
+				{Members: []string{"m", "n"}, Cycles: []string{"m -> n -> m"}},
+				{Members: []string{"z"}, Cycles: []string{"z -> z"}},
+			},
+		},
+		{
+			name:  "shortest cycle first",
+			edges: []string{"a -> b", "b -> c", "c -> d", "d -> a", "b -> a"},
+			want: []knot{{
+				Members: []string{"a", "b", "c", "d"},
+				Cycles:  []string{"a -> b -> a", "c -> d -> a -> b -> c"},
+			}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []knot
+			for _, k := range build(tt.edges...).Knots() {
+				g := knot{Members: names(k.Members), Tangled: names(k.Tangled)}
+				for _, c := range k.Cycles {
+					g.Cycles = append(g.Cycles, c.String())
+				}
+				got = append(got, g)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Knots() (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestKnotsTangled: a knot with more cycles than it lists names the rest in
+// Tangled, and Validate reports the same sets.
+func TestKnotsTangled(t *testing.T) {
+	var edges []string
+	for i := range 20 {
+		spoke := fmt.Sprintf("b.spoke%02d", i)
+		edges = append(edges, "a.hub -> "+spoke, spoke+" -> a.hub")
+	}
+	knots := build(edges...).Knots()
+	if len(knots) != 1 {
+		t.Fatalf("Knots() = %d knots, want 1", len(knots))
+	}
+	k := knots[0]
+	if len(k.Members) != 21 || len(k.Cycles) != maxCyclesPerKnot {
+		t.Errorf("members %d cycles %d, want 21 and %d", len(k.Members), len(k.Cycles), maxCyclesPerKnot)
+	}
+	want := []string{"b.spoke16", "b.spoke17", "b.spoke18", "b.spoke19"}
+	if diff := cmp.Diff(want, names(k.Tangled)); diff != "" {
+		t.Errorf("Tangled (-want +got):\n%s", diff)
+	}
+}
