@@ -64,8 +64,9 @@
 //     removed when the last gateway using it is deleted),
 //     on the agent's network at that subnet's last address (alias
 //     "gateway", the only address it listens on, port 3128) and on the
-//     egress network. Attributes: allow (the rules, canonical), binary
-//     (the binary's SHA-256), network, egress_network, dns. allow changes
+//     egress network. Attributes: allow (the rules, canonical), version
+//     (the binary's version and SHA-256 prefix, "v0.2.0 (3f2a9c1d4e5f)";
+//     a new binary replaces the gateway), network, egress_network, dns. allow changes
 //     in place: the rules file is copied in, the gateway gets SIGHUP, and
 //     apply waits until its log reports the new rules in force. It never
 //     connects to the subnet pool, internal networks, a managed egress

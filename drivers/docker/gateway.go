@@ -153,7 +153,7 @@ func (d *Driver) planGateway(a drivers.AgentSpec, agentAddr, netAddr string, egr
 	if err != nil {
 		return drivers.Object{}, err
 	}
-	_, sum, err := d.gatewayBinary()
+	path, sum, err := d.gatewayBinary()
 	if err != nil {
 		return drivers.Object{}, err
 	}
@@ -166,7 +166,7 @@ func (d *Driver) planGateway(a drivers.AgentSpec, agentAddr, netAddr string, egr
 		DependsOn: []string{netAddr},
 		Attrs: map[string]cty.Value{
 			"allow":          allow,
-			"binary":         cty.StringVal(sum),
+			"version":        cty.StringVal(gatewayVersion(path, sum)),
 			"network":        cty.StringVal(netAddr),
 			"egress_network": cty.NullVal(cty.String),
 			"dns":            cty.NullVal(cty.List(cty.String)),
@@ -193,7 +193,7 @@ type gatewaySpec struct {
 	name          string // the container's name
 	agent         string // the agent's address
 	allow         []string
-	binary        string // the planned SHA-256
+	version       string // the planned gatewayVersion
 	network       string // engine name of the bottle network
 	egressNetwork string // engine name of the egress network
 	managed       bool   // the egress network is bottlefile's own
@@ -212,8 +212,8 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 	if s.allow, err = drivers.Strings(attr(o, "allow")); err != nil {
 		return s, fmt.Errorf("allow: %w", err)
 	}
-	if s.binary, err = drivers.String(attr(o, "binary")); err != nil {
-		return s, fmt.Errorf("binary: %w", err)
+	if s.version, err = drivers.String(attr(o, "version")); err != nil {
+		return s, fmt.Errorf("version: %w", err)
 	}
 	netAddr, err := drivers.String(attr(o, "network"))
 	if err != nil {
@@ -323,8 +323,8 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 	if err != nil {
 		return fail("%v", err)
 	}
-	if spec.binary != "" && spec.binary != sum {
-		return fail("the gateway binary %s changed since the plan (sha256 %s, planned %s); plan again", path, shortHash(sum), shortHash(spec.binary))
+	if now := gatewayVersion(path, sum); spec.version != "" && spec.version != now {
+		return fail("the gateway binary %s changed since the plan (now %s, planned %s); plan again", path, now, spec.version)
 	}
 	nets, err := api.NetworkList(ctx, network.ListOptions{})
 	if err != nil {

@@ -102,8 +102,8 @@ func TestPlanGateway(t *testing.T) {
 	}
 	exe, _ := os.Executable()
 	_, sum, _ := hashGatewayBinary(exe)
-	if gw.Attrs["binary"].AsString() != sum || len(sum) != 64 {
-		t.Errorf("binary = %#v, want the running binary's sha256 %s", gw.Attrs["binary"], sum)
+	if v := gw.Attrs["version"].AsString(); !strings.HasSuffix(v, " ("+sum[:12]+")") || len(v) > 48 {
+		t.Errorf("version = %q, want a short version ending in the running binary's sha256 %s", v, sum[:12])
 	}
 	if gw.Attrs["egress_network"].AsString() != "runtime.local.egress" || !gw.Attrs["dns"].IsNull() {
 		t.Errorf("attrs = %#v", gw.Attrs)
@@ -636,5 +636,30 @@ func TestGatewayImageSweptMeanwhile(t *testing.T) {
 				t.Errorf("calls %v: want the image made sure of before each create", api.calls())
 			}
 		})
+	}
+}
+
+// TestGatewayVersion: plans show the gateway binary as a short version and
+// the start of its hash, never the 64-digit SHA-256; a file that is no Go
+// binary still gets a version string.
+func TestGatewayVersion(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sum, err := hashGatewayBinary(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := gatewayVersion(exe, sum)
+	if strings.Contains(v, sum) || !strings.HasSuffix(v, " ("+sum[:12]+")") || strings.HasPrefix(v, "unknown") {
+		t.Errorf("gatewayVersion = %q, want the binary's version and %s", v, sum[:12])
+	}
+	other := filepath.Join(t.TempDir(), "not-go")
+	if err := os.WriteFile(other, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := binaryVersion(other); got != "unknown version" {
+		t.Errorf("binaryVersion of a script = %q", got)
 	}
 }

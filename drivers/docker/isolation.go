@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"crypto/sha256"
+	"debug/buildinfo"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -135,6 +136,56 @@ func (d *Driver) gatewayBinary() (path, sum string, err error) {
 func (d *Driver) egressBinarySetting() string {
 	ec, _ := d.egressConf()
 	return ec.binary
+}
+
+// gatewayVersion is what a plan shows of the gateway binary, in place of
+// its SHA-256: the version Go recorded in it and the start of the hash,
+// "v0.2.0 (3f2a9c1d4e5f)", or for a build from a checkout "devel
+// 43fde4a1b2c3-dirty (3f2a9c1d4e5f)". The hash keeps it changing with the
+// binary, so a new binary still replaces the gateways.
+func gatewayVersion(path, sum string) string {
+	key := path + "\x00" + sum
+	if v, ok := gatewayVersions.Load(key); ok {
+		return v.(string)
+	}
+	v := binaryVersion(path) + " (" + shortHash(sum) + ")"
+	gatewayVersions.Store(key, v)
+	return v
+}
+
+// gatewayVersions caches gatewayVersion: a plan asks once per gateway.
+var gatewayVersions sync.Map
+
+// binaryVersion reads the version of the Go binary at path from its build
+// information, without running it (it may be built for another platform).
+func binaryVersion(path string) string {
+	info, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return "unknown version"
+	}
+	v := info.Main.Version
+	if v != "" && v != "(devel)" && !strings.HasPrefix(v, "v0.0.0-") {
+		return v
+	}
+	rev, dirty := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "devel"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return "devel " + rev
 }
 
 func hashGatewayBinary(path string) (string, string, error) {
