@@ -3,6 +3,7 @@ package drivers
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2/hcldec"
@@ -62,6 +63,10 @@ type ConfigureRequest struct {
 // ReadRequest asks for everything of one lineage.
 type ReadRequest struct {
 	Lineage string
+	// Sizes asks for each workload's Written as well, which costs the
+	// runtime more (docker measures every container's layer): status asks,
+	// plan does not.
+	Sizes bool
 }
 
 // ReadResponse lists what is live on the runtime.
@@ -83,7 +88,34 @@ type LiveObject struct {
 	// (a gateway made and never started may lack its rules): it is
 	// replaced, never adopted or started.
 	Unfinished bool
+
+	// Workloads only, from the same list call, as far as the runtime
+	// reports them (zero values when it does not):
+	//
+	// State is the runtime's own word: docker's "created" (never
+	// started), "running", "exited", "paused", "restarting", "dead";
+	// smolvm's "created", "running", "stopped", "failed".
+	State string `json:",omitempty"`
+	// ExitCode is the code of the last run, when State is "exited".
+	ExitCode int `json:",omitempty"`
+	// Created is when the workload was made; Started when it last started
+	// and Finished when it last stopped (zero while running or never
+	// started). A runtime whose list gives times only as "Up 5 minutes"
+	// (docker) reports them to the unit it names.
+	Created  time.Time `json:",omitzero"`
+	Started  time.Time `json:",omitzero"`
+	Finished time.Time `json:",omitzero"`
+	// Written is what the workload wrote to its own filesystem, in bytes,
+	// when ReadRequest.Sizes asked and the runtime tells; nil otherwise.
+	Written *int64 `json:",omitempty"`
 }
+
+// Workload states LiveObject.State may hold that the core acts on.
+const (
+	StateCreated = "created" // made, never started
+	StateRunning = "running"
+	StateExited  = "exited" // docker's word; smolvm says "stopped"
+)
 
 // PlanRequest asks a driver to expand one agent.
 type PlanRequest struct {

@@ -442,7 +442,7 @@ func TestReadMapsObjects(t *testing.T) {
 			}
 			return []container.Summary{
 				{ID: "c1", Names: []string{"/bf-0f1e2d3c-a"}, State: "running", ImageID: "sha256:i1", Labels: lbl("agent.a")},
-				{ID: "c2", Names: []string{"/bf-0f1e2d3c-b"}, State: "exited", ImageID: "sha256:i2", Labels: lbl("agent.b")},
+				{ID: "c2", Names: []string{"/bf-0f1e2d3c-b"}, State: "exited", Status: "Exited (3) Less than a second ago", ImageID: "sha256:i2", Labels: lbl("agent.b")},
 				{ID: "c3", Labels: map[string]string{drivers.LabelLineage: testLineage}}, // no address: skipped
 				// Made and never started: an agent can be started, a gateway
 				// may lack its rules and egress connection.
@@ -465,12 +465,18 @@ func TestReadMapsObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantObjs := []drivers.LiveObject{
-		{Addr: "agent.a", Kind: "container", ID: "c1", Name: "bf-0f1e2d3c-a", Hash: "h-agent.a", Running: true, ImageID: "sha256:i1"},
+		{Addr: "agent.a", Kind: "container", ID: "c1", Name: "bf-0f1e2d3c-a", Hash: "h-agent.a", Running: true, ImageID: "sha256:i1", State: "running"},
 		{Addr: "agent.a.network", Kind: "network", ID: "n1", Name: "bf-0f1e2d3c-a", Hash: "h-agent.a.network"},
-		{Addr: "agent.b", Kind: "container", ID: "c2", Name: "bf-0f1e2d3c-b", Hash: "h-agent.b", ImageID: "sha256:i2"},
+		{Addr: "agent.b", Kind: "container", ID: "c2", Name: "bf-0f1e2d3c-b", Hash: "h-agent.b", ImageID: "sha256:i2", State: "exited", ExitCode: 3},
 		{Addr: "agent.b.image", Kind: "image", ID: "sha256:i2", Name: "bf-0f1e2d3c-b:abc", Hash: "h-agent.b.image"},
-		{Addr: "agent.c", Kind: "container", ID: "c4", Name: "bf-0f1e2d3c-c", Hash: "h-agent.c", ImageID: "sha256:i1"},
-		{Addr: "agent.c.gateway", Kind: "gateway", ID: "g4", Name: "bf-0f1e2d3c-c-gw", Hash: "h-agent.c.gateway", ImageID: "sha256:gw", Unfinished: true},
+		{Addr: "agent.c", Kind: "container", ID: "c4", Name: "bf-0f1e2d3c-c", Hash: "h-agent.c", ImageID: "sha256:i1", State: "created"},
+		{Addr: "agent.c.gateway", Kind: "gateway", ID: "g4", Name: "bf-0f1e2d3c-c-gw", Hash: "h-agent.c.gateway", ImageID: "sha256:gw", Unfinished: true, State: "created"},
+	}
+	for i := range resp.Objects {
+		// Finished is "less than a second" before the read: now.
+		if f := resp.Objects[i].Finished; !f.IsZero() && time.Since(f) < time.Minute {
+			resp.Objects[i].Finished = time.Time{}
+		}
 	}
 	if !slices.Equal(resp.Objects, wantObjs) {
 		t.Errorf("objects:\n got %+v\nwant %+v", resp.Objects, wantObjs)

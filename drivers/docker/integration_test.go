@@ -257,9 +257,14 @@ func TestIntegrationLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCtr := drivers.LiveObject{Addr: "agent.coder", Kind: "container", ID: ctrResp.ID, Name: netName, Hash: "hash-of-agent.coder", Running: true, ImageID: busybox.ID}
-	if live["agent.coder"] != wantCtr {
-		t.Errorf("live container = %+v, want %+v", live["agent.coder"], wantCtr)
+	wantCtr := drivers.LiveObject{Addr: "agent.coder", Kind: "container", ID: ctrResp.ID, Name: netName, Hash: "hash-of-agent.coder", Running: true, ImageID: busybox.ID, State: "running"}
+	gotCtr := live["agent.coder"]
+	if gotCtr.Created.IsZero() || gotCtr.Started.Before(gotCtr.Created.Add(-time.Minute)) || time.Since(gotCtr.Started) > 10*time.Minute {
+		t.Errorf("live container created %v, started %v: want both, started after created", gotCtr.Created, gotCtr.Started)
+	}
+	gotCtr.Created, gotCtr.Started = time.Time{}, time.Time{}
+	if gotCtr != wantCtr {
+		t.Errorf("live container = %+v, want %+v", gotCtr, wantCtr)
 	}
 	wantNet := drivers.LiveObject{Addr: "agent.coder.network", Kind: "network", ID: netResp.ID, Name: netName, Hash: "hash-of-agent.coder.network"}
 	if live["agent.coder.network"] != wantNet {

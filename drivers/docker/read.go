@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -28,7 +30,10 @@ func (d *Driver) Read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 	}
 	byLineage := filters.NewArgs(filters.Arg("label", drivers.LabelLineage+"="+req.Lineage))
 
-	containers, err := api.ContainerList(ctx, container.ListOptions{All: true, Filters: byLineage})
+	// One list call carries what status needs of every container: its
+	// state, and in Status ("Exited (3) 2 minutes ago", "Up 5 minutes")
+	// its exit code and times, to the unit that text names. No inspect.
+	containers, err := api.ContainerList(ctx, container.ListOptions{All: true, Filters: byLineage, Size: req.Sizes})
 	if err != nil {
 		return resp, fmt.Errorf("listing containers of lineage %s: %w", req.Lineage, err)
 	}
@@ -48,6 +53,11 @@ func (d *Driver) Read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 			// have them. An agent or sidecar is started right after create.
 			o.Unfinished = kind == kindGateway && c.State == container.StateCreated
 			o.ImageID = c.ImageID
+			runFacts(&o, c, time.Now())
+			if req.Sizes {
+				n := c.SizeRw
+				o.Written = &n
+			}
 			resp.Objects = append(resp.Objects, o)
 		}
 	}
@@ -116,4 +126,69 @@ func imageName(tags []string) string {
 		return tags[0]
 	}
 	return ""
+}
+
+// runFacts fills a workload's state, exit code and times from one entry of
+// the container list. The list gives the times only in Status, as docker
+// ps shows them ("Up 5 minutes", "Exited (3) 2 minutes ago"), so they are
+// as precise as the unit that text names; Created is exact.
+func runFacts(o *drivers.LiveObject, c container.Summary, now time.Time) {
+	o.State = string(c.State)
+	if c.Created > 0 {
+		o.Created = time.Unix(c.Created, 0).UTC()
+	}
+	status := c.Status
+	switch {
+	case strings.HasPrefix(status, "Up "):
+		if d, ok := parseHumanDuration(strings.TrimPrefix(status, "Up ")); ok {
+			o.Started = now.Add(-d).UTC().Truncate(time.Second)
+		}
+	case strings.HasPrefix(status, "Exited ("):
+		rest := strings.TrimPrefix(status, "Exited (")
+		code, ago, ok := strings.Cut(rest, ") ")
+		if n, err := strconv.Atoi(code); err == nil {
+			o.ExitCode = n
+		}
+		if ok {
+			if d, ok := parseHumanDuration(strings.TrimSuffix(ago, " ago")); ok {
+				o.Finished = now.Add(-d).UTC().Truncate(time.Second)
+			}
+		}
+	}
+}
+
+// parseHumanDuration reads what go-units HumanDuration writes ("Less than
+// a second", "5 seconds", "About a minute", "3 hours", "2 weeks"), with any
+// trailing " (Paused)" or health note ignored.
+func parseHumanDuration(s string) (time.Duration, bool) {
+	if i := strings.Index(s, " ("); i >= 0 {
+		s = s[:i]
+	}
+	s = strings.ToLower(strings.TrimSpace(s))
+	switch s {
+	case "less than a second":
+		return 0, true
+	case "about a minute":
+		return time.Minute, true
+	case "about an hour":
+		return time.Hour, true
+	}
+	num, unit, ok := strings.Cut(s, " ")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil {
+		return 0, false
+	}
+	units := map[string]time.Duration{
+		"second": time.Second, "minute": time.Minute, "hour": time.Hour,
+		"day": 24 * time.Hour, "week": 7 * 24 * time.Hour,
+		"month": 30 * 24 * time.Hour, "year": 365 * 24 * time.Hour,
+	}
+	u, ok := units[strings.TrimSuffix(unit, "s")]
+	if !ok {
+		return 0, false
+	}
+	return time.Duration(n) * u, true
 }

@@ -64,6 +64,9 @@ type Fake struct {
 	BeforeApply func(ctx context.Context, req drivers.ApplyRequest) error
 	// Now is the clock snapshots are stamped with; time.Now when nil.
 	Now func() time.Time
+	// Clock is the clock workloads' creates, starts and exits are stamped
+	// with; time.Now when nil.
+	Clock func() time.Time
 
 	ConfigureCalled  bool
 	ConfigureCalls   int
@@ -179,7 +182,19 @@ func (f *Fake) Read(ctx context.Context, req drivers.ReadRequest) (drivers.ReadR
 	if req.Lineage == "" {
 		return drivers.ReadResponse{}, errors.New("fake: read: no lineage")
 	}
-	return drivers.ReadResponse{Objects: f.Objects(req.Lineage)}, nil
+	objs := f.Objects(req.Lineage)
+	if req.Sizes {
+		f.mu.Lock()
+		files := f.lineageLocked(req.Lineage).files
+		for i := range objs {
+			if objs[i].State != "" {
+				n := int64(1000 * len(files[objs[i].Addr]))
+				objs[i].Written = &n
+			}
+		}
+		f.mu.Unlock()
+	}
+	return drivers.ReadResponse{Objects: objs}, nil
 }
 
 // Plan expands the agent into its network and its container.
@@ -330,6 +345,8 @@ func (f *Fake) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.App
 			workload:  req.Object.Workload,
 		}
 		if obj.workload {
+			now := f.clock()
+			obj.live.State, obj.live.Created, obj.live.Started = drivers.StateRunning, now, now
 			obj.live.ImageID = imageID(req.Object.Attrs["image"])
 			if req.BootImage != "" {
 				files, ok := l.images[req.BootImage]
@@ -356,6 +373,7 @@ func (f *Fake) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.App
 				return drivers.ApplyResponse{}, fmt.Errorf("fake: start %s: a %s is not a workload", addr, obj.live.Kind)
 			}
 			obj.live.Running = true
+			obj.live.State, obj.live.Started, obj.live.Finished, obj.live.ExitCode = drivers.StateRunning, f.clock(), time.Time{}, 0
 		} else {
 			obj.live.Hash = req.Hash
 		}
@@ -394,8 +412,40 @@ func (f *Fake) Stop(lineage, addr string) bool {
 		return false
 	}
 	l.objects[addr].live.Running = false
+	l.objects[addr].live.State, l.objects[addr].live.Finished = drivers.StateExited, f.clock()
 	l.sorted = nil
 	return true
+}
+
+// Exit makes a workload exit with code, as its command ending would. It
+// reports whether the object exists.
+func (f *Fake) Exit(lineage, addr string, code int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.lineages[lineage]
+	if l == nil || l.objects[addr] == nil {
+		return false
+	}
+	o := &l.objects[addr].live
+	o.Running, o.State, o.ExitCode, o.Finished = false, drivers.StateExited, code, f.clock()
+	l.sorted = nil
+	return true
+}
+
+// now is the snapshots' clock: Now, or time.Now.
+func (f *Fake) now() time.Time {
+	if f.Now != nil {
+		return f.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// clock is the workloads' clock: Clock, or time.Now.
+func (f *Fake) clock() time.Time {
+	if f.Clock != nil {
+		return f.Clock().UTC()
+	}
+	return time.Now().UTC()
 }
 
 // Remove deletes an object out of band, as `docker rm -f` would, even when
@@ -515,13 +565,9 @@ func (f *Fake) snapshotLocked(l *lineage, req drivers.ApplyRequest) (drivers.App
 		Addr: req.Object.Addr, Kind: drivers.KindSnapshot, ID: id, Name: image, Hash: req.Hash,
 	}}
 	l.sorted = nil
-	now := time.Now
-	if f.Now != nil {
-		now = f.Now
-	}
 	return drivers.ApplyResponse{ID: id, Computed: map[string]string{
 		"image": image, "size": strconv.Itoa(1000 * len(l.images[image])),
-		"created": now().UTC().Format(time.RFC3339Nano), "source": w.live.ID,
+		"created": f.now().Format(time.RFC3339Nano), "source": w.live.ID,
 	}}, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/zclconf/go-cty/cty"
@@ -218,7 +219,8 @@ func TestFakePlan(t *testing.T) {
 }
 
 func TestFakeReadReturnsWhatApplyCreated(t *testing.T) {
-	f := &Fake{}
+	now := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	f := &Fake{Clock: func() time.Time { return now }}
 	ids := create(t, f, lin, "coder")
 	create(t, f, "other-lineage", "coder")
 	resp, err := f.Read(t.Context(), drivers.ReadRequest{Lineage: lin})
@@ -229,6 +231,7 @@ func TestFakeReadReturnsWhatApplyCreated(t *testing.T) {
 		{
 			Addr: "agent.coder", Kind: "container", ID: ids["agent.coder"], Name: "bf-0c7f1c1e-agent.coder",
 			Hash: "h-agent.coder", Running: true, ImageID: imageID(cty.StringVal("acme/agent:1")),
+			State: drivers.StateRunning, Created: now, Started: now,
 		},
 		{
 			Addr: "agent.coder.network", Kind: "network", ID: ids["agent.coder.network"], Name: "bf-0c7f1c1e-agent.coder.network",
@@ -238,6 +241,7 @@ func TestFakeReadReturnsWhatApplyCreated(t *testing.T) {
 	if diff := cmp.Diff(want, resp.Objects); diff != "" {
 		t.Errorf("Read (-want +got):\n%s", diff)
 	}
+
 	if ids["agent.coder"] == ids["agent.coder.network"] {
 		t.Error("two objects got one ID")
 	}
@@ -245,6 +249,22 @@ func TestFakeReadReturnsWhatApplyCreated(t *testing.T) {
 	resp.Objects[0].Running = false
 	if !f.Objects(lin)[0].Running {
 		t.Error("changing Read's result changed the fake")
+	}
+
+	// A workload that exited reports its code and when.
+	later := now.Add(time.Minute)
+	f.Clock = func() time.Time { return later }
+	f.WriteFile(lin, "agent.coder", "/a")
+	if !f.Exit(lin, "agent.coder", 3) {
+		t.Fatal("Exit found no agent.coder")
+	}
+	resp, err = f.Read(t.Context(), drivers.ReadRequest{Lineage: lin, Sizes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := resp.Objects[0]
+	if got.Running || got.State != drivers.StateExited || got.ExitCode != 3 || !got.Finished.Equal(later) || got.Written == nil || *got.Written != 1000 {
+		t.Errorf("after Exit(3): %+v", got)
 	}
 }
 

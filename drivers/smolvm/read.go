@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/bottlefile/bottlefile/drivers"
 )
@@ -17,6 +18,8 @@ type lsEntry struct {
 	PID    *int              `json:"pid"`
 	Image  *string           `json:"image"`
 	Labels map[string]string `json:"labels"`
+	// CreatedAt is when the machine was made, in unix seconds.
+	CreatedAt int64 `json:"created_at"`
 	// Network says whether the machine has any network at all.
 	Network bool `json:"network"`
 }
@@ -55,6 +58,11 @@ func (d *Driver) Read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 			Name:    e.Name,
 			Hash:    e.Labels[drivers.LabelConfigHash],
 			Running: e.State == "running",
+			// smolvm reports no exit code and no start or stop time.
+			State: e.State,
+		}
+		if e.CreatedAt > 0 {
+			o.Created = time.Unix(e.CreatedAt, 0).UTC()
 		}
 		if e.Image != nil {
 			// smolvm reports no image id; the reference stands in.

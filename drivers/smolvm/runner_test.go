@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bottlefile/bottlefile/drivers"
 )
@@ -94,8 +95,8 @@ func TestReadParsesList(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []drivers.LiveObject{
-		{Addr: "agent.coder", Kind: "machine", ID: "bf-aaaa-coder", Name: "bf-aaaa-coder", Hash: "h1", Running: false, ImageID: "alpine:3"},
-		{Addr: "agent.web", Kind: "machine", ID: "bf-aaaa-web", Name: "bf-aaaa-web", Hash: "h2", Running: true},
+		{Addr: "agent.coder", Kind: "machine", ID: "bf-aaaa-coder", Name: "bf-aaaa-coder", Hash: "h1", Running: false, ImageID: "alpine:3", State: "unreachable", Created: time.Unix(1, 0).UTC()},
+		{Addr: "agent.web", Kind: "machine", ID: "bf-aaaa-web", Name: "bf-aaaa-web", Hash: "h2", Running: true, State: "running"},
 	}
 	if !slices.Equal(resp.Objects, want) {
 		t.Errorf("Read:\n got %+v\nwant %+v", resp.Objects, want)
