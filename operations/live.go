@@ -149,11 +149,17 @@ func (op *Operation) knownAddresses() []string {
 
 // readRuntime reads what runtime name holds of lineage, in address order.
 func (op *Operation) readRuntime(ctx context.Context, name, lineage string) ([]Live, hcl.Diagnostics) {
+	return op.readRuntimeWith(ctx, name, drivers.ReadRequest{Lineage: lineage})
+}
+
+// readRuntimeWith reads runtime name with req, in address order.
+func (op *Operation) readRuntimeWith(ctx context.Context, name string, req drivers.ReadRequest) ([]Live, hcl.Diagnostics) {
+	lineage := req.Lineage
 	rt, ok := op.Runtimes[name]
 	if !ok {
 		return nil, nil
 	}
-	resp, err := rt.Driver.Read(ctx, drivers.ReadRequest{Lineage: lineage})
+	resp, err := rt.Driver.Read(ctx, req)
 	if err != nil {
 		return nil, hcl.Diagnostics{errorDiag(fmt.Sprintf("Cannot refresh runtime %q", name), err.Error())}
 	}

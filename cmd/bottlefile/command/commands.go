@@ -24,6 +24,7 @@ func Commands(meta *Meta) map[string]cli.CommandFactory {
 		"state rm":        cmd(&StateRmCommand{Meta: meta}),
 		"state pull":      cmd(&StatePullCommand{Meta: meta}),
 		"logs":            cmd(&LogsCommand{Meta: meta}),
+		"status":          cmd(&StatusCommand{Meta: meta}),
 		"snapshot":        cmd(&SnapshotCommand{Meta: meta}),
 		"snapshot export": cmd(&SnapshotExportCommand{Meta: meta}),
 		"snapshot import": cmd(&SnapshotImportCommand{Meta: meta}),

@@ -1,0 +1,204 @@
+package command
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/bottlefile/bottlefile/operations"
+	"github.com/bottlefile/bottlefile/planner"
+)
+
+// renderStatus writes one line per bottle and one per workload below it,
+// aligned.
+func renderStatus(w io.Writer, bottles []operations.BottleStatus, at time.Time) {
+	var buf strings.Builder
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "BOTTLE / WORKLOAD\tSTATE\tSINCE\tWRITTEN\tBOOTED FROM\tNEWEST SNAPSHOT\tEGRESS\tDENIALS (1H)")
+	for _, b := range bottles {
+		running := 0
+		for _, wl := range b.Workloads {
+			if wl.State == operations.WorkloadRunning {
+				running++
+			}
+		}
+		state := fmt.Sprintf("%d of %d running", running, len(b.Workloads))
+		if len(b.Workloads) == 1 && b.Workloads[0].State == operations.WorkloadNotCreated {
+			state = operations.WorkloadNotCreated
+		}
+		fmt.Fprintf(tw, "%s\t%s\t\t\t%s\t%s\t%s\t%s\n", b.Addr, state, bootedFrom(b), newestSnapshot(b, at), egressRules(b), denials(b))
+		for _, wl := range b.Workloads {
+			if wl.State == operations.WorkloadNotCreated {
+				continue
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t\t\t\t\n", wl.Addr, workloadState(wl), workloadSince(wl, at), written(wl.Written))
+		}
+	}
+	tw.Flush()
+	// Workload lines leave the bottle columns empty: no trailing blanks.
+	for _, line := range strings.SplitAfter(buf.String(), "\n") {
+		if line != "" {
+			fmt.Fprintln(w, strings.TrimRight(line, " \n"))
+		}
+	}
+}
+
+func workloadState(wl operations.WorkloadStatus) string {
+	if wl.State == operations.WorkloadExited && wl.ExitCode != nil {
+		return fmt.Sprintf("exited (%d)", *wl.ExitCode)
+	}
+	if wl.State == operations.WorkloadExited && wl.RuntimeState != "" && wl.RuntimeState != "exited" {
+		return "exited (" + wl.RuntimeState + ")"
+	}
+	return wl.State
+}
+
+// workloadSince is how long a workload has been up, or how long ago it
+// stopped or was created.
+func workloadSince(wl operations.WorkloadStatus, at time.Time) string {
+	switch {
+	case wl.State == operations.WorkloadRunning && !wl.Started.IsZero():
+		return "up " + strings.TrimSuffix(age(wl.Started, at), " ago")
+	case wl.State == operations.WorkloadExited && !wl.Finished.IsZero():
+		return age(wl.Finished, at)
+	case wl.State == operations.WorkloadNeverStarted && !wl.Created.IsZero():
+		return "created " + age(wl.Created, at)
+	}
+	return "-"
+}
+
+func written(n *int64) string {
+	if n == nil {
+		return "-"
+	}
+	return planner.HumanBytes(*n)
+}
+
+func bootedFrom(b operations.BottleStatus) string {
+	switch {
+	case b.BootSnapshot != "":
+		return "snapshot " + b.BootSnapshot
+	case b.BootImage != "":
+		return "image " + b.BootImage
+	}
+	return "-"
+}
+
+func newestSnapshot(b operations.BottleStatus, at time.Time) string {
+	if b.Newest == nil {
+		return "none"
+	}
+	return b.Newest.Addr + " " + age(b.Newest.Taken, at)
+}
+
+func egressRules(b operations.BottleStatus) string {
+	switch {
+	case !b.EgressKnown:
+		return "-"
+	case len(b.Egress) == 0:
+		return "none allowed"
+	}
+	return strings.Join(b.Egress, ",")
+}
+
+func denials(b operations.BottleStatus) string {
+	if b.Denials == nil {
+		return "-"
+	}
+	return fmt.Sprint(*b.Denials)
+}
+
+// statusJSON is status -json: one document; the field names are stable.
+type statusJSON struct {
+	FormatVersion string       `json:"format_version"`
+	Bottles       []bottleJSON `json:"bottles"`
+}
+
+type bottleJSON struct {
+	Address        string          `json:"address"`
+	Runtime        string          `json:"runtime"`
+	Driver         string          `json:"driver"`
+	BootedFrom     bootedFromJSON  `json:"booted_from"`
+	NewestSnapshot *newestSnapJSON `json:"newest_snapshot"` // null when none
+	// Egress is null when no rules are recorded; [] when all is denied.
+	Egress []string `json:"egress"`
+	// DenialsLastHour is null when the gateway's decisions could not be read.
+	DenialsLastHour *int           `json:"denials_last_hour"`
+	Workloads       []workloadJSON `json:"workloads"`
+}
+
+type bootedFromJSON struct {
+	Image    *string `json:"image"`
+	Snapshot *string `json:"snapshot"`
+}
+
+type newestSnapJSON struct {
+	Address string  `json:"address"`
+	Taken   *string `json:"taken"`
+}
+
+type workloadJSON struct {
+	Address      string  `json:"address"`
+	Role         string  `json:"role"`
+	ID           string  `json:"id"`
+	State        string  `json:"state"`
+	RuntimeState string  `json:"runtime_state"`
+	ExitCode     *int    `json:"exit_code"`
+	Created      *string `json:"created"`
+	Started      *string `json:"started"`
+	Finished     *string `json:"finished"`
+	// UptimeSeconds is set while it runs and its start is known.
+	UptimeSeconds *int64 `json:"uptime_seconds"`
+	WrittenBytes  *int64 `json:"written_bytes"`
+}
+
+func writeStatusJSON(w io.Writer, bottles []operations.BottleStatus, at time.Time) error {
+	doc := statusJSON{FormatVersion: "1.0", Bottles: []bottleJSON{}}
+	for _, b := range bottles {
+		j := bottleJSON{
+			Address: b.Addr, Runtime: b.Runtime, Driver: b.Driver,
+			BootedFrom:      bootedFromJSON{Image: optString(b.BootImage), Snapshot: optString(b.BootSnapshot)},
+			DenialsLastHour: b.Denials, Workloads: []workloadJSON{},
+		}
+		if b.EgressKnown {
+			j.Egress = append([]string{}, b.Egress...)
+		}
+		if b.Newest != nil {
+			j.NewestSnapshot = &newestSnapJSON{Address: b.Newest.Addr, Taken: optTime(b.Newest.Taken)}
+		}
+		for _, wl := range b.Workloads {
+			wj := workloadJSON{
+				Address: wl.Addr, Role: wl.Role, ID: wl.ID, State: wl.State, RuntimeState: wl.RuntimeState,
+				ExitCode: wl.ExitCode, Created: optTime(wl.Created), Started: optTime(wl.Started),
+				Finished: optTime(wl.Finished), WrittenBytes: wl.Written,
+			}
+			if wl.State == operations.WorkloadRunning && !wl.Started.IsZero() {
+				up := int64(max(0, at.Sub(wl.Started).Seconds()))
+				wj.UptimeSeconds = &up
+			}
+			j.Workloads = append(j.Workloads, wj)
+		}
+		doc.Bottles = append(doc.Bottles, j)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(doc)
+}
+
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func optTime(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := t.UTC().Format(time.RFC3339)
+	return &s
+}

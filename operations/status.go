@@ -1,0 +1,290 @@
+package operations
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/executor"
+	"github.com/bottlefile/bottlefile/state"
+)
+
+// Workload states as status reports them. A runtime's own words (docker's
+// "exited", smolvm's "stopped") are folded into these; the runtime's word
+// stays in WorkloadStatus.RuntimeState.
+const (
+	WorkloadRunning      = "running"
+	WorkloadExited       = "exited"
+	WorkloadNeverStarted = "never started"
+	// WorkloadMissing: the state records it, no runtime has it.
+	WorkloadMissing = "missing"
+	// WorkloadNotCreated: declared, never applied.
+	WorkloadNotCreated = "not created"
+)
+
+// BottleStatus is one agent's bottle: what it booted from, its newest
+// snapshot, the egress rules in force and its workloads.
+type BottleStatus struct {
+	Addr    string // agent.NAME
+	Runtime string
+	Driver  string
+	// BootImage is the image the agent's workload was created from, and
+	// BootSnapshot the snapshot it booted from instead (resume, migration),
+	// "" when none.
+	BootImage    string
+	BootSnapshot string
+	// Newest is the newest recorded snapshot of the agent; nil when none.
+	Newest *Snapshot
+	// Egress are the allow rules the applied gateway holds, nil when the
+	// state records none (everything denied); EgressKnown is false when no
+	// gateway or egress attribute is recorded at all.
+	Egress      []string
+	EgressKnown bool
+	// Denials counts the gateway's denials in the last hour; nil when they
+	// could not be read.
+	Denials *int
+	// Workloads are the agent, its sidecars and its gateway, in that order.
+	Workloads []WorkloadStatus
+}
+
+// WorkloadStatus is one workload of a bottle as its runtime reports it.
+type WorkloadStatus struct {
+	Addr string
+	Role string // "agent", "sidecar" or "gateway"
+	ID   string
+	// State is one of the Workload* constants; RuntimeState the runtime's
+	// own word for it.
+	State        string
+	RuntimeState string
+	// ExitCode is the last run's exit code, for an exited workload whose
+	// runtime reports it.
+	ExitCode *int
+	Created  time.Time
+	Started  time.Time // when it last started; zero when not known
+	Finished time.Time // when it stopped; zero while running or not known
+	// Written is what it wrote to its own filesystem, in bytes; nil when
+	// the runtime does not tell.
+	Written *int64
+}
+
+// Status reports every bottle of this configuration and state, or only
+// those of the agents in addrs (agent.NAME; a workload's address selects
+// its agent). It reads the state, and each runtime once with one list
+// call per object kind; it changes nothing.
+func (op *Operation) Status(ctx context.Context, addrs []string) ([]BottleStatus, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	want := map[string]bool{}
+	for _, a := range addrs {
+		agent, ok := agentOf(a)
+		if !ok {
+			return nil, hcl.Diagnostics{errorDiag("Not an agent address", fmt.Sprintf("%q is not the address of an agent or one of its workloads (agent.NAME, agent.NAME.sidecar.NAME, agent.NAME.gateway)", a))}
+		}
+		want[agent] = true
+	}
+	selected := func(agent string) bool { return len(want) == 0 || want[agent] }
+
+	var records []state.Record
+	if op.Store != nil {
+		var err error
+		if records, err = op.Store.Records(); err != nil {
+			return nil, hcl.Diagnostics{errorDiag("Cannot read state", err.Error())}
+		}
+	}
+	bottles := map[string]*BottleStatus{}
+	bottle := func(agent string) *BottleStatus {
+		b := bottles[agent]
+		if b == nil {
+			b = &BottleStatus{Addr: agent}
+			bottles[agent] = b
+		}
+		return b
+	}
+	if op.Config != nil {
+		for _, name := range op.Config.AgentNames() {
+			if agent := "agent." + name; selected(agent) {
+				bottle(agent)
+			}
+		}
+	}
+
+	// What the state records: workloads, boot source, rules, snapshots.
+	recorded := map[string]state.Record{}
+	for _, r := range records {
+		if r.Kind == drivers.KindSnapshot {
+			s := snapshotOf(r)
+			if agent, ok := agentOf(s.Agent); ok && selected(agent) {
+				b := bottle(agent)
+				if b.Newest == nil || s.Taken.After(b.Newest.Taken) {
+					b.Newest = &s
+				}
+			}
+			continue
+		}
+		agent, ok := agentOf(r.Addr)
+		if !ok || !selected(agent) {
+			continue
+		}
+		b := bottle(agent)
+		if r.Addr == agent {
+			b.Runtime, b.Driver = r.Runtime, r.Driver
+			b.BootImage = attrString(r, "image")
+			b.BootSnapshot = r.Computed[executor.BootFromKey]
+			if rules, ok := attrRules(r, "egress"); ok { // smolvm: the machine holds them
+				b.Egress, b.EgressKnown = rules, true
+			}
+		}
+		if strings.HasSuffix(r.Addr, ".gateway") {
+			if rules, ok := attrRules(r, "allow"); ok {
+				b.Egress, b.EgressKnown = rules, true
+			}
+		}
+		if r.Workload {
+			recorded[r.Addr] = r
+		}
+	}
+
+	// What the runtimes report, in one Read each.
+	live := map[string]Live{}
+	if lineage := op.Lineage(); lineage != "" {
+		for _, name := range op.runtimeNames() {
+			objs, moreDiags := op.readRuntimeSizes(ctx, name, lineage)
+			diags = append(diags, moreDiags...)
+			if moreDiags.HasErrors() {
+				return nil, diags
+			}
+			for _, l := range objs {
+				agent, ok := agentOf(l.Addr)
+				if !ok || !selected(agent) || l.obj.State == "" {
+					continue
+				}
+				live[l.Addr] = l
+				b := bottle(agent)
+				if l.Addr == agent && b.Runtime == "" {
+					b.Runtime, b.Driver = l.Runtime, l.Driver
+				}
+			}
+		}
+	}
+
+	for addr, r := range recorded {
+		if _, ok := live[addr]; !ok {
+			agent, _ := agentOf(addr)
+			b := bottle(agent)
+			b.Workloads = append(b.Workloads, WorkloadStatus{Addr: addr, Role: role(addr), ID: r.ID, State: WorkloadMissing})
+		}
+	}
+	for addr, l := range live {
+		agent, _ := agentOf(addr)
+		b := bottle(agent)
+		b.Workloads = append(b.Workloads, workloadStatus(l))
+	}
+
+	out := make([]BottleStatus, 0, len(bottles))
+	for _, b := range bottles {
+		if len(b.Workloads) == 0 {
+			b.Workloads = []WorkloadStatus{{Addr: b.Addr, Role: "agent", State: WorkloadNotCreated}}
+		}
+		sort.Slice(b.Workloads, func(i, j int) bool { return lessWorkload(b.Workloads[i].Addr, b.Workloads[j].Addr) })
+		b.Denials = op.recentDenials(ctx, b.Addr, time.Hour)
+		out = append(out, *b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
+	for a := range want {
+		if _, ok := bottles[a]; !ok {
+			return nil, hcl.Diagnostics{errorDiag("No such agent", fmt.Sprintf("%s is neither declared in the configuration nor recorded in the state", a))}
+		}
+	}
+	return out, diags
+}
+
+// recentDenials counts the denials of the bottle's gateway over the last
+// window. It is the hook for `egress denials` (issue 13, deliverable 4):
+// until that operation lands, the count is not known and status says so.
+func (op *Operation) recentDenials(ctx context.Context, agent string, window time.Duration) *int {
+	return nil
+}
+
+// readRuntimeSizes reads a runtime as readRuntime does, asking for bytes
+// written too.
+func (op *Operation) readRuntimeSizes(ctx context.Context, name, lineage string) ([]Live, hcl.Diagnostics) {
+	return op.readRuntimeWith(ctx, name, drivers.ReadRequest{Lineage: lineage, Sizes: true})
+}
+
+func workloadStatus(l Live) WorkloadStatus {
+	o := l.obj
+	w := WorkloadStatus{
+		Addr: l.Addr, Role: role(l.Addr), ID: l.ID, RuntimeState: o.State,
+		Created: o.Created, Started: o.Started, Finished: o.Finished, Written: o.Written,
+	}
+	switch {
+	case o.Running || o.State == drivers.StateRunning:
+		w.State = WorkloadRunning
+	case o.State == drivers.StateCreated:
+		w.State = WorkloadNeverStarted
+	default:
+		w.State = WorkloadExited
+		if o.State == drivers.StateExited {
+			code := o.ExitCode
+			w.ExitCode = &code
+		}
+	}
+	return w
+}
+
+// agentOf gives the agent an address belongs to: agent.NAME for agent.NAME
+// and every address below it.
+func agentOf(addr string) (string, bool) {
+	parts := strings.Split(addr, ".")
+	if len(parts) < 2 || parts[0] != "agent" || parts[1] == "" {
+		return "", false
+	}
+	return parts[0] + "." + parts[1], true
+}
+
+// role names a workload by its place in the bottle.
+func role(addr string) string {
+	switch {
+	case strings.Contains(addr, ".sidecar."):
+		return "sidecar"
+	case strings.HasSuffix(addr, ".gateway"):
+		return "gateway"
+	}
+	return "agent"
+}
+
+// lessWorkload orders the agent first, then its sidecars, then the gateway.
+func lessWorkload(a, b string) bool {
+	rank := func(addr string) int {
+		switch role(addr) {
+		case "sidecar":
+			return 1
+		case "gateway":
+			return 2
+		}
+		return 0
+	}
+	if ra, rb := rank(a), rank(b); ra != rb {
+		return ra < rb
+	}
+	return a < b
+}
+
+// attrRules reads a recorded list of rules; ok is false when the record
+// has no such attribute.
+func attrRules(r state.Record, name string) ([]string, bool) {
+	raw, ok := r.Attrs[name]
+	if !ok {
+		return nil, false
+	}
+	var rules []string
+	if err := json.Unmarshal(raw, &rules); err != nil {
+		return nil, false
+	}
+	return rules, true
+}
