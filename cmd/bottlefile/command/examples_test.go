@@ -3,13 +3,18 @@ package command
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
-// TestExamples: every directory under examples/ validates with no error and
-// is formatted.
+// TestExamples: every directory under examples/ validates with no error, is
+// formatted, has a README and is linked from the top-level README.
 func TestExamples(t *testing.T) {
 	dirs, err := filepath.Glob(filepath.Join("..", "..", "..", "examples", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,6 +31,12 @@ func TestExamples(t *testing.T) {
 			}
 			if code, out, errs := w.run("fmt", "-check", "-recursive"); code != 0 {
 				t.Errorf("fmt -check: exit %d (run bottlefile fmt on it)\n%s%s", code, out, errs)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "README.md")); err != nil {
+				t.Errorf("the example has no README.md: %v", err)
+			}
+			if link := "](examples/" + filepath.Base(dir) + ")"; !strings.Contains(string(top), link) {
+				t.Errorf("the top-level README's examples do not link it (%s)", link)
 			}
 		})
 	}
