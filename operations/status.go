@@ -197,7 +197,7 @@ func (op *Operation) Status(ctx context.Context, addrs []string) ([]BottleStatus
 	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
 	for a := range want {
 		if _, ok := bottles[a]; !ok {
-			return nil, hcl.Diagnostics{errorDiag("No such agent", fmt.Sprintf("%s is neither declared in the configuration nor recorded in the state", a))}
+			return nil, hcl.Diagnostics{unknownAddress("No such agent", fmt.Sprintf("%s is neither declared in the configuration nor recorded in the state.", a), a, op.knownAddresses())}
 		}
 	}
 	return out, diags
