@@ -2,11 +2,12 @@ package lang
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/addrs"
 )
 
 // Agent is an `agent "NAME"` block: one bottle, the agent workload plus
@@ -81,10 +82,10 @@ type Lifecycle struct {
 }
 
 // Addr is "agent.NAME".
-func (a *Agent) Addr() string { return "agent." + a.Name }
+func (a *Agent) Addr() string { return addrs.Agent(a.Name).String() }
 
 // Addr is "agent.AGENT.sidecar.NAME".
-func (s *Sidecar) Addr() string { return "agent." + s.AgentName + ".sidecar." + s.Name }
+func (s *Sidecar) Addr() string { return addrs.Sidecar(s.AgentName, s.Name).String() }
 
 // Sidecar returns the agent's sidecar with the given name, or nil.
 func (a *Agent) Sidecar(name string) *Sidecar {
@@ -105,9 +106,9 @@ func (a *Agent) Sidecar(name string) *Sidecar {
 func (a *Agent) References() []string {
 	runtime := ""
 	if a.RuntimeName != "" {
-		runtime = "runtime." + a.RuntimeName
+		runtime = addrs.Runtime(a.RuntimeName).String()
 	}
-	return addrs(a.refs(), runtime)
+	return refAddrs(a.refs(), runtime)
 }
 
 func (a *Agent) refs() []*reference {
@@ -409,17 +410,11 @@ func traversalSteps(t hcl.Traversal) []string {
 // snapshotAddr is the address steps name when they name a snapshot:
 // snapshot.NAME or agent.NAME.snapshot.N.
 func snapshotAddr(steps []string) (string, bool) {
-	switch {
-	case len(steps) == 2 && steps[0] == refSnapshot && ValidName(steps[1]):
-		return strings.Join(steps, "."), true
-	case len(steps) == 4 && steps[0] == refAgent && ValidName(steps[1]) && steps[2] == "snapshot":
-		n, err := strconv.Atoi(steps[3])
-		if err != nil || n < 1 || strconv.Itoa(n) != steps[3] {
-			return "", false
-		}
-		return strings.Join(steps, "."), true
+	a, err := addrs.Parse(strings.Join(steps, "."))
+	if err != nil || !a.IsSnapshot() || !ValidName(a.Name()) {
+		return "", false
 	}
-	return "", false
+	return a.String(), true
 }
 
 // decodeDependsOn decodes depends_on: a list of agent.NAME and

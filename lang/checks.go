@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/planner/dag"
 )
 
@@ -37,7 +38,7 @@ func (c *Config) checkReferences() hcl.Diagnostics {
 	for _, name := range sortedKeys(c.Snapshots) {
 		s := c.Snapshots[name]
 		if s.AgentName != "" && !c.declared(refAgent, s.AgentName) {
-			diags = append(diags, c.checkRef("", allKinds, &reference{kind: refAgent, name: s.AgentName, addr: "agent." + s.AgentName, rng: s.AgentRange})...)
+			diags = append(diags, c.checkRef("", allKinds, &reference{kind: refAgent, name: s.AgentName, addr: addrs.Agent(s.AgentName).String(), rng: s.AgentRange})...)
 		}
 		diags = append(diags, c.checkRefs("in a snapshot", allKinds, s.Description, s.Triggers)...)
 		diags = append(diags, c.checkDependsOn(s.DependsOn)...)
@@ -60,14 +61,17 @@ func (c *Config) checkAgentRefs(a *Agent) hcl.Diagnostics {
 				Subject: a.DeclRange.Ptr(),
 			})
 		} else {
-			diags = append(diags, c.checkRef("", allKinds, &reference{kind: refRuntime, name: a.RuntimeName, addr: "runtime." + a.RuntimeName, rng: a.RuntimeRange})...)
+			diags = append(diags, c.checkRef("", allKinds, &reference{kind: refRuntime, name: a.RuntimeName, addr: addrs.Runtime(a.RuntimeName).String(), rng: a.RuntimeRange})...)
 		}
 	}
 	diags = append(diags, c.checkRefs("in an agent", allKinds, a.exprs()...)...)
 	diags = append(diags, c.checkDependsOn(a.DependsOn)...)
 	if a.FromSnapshot != "" {
-		kind, name, _ := strings.Cut(a.FromSnapshot, ".")
-		name, _, _ = strings.Cut(name, ".")
+		from, _ := addrs.Parse(a.FromSnapshot) // decodeFromSnapshot checked it
+		kind, name := refSnapshot, from.Name()
+		if from.IsPolicySnapshot() {
+			kind = refAgent
+		}
 		if !c.declared(kind, name) {
 			diags = append(diags, c.checkRef("", allKinds, &reference{kind: kind, name: name, addr: kind + "." + name, rng: a.FromSnapshotRange})...)
 		}
@@ -79,17 +83,14 @@ func (c *Config) checkAgentRefs(a *Agent) hcl.Diagnostics {
 // from_snapshot names, or "" when it has none or names an undeclared
 // snapshot block.
 func (c *Config) FromSnapshotAgent(a *Agent) string {
-	kind, rest, _ := strings.Cut(a.FromSnapshot, ".")
-	name, _, _ := strings.Cut(rest, ".")
-	switch kind {
-	case refAgent:
-		return name
-	case refSnapshot:
-		if s, ok := c.Snapshots[name]; ok {
+	from, _ := addrs.Parse(a.FromSnapshot)
+	if from.IsSnapshotBlock() {
+		if s, ok := c.Snapshots[from.Name()]; ok {
 			return s.AgentName
 		}
+		return ""
 	}
-	return ""
+	return from.Agent()
 }
 
 // ForkDependency is the snapshot a fork must wait for: the from_snapshot
@@ -125,8 +126,8 @@ func (c *Config) dependencies() map[string][]string {
 	}
 	for _, a := range c.Agents {
 		g[a.Addr()] = a.References()
-		if dep := c.ForkDependency(a); strings.HasPrefix(dep, refSnapshot+".") {
-			g[a.Addr()] = append(g[a.Addr()], dep)
+		if dep, _ := addrs.Parse(c.ForkDependency(a)); dep.IsSnapshotBlock() {
+			g[a.Addr()] = append(g[a.Addr()], dep.String())
 		}
 	}
 	for _, s := range c.Snapshots {

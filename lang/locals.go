@@ -17,7 +17,7 @@ func (l *Local) Addr() string { return "local." + l.Name }
 
 // References returns the addresses the local's expression refers to,
 // deduplicated and sorted.
-func (l *Local) References() []string { return addrs(exprRefs(l.Expr)) }
+func (l *Local) References() []string { return refAddrs(exprRefs(l.Expr)) }
 
 func decodeLocalsBlock(block *hcl.Block) ([]*Local, hcl.Diagnostics) {
 	var diags hcl.Diagnostics

@@ -19,7 +19,7 @@ func (o *Output) Addr() string { return "output." + o.Name }
 
 // References returns the addresses the output's value refers to,
 // deduplicated and sorted.
-func (o *Output) References() []string { return addrs(exprRefs(o.Value)) }
+func (o *Output) References() []string { return refAddrs(exprRefs(o.Value)) }
 
 var outputSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{

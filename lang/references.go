@@ -97,8 +97,8 @@ func exprRefs(exprs ...hcl.Expression) []*reference {
 	return refs
 }
 
-// addrs is the sorted, deduplicated addresses of refs.
-func addrs(refs []*reference, extra ...string) []string {
+// refAddrs is the sorted, deduplicated addresses of refs.
+func refAddrs(refs []*reference, extra ...string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, r := range refs {

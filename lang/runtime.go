@@ -5,6 +5,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/bottlefile/bottlefile/addrs"
 )
 
 // DefaultRuntime is the name of the runtime an agent without a `runtime`
@@ -29,11 +31,11 @@ type Runtime struct {
 }
 
 // Addr is "runtime.NAME".
-func (r *Runtime) Addr() string { return "runtime." + r.Name }
+func (r *Runtime) Addr() string { return addrs.Runtime(r.Name).String() }
 
 // References returns the addresses the runtime's attributes refer to
 // (variables and locals only), deduplicated and sorted.
-func (r *Runtime) References() []string { return addrs(r.refs()) }
+func (r *Runtime) References() []string { return refAddrs(r.refs()) }
 
 func (r *Runtime) refs() []*reference {
 	var refs []*reference

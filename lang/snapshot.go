@@ -2,6 +2,8 @@ package lang
 
 import (
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/bottlefile/bottlefile/addrs"
 )
 
 // Snapshot is a `snapshot "NAME"` block: a manual commit of an agent's
@@ -20,16 +22,16 @@ type Snapshot struct {
 }
 
 // Addr is "snapshot.NAME".
-func (s *Snapshot) Addr() string { return "snapshot." + s.Name }
+func (s *Snapshot) Addr() string { return addrs.Snapshot(s.Name).String() }
 
 // References returns the addresses the snapshot refers to: its agent, the
 // references of its expressions and depends_on; deduplicated and sorted.
 func (s *Snapshot) References() []string {
 	agent := ""
 	if s.AgentName != "" {
-		agent = "agent." + s.AgentName
+		agent = addrs.Agent(s.AgentName).String()
 	}
-	return addrs(s.refs(), agent)
+	return refAddrs(s.refs(), agent)
 }
 
 func (s *Snapshot) refs() []*reference {

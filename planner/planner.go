@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/lang"
 	"github.com/bottlefile/bottlefile/state"
@@ -593,19 +594,20 @@ func shortID(id string) string {
 // expressions like agent.x.id and snapshot.y.image evaluate.
 func SetKnown(scope *lang.Scope, records []state.Record) {
 	for _, r := range records {
+		addr, _ := addrs.Parse(r.Addr) // an address of no known form is neither
 		switch {
-		case r.Workload && strings.Count(r.Addr, ".") == 1 && strings.HasPrefix(r.Addr, "agent."):
+		case r.Workload && addr.IsAgent():
 			attrs := map[string]cty.Value{"id": cty.StringVal(r.ID)}
 			if name, ok := r.Computed["name"]; ok {
 				attrs["name"] = cty.StringVal(name)
 			}
-			scope.SetAgent(strings.TrimPrefix(r.Addr, "agent."), cty.ObjectVal(attrs))
-		case r.Kind == drivers.KindSnapshot && strings.HasPrefix(r.Addr, "snapshot."):
+			scope.SetAgent(addr.Name(), cty.ObjectVal(attrs))
+		case r.Kind == drivers.KindSnapshot && addr.IsSnapshotBlock():
 			attrs := map[string]cty.Value{"id": cty.StringVal(r.ID)}
 			if image, ok := r.Computed["image"]; ok {
 				attrs["image"] = cty.StringVal(image)
 			}
-			scope.SetSnapshot(strings.TrimPrefix(r.Addr, "snapshot."), cty.ObjectVal(attrs))
+			scope.SetSnapshot(addr.Name(), cty.ObjectVal(attrs))
 		}
 	}
 }
@@ -653,7 +655,7 @@ func (p *Planner) evalAgent(a *lang.Agent, rt *Runtime) (*agentPlan, hcl.Diagnos
 	}
 	for _, sc := range val.Sidecars {
 		ss := drivers.SidecarSpec{
-			Addr: a.Addr() + ".sidecar." + sc.Name, Name: sc.Name,
+			Addr: addrs.Sidecar(a.Name, sc.Name).String(), Name: sc.Name,
 			Image: sc.Image, Command: sc.Command, Entrypoint: sc.Entrypoint, Env: sc.Env, Workdir: sc.Workdir,
 			User: sc.User, CPUs: sc.CPUs, Memory: sc.Memory, Labels: sc.Labels, Egress: sc.Egress,
 		}
@@ -683,8 +685,10 @@ func (p *Planner) Resolve(ctx context.Context, records []state.Record, c *Change
 	if diags.HasErrors() {
 		return diags
 	}
-	if sn, ok := p.Config.Snapshots[strings.TrimPrefix(c.Addr, "snapshot.")]; ok && c.Kind == drivers.KindSnapshot {
-		return p.resolveSnapshot(sn, ap, c)
+	if addr, _ := addrs.Parse(c.Addr); addr.IsSnapshotBlock() && c.Kind == drivers.KindSnapshot {
+		if sn, ok := p.Config.Snapshots[addr.Name()]; ok {
+			return p.resolveSnapshot(sn, ap, c)
+		}
 	}
 	resp, err := rt.Driver.Plan(ctx, drivers.PlanRequest{Agent: ap.spec})
 	if err != nil {
@@ -735,7 +739,7 @@ func (p *Planner) resolveSnapshot(sn *lang.Snapshot, ap *agentPlan, c *Change) e
 func refersTo(a *lang.Agent) []string {
 	var out []string
 	for _, ref := range a.References() {
-		if (strings.HasPrefix(ref, "agent.") || strings.HasPrefix(ref, "snapshot.")) && ref != a.Addr() {
+		if r, _ := addrs.Parse(ref); (r.IsAgent() || r.IsSnapshotBlock()) && ref != a.Addr() {
 			out = append(out, ref)
 		}
 	}
@@ -750,7 +754,7 @@ func refersTo(a *lang.Agent) []string {
 func (p *Planner) addSnapshotDependencies(a *lang.Agent, objects []drivers.Object) {
 	var deps []string
 	for _, ref := range refersTo(a) {
-		if strings.HasPrefix(ref, "snapshot.") {
+		if r, _ := addrs.Parse(ref); r.IsSnapshotBlock() {
 			deps = append(deps, ref)
 		}
 	}
@@ -795,7 +799,7 @@ func (p *Planner) unknownAfterReplace(ctx context.Context, want map[string]*desi
 			continue
 		}
 		for _, ref := range sn.References() {
-			if (strings.HasPrefix(ref, "agent.") || strings.HasPrefix(ref, "snapshot.")) && ref != "agent."+sn.AgentName {
+			if r, _ := addrs.Parse(ref); (r.IsAgent() || r.IsSnapshotBlock()) && r != addrs.Agent(sn.AgentName) {
 				c.WaitFor = append(c.WaitFor, ref)
 			}
 		}
@@ -811,7 +815,7 @@ func (p *Planner) unknownAfterReplace(ctx context.Context, want map[string]*desi
 			}
 		}
 		for _, name := range p.Config.SnapshotNames() {
-			addr := "snapshot." + name
+			addr := addrs.Snapshot(name).String()
 			// One never taken is unknown already; one taken again is not.
 			if c, ok := changes[addr]; ok && !renewed[addr] && c.Prior != nil && (c.Action == Create || c.Action == Replace) {
 				renewed[addr] = true

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/lang"
 	"github.com/bottlefile/bottlefile/state"
@@ -23,16 +24,14 @@ import (
 // Policy snapshots live below their agent: agent.NAME.snapshot.N, N
 // counting up, so the newest has the highest N and the address of the next
 // one is known at plan time (a saved plan re-plans to the same address).
-const policySnapshotInfix = ".snapshot."
 
 // policySnapshotIndex returns N for "agent.X.snapshot.N" of the given agent.
 func policySnapshotIndex(agentAddr, addr string) (int, bool) {
-	rest, ok := strings.CutPrefix(addr, agentAddr+policySnapshotInfix)
-	if !ok {
+	a, err := addrs.Parse(addr)
+	if err != nil || a.AgentAddr().String() != agentAddr {
 		return 0, false
 	}
-	n, err := strconv.Atoi(rest)
-	return n, err == nil && n > 0
+	return a.PolicySnapshotNumber()
 }
 
 // NextPolicySnapshot is the address of an agent's next policy snapshot:
@@ -45,7 +44,8 @@ func NextPolicySnapshot(agentAddr string, taken []string) string {
 			next = n + 1
 		}
 	}
-	return fmt.Sprintf("%s%s%d", agentAddr, policySnapshotInfix, next)
+	agent, _ := addrs.Parse(agentAddr)
+	return agent.PolicySnapshot(next).String()
 }
 
 func snapshotAttrs(agentAddr string, description, triggers cty.Value, policy bool) map[string]cty.Value {
@@ -93,7 +93,7 @@ func (p *Planner) expandSnapshots(want map[string]*desired, agents map[string]*a
 	if !destroy {
 		for _, name := range p.Config.SnapshotNames() {
 			sn := p.Config.Snapshots[name]
-			ap, ok := agents["agent."+sn.AgentName]
+			ap, ok := agents[addrs.Agent(sn.AgentName).String()]
 			if !ok {
 				continue // the agent failed to evaluate; its diagnostics say why
 			}
@@ -244,9 +244,9 @@ func indexSnapshots(changes map[string]*Change) snapshotIndex {
 		if c.Kind != drivers.KindSnapshot {
 			continue
 		}
-		agent, _, ok := strings.Cut(addr, policySnapshotInfix)
-		if !ok || !strings.HasPrefix(agent, "agent.") {
-			agent = snapshotAgent(c)
+		agent := snapshotAgent(c)
+		if a, _ := addrs.Parse(addr); a.IsPolicySnapshot() {
+			agent = a.AgentAddr().String()
 		}
 		idx[agent] = append(idx[agent], c)
 	}

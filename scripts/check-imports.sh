@@ -3,7 +3,11 @@
 # bottlefile packages below it. Test files are not counted.
 set -euo pipefail
 mod=$(go list -m)
+# Leaves any package may import: they import no bottlefile package.
+# addrs spells the object addresses (agent.NAME, snapshot.NAME, ...).
+anyone="addrs"
 declare -A allowed=(
+  [addrs]=""
   # lang reports reference cycles with the one cycle finder, planner/dag's:
   # a leaf, so the direction holds.
   [lang]="egress units planner/dag"
@@ -38,7 +42,7 @@ for pkg in $(go list ./... | sed "s#^$mod/\{0,1\}##"); do
   fi
   for dep in $(go list -f '{{join .Imports "\n"}}' "./$pkg" | grep "^$mod/" | sed "s#^$mod/##"); do
     ok=0
-    for a in ${allowed[$pkg]}; do [ "$dep" = "$a" ] && ok=1; done
+    for a in ${allowed[$pkg]} $anyone; do [ "$dep" = "$a" ] && ok=1; done
     if [ $ok -eq 0 ]; then
       echo "import check: $pkg may not import $dep" >&2
       status=1

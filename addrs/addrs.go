@@ -1,0 +1,298 @@
+package addrs
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Kind is what an address names.
+type Kind uint8
+
+const (
+	// Invalid is the zero Addr's kind.
+	Invalid Kind = iota
+	AgentKind
+	NetworkKind
+	ImageKind
+	GatewayKind
+	SidecarKind
+	SidecarImageKind
+	PolicySnapshotKind
+	SnapshotKind
+	RuntimeKind
+	EgressNetworkKind
+)
+
+// The words of the textual form.
+const (
+	agentWord    = "agent"
+	snapshotWord = "snapshot"
+	runtimeWord  = "runtime"
+	sidecarWord  = "sidecar"
+	networkWord  = "network"
+	imageWord    = "image"
+	gatewayWord  = "gateway"
+	egressWord   = "egress"
+)
+
+// Addr is one address. The zero value is invalid and renders as "".
+type Addr struct {
+	kind Kind
+	name string // the agent's, snapshot block's or runtime's name
+	sub  string // the sidecar's name
+	n    int    // the policy snapshot's number
+}
+
+// Agent is agent.NAME.
+func Agent(name string) Addr { return Addr{kind: AgentKind, name: name} }
+
+// Sidecar is agent.AGENT.sidecar.NAME.
+func Sidecar(agent, name string) Addr { return Addr{kind: SidecarKind, name: agent, sub: name} }
+
+// PolicySnapshot is agent.AGENT.snapshot.N.
+func PolicySnapshot(agent string, n int) Addr {
+	return Addr{kind: PolicySnapshotKind, name: agent, n: n}
+}
+
+// Snapshot is snapshot.NAME, a snapshot block.
+func Snapshot(name string) Addr { return Addr{kind: SnapshotKind, name: name} }
+
+// Runtime is runtime.NAME.
+func Runtime(name string) Addr { return Addr{kind: RuntimeKind, name: name} }
+
+// Network is the network of the agent a belongs to: agent.NAME.network.
+func (a Addr) Network() Addr { return a.owned(NetworkKind) }
+
+// Gateway is the egress gateway of the agent a belongs to:
+// agent.NAME.gateway.
+func (a Addr) Gateway() Addr { return a.owned(GatewayKind) }
+
+// PolicySnapshot is the agent's policy snapshot N: agent.NAME.snapshot.N.
+func (a Addr) PolicySnapshot(n int) Addr {
+	b := a.owned(PolicySnapshotKind)
+	b.n = n
+	return b
+}
+
+// Sidecar is the agent's sidecar NAME: agent.AGENT.sidecar.NAME.
+func (a Addr) Sidecar(name string) Addr {
+	b := a.owned(SidecarKind)
+	b.sub = name
+	return b
+}
+
+// Image is the image a build block makes for the workload a:
+// agent.NAME.image for an agent, agent.NAME.sidecar.S.image for a sidecar.
+// It is the zero Addr for anything else.
+func (a Addr) Image() Addr {
+	switch a.kind {
+	case AgentKind:
+		return Addr{kind: ImageKind, name: a.name}
+	case SidecarKind:
+		return Addr{kind: SidecarImageKind, name: a.name, sub: a.sub}
+	}
+	return Addr{}
+}
+
+// Egress is the managed egress network of the runtime a:
+// runtime.NAME.egress. It is the zero Addr for anything but a runtime.
+func (a Addr) Egress() Addr {
+	if a.kind != RuntimeKind && a.kind != EgressNetworkKind {
+		return Addr{}
+	}
+	return Addr{kind: EgressNetworkKind, name: a.name}
+}
+
+// owned is the object of the given kind owned by a's agent, or the zero
+// Addr when a is not below an agent.
+func (a Addr) owned(k Kind) Addr {
+	if a.Agent() == "" {
+		return Addr{}
+	}
+	return Addr{kind: k, name: a.name}
+}
+
+// Kind is what a names.
+func (a Addr) Kind() Kind { return a.kind }
+
+// IsValid reports whether a is an address, not the zero Addr.
+func (a Addr) IsValid() bool { return a.kind != Invalid }
+
+// Agent is the name of the agent a belongs to (agent.NAME and everything
+// below it), or "".
+func (a Addr) Agent() string {
+	switch a.kind {
+	case AgentKind, NetworkKind, ImageKind, GatewayKind, SidecarKind, SidecarImageKind, PolicySnapshotKind:
+		return a.name
+	}
+	return ""
+}
+
+// AgentAddr is agent.NAME for anything below that agent, a itself for an
+// agent, and the zero Addr for what belongs to no agent.
+func (a Addr) AgentAddr() Addr {
+	if name := a.Agent(); name != "" {
+		return Agent(name)
+	}
+	return Addr{}
+}
+
+// Name is the name a's last label gives: the agent's for an agent, the
+// sidecar's for a sidecar, the block's for a snapshot block or a runtime.
+// Owned objects (network, image, gateway, egress network, policy snapshot)
+// give their owner's name.
+func (a Addr) Name() string {
+	if a.kind == SidecarKind || a.kind == SidecarImageKind {
+		return a.sub
+	}
+	return a.name
+}
+
+// IsAgent reports whether a is agent.NAME itself.
+func (a Addr) IsAgent() bool { return a.kind == AgentKind }
+
+// IsWorkload reports whether a is something that runs: an agent, a sidecar
+// or a gateway.
+func (a Addr) IsWorkload() bool {
+	return a.kind == AgentKind || a.kind == SidecarKind || a.kind == GatewayKind
+}
+
+// IsSnapshot reports whether a is a snapshot: a policy snapshot or a
+// snapshot block.
+func (a Addr) IsSnapshot() bool { return a.kind == PolicySnapshotKind || a.kind == SnapshotKind }
+
+// IsPolicySnapshot reports whether a is agent.NAME.snapshot.N.
+func (a Addr) IsPolicySnapshot() bool { return a.kind == PolicySnapshotKind }
+
+// IsSnapshotBlock reports whether a is snapshot.NAME.
+func (a Addr) IsSnapshotBlock() bool { return a.kind == SnapshotKind }
+
+// PolicySnapshotNumber is N of agent.NAME.snapshot.N, with false for any
+// other address.
+func (a Addr) PolicySnapshotNumber() (int, bool) {
+	if a.kind != PolicySnapshotKind {
+		return 0, false
+	}
+	return a.n, true
+}
+
+// String is the textual form, the one state, plans and labels hold; "" for
+// the zero Addr.
+func (a Addr) String() string {
+	switch a.kind {
+	case AgentKind:
+		return agentWord + "." + a.name
+	case NetworkKind:
+		return agentWord + "." + a.name + "." + networkWord
+	case ImageKind:
+		return agentWord + "." + a.name + "." + imageWord
+	case GatewayKind:
+		return agentWord + "." + a.name + "." + gatewayWord
+	case SidecarKind:
+		return agentWord + "." + a.name + "." + sidecarWord + "." + a.sub
+	case SidecarImageKind:
+		return agentWord + "." + a.name + "." + sidecarWord + "." + a.sub + "." + imageWord
+	case PolicySnapshotKind:
+		return agentWord + "." + a.name + "." + snapshotWord + "." + strconv.Itoa(a.n)
+	case SnapshotKind:
+		return snapshotWord + "." + a.name
+	case RuntimeKind:
+		return runtimeWord + "." + a.name
+	case EgressNetworkKind:
+		return runtimeWord + "." + a.name + "." + egressWord
+	}
+	return ""
+}
+
+// ParseError is the error Parse returns: the text, and what is wrong
+// with it.
+type ParseError struct {
+	Text   string
+	Reason string
+}
+
+func (e *ParseError) Error() string {
+	return fmt.Sprintf("%q is not an address: %s", e.Text, e.Reason)
+}
+
+// forms lists the accepted forms, for error messages.
+const forms = "agent.NAME, agent.NAME.network, agent.NAME.image, agent.NAME.gateway, agent.NAME.sidecar.NAME, agent.NAME.sidecar.NAME.image, agent.NAME.snapshot.N, snapshot.NAME, runtime.NAME or runtime.NAME.egress"
+
+// Parse reads an address in its textual form. Every label must be a
+// non-empty name without spaces, and N of a policy snapshot a number from 1
+// without leading zeros, so that Parse(s).String() == s. The error is a
+// *ParseError that says what is wrong.
+func Parse(s string) (Addr, error) {
+	fail := func(format string, args ...any) (Addr, error) {
+		return Addr{}, &ParseError{Text: s, Reason: fmt.Sprintf(format, args...)}
+	}
+	if s == "" {
+		return fail("it is empty; an address is one of %s", forms)
+	}
+	parts := strings.Split(s, ".")
+	for i, p := range parts {
+		if p == "" {
+			return fail("label %d is empty", i+1)
+		}
+		if strings.ContainsFunc(p, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			return fail("label %q holds a space or a control character", p)
+		}
+	}
+	switch parts[0] {
+	case agentWord:
+		if len(parts) == 1 {
+			return fail("it names no agent; write agent.NAME")
+		}
+		a := Agent(parts[1])
+		switch {
+		case len(parts) == 2:
+			return a, nil
+		case len(parts) == 3 && parts[2] == networkWord:
+			return a.Network(), nil
+		case len(parts) == 3 && parts[2] == imageWord:
+			return a.Image(), nil
+		case len(parts) == 3 && parts[2] == gatewayWord:
+			return a.Gateway(), nil
+		case parts[2] == sidecarWord && len(parts) == 4:
+			return a.Sidecar(parts[3]), nil
+		case parts[2] == sidecarWord && len(parts) == 5 && parts[4] == imageWord:
+			return a.Sidecar(parts[3]).Image(), nil
+		case parts[2] == sidecarWord && len(parts) == 3:
+			return fail("it names no sidecar; write agent.%s.sidecar.NAME", parts[1])
+		case parts[2] == snapshotWord && len(parts) == 4:
+			n, err := strconv.Atoi(parts[3])
+			if err != nil || n < 1 || strconv.Itoa(n) != parts[3] {
+				return fail("policy snapshot number %q is not a number from 1 (agent.%s.snapshot.N)", parts[3], parts[1])
+			}
+			return a.PolicySnapshot(n), nil
+		case parts[2] == snapshotWord && len(parts) == 3:
+			return fail("it names no snapshot; write agent.%s.snapshot.N", parts[1])
+		}
+		return fail("%q is not something an agent owns; below agent.%s come .network, .image, .gateway, .sidecar.NAME, .sidecar.NAME.image and .snapshot.N", strings.Join(parts[2:], "."), parts[1])
+	case snapshotWord:
+		if len(parts) != 2 {
+			return fail("a snapshot block's address is snapshot.NAME")
+		}
+		return Snapshot(parts[1]), nil
+	case runtimeWord:
+		switch {
+		case len(parts) == 2:
+			return Runtime(parts[1]), nil
+		case len(parts) == 3 && parts[2] == egressWord:
+			return Runtime(parts[1]).Egress(), nil
+		}
+		return fail("a runtime's address is runtime.NAME or runtime.NAME.egress")
+	}
+	return fail("it starts with %q; an address is one of %s", parts[0], forms)
+}
+
+// MustParse is Parse for addresses known to be valid, as in tests; it
+// panics on an error.
+func MustParse(s string) Addr {
+	a, err := Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return a
+}
