@@ -72,7 +72,13 @@ func ListSnapshots(dir, addr string, lockTimeout time.Duration) ([]Snapshot, err
 		}
 	}
 	if len(out) == 0 && addr != "" && !isAgentAddr(addr) {
-		return nil, fmt.Errorf("the state records no snapshot at %s", addr)
+		var known []string
+		for _, r := range records {
+			if r.Kind == drivers.KindSnapshot {
+				known = append(known, r.Addr)
+			}
+		}
+		return nil, fmt.Errorf("the state records no snapshot at %s.%s", addr, didYouMean(addr, known))
 	}
 	sort.Slice(out, func(i, j int) bool { return lessSnapshot(out[i], out[j]) })
 	return out, nil

@@ -38,6 +38,7 @@ func TestDidYouMean(t *testing.T) {
 		{"plan-replace", []string{"plan", "-replace=agent.codx"}, `Did you mean "agent.codex"?`},
 		{"destroy-target", []string{"destroy", "-auto-approve", "-target=agent.codx"}, `Did you mean "agent.codex"?`},
 		{"snapshot-take", []string{"snapshot take", "agent.clade"}, `Did you mean "agent.claude"?`},
+		{"snapshot-list", []string{"snapshot list", "agent.claude.snapshot.2"}, `Did you mean "agent.claude.snapshot.1"?`},
 		{"snapshot-rm", []string{"snapshot rm", "agent.claude.snapshot.2"}, `Did you mean "agent.claude.snapshot.1"?`},
 		{"state-show", []string{"state show", "agent.Claude"}, `Did you mean "agent.claude"?`},
 		{"state-rm", []string{"state rm", "agent.codex.netwrk"}, `Did you mean "agent.codex.network"?`},
