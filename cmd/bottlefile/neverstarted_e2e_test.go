@@ -22,7 +22,8 @@ func TestE2ENeverStarted(t *testing.T) {
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
-	writeBottlefile(t, dir, agentConfig, image, `["sleep", "600"]`)
+	// An egress block, so the bottle has a gateway.
+	writeBottlefile(t, dir, strings.Replace(agentConfig, `workdir = "/tmp"`, "workdir = \"/tmp\"\n  egress {\n    allow = []\n  }", 1), image, `["sleep", "600"]`)
 	mustRun(t, dir, "apply", "-auto-approve")
 	lineage := lineageOf(t, cli, dir)
 	one := func(addr string) container.Summary {

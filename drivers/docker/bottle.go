@@ -15,14 +15,37 @@ import (
 )
 
 // planBottle adds what makes an agent a bottle to the objects Plan made
-// for its network and container: its sidecars, its egress gateway, and the
-// runtime's egress network. Then it checks, with one read-only call per
-// driver instance, that the engine can isolate bottles at all.
+// for its network and container: its sidecars and, when the agent has an
+// egress block, its egress gateway and the runtime's egress network. Then
+// it checks, with one read-only call per driver instance, that the engine
+// can isolate bottles at all.
 //
 // The agent container does not depend on the gateway: the gateway is
-// replaced when the bottlefile binary changes, and changing the allowlist
-// updates it in place, and neither may touch the agent. The agent reaches
-// the gateway by a name that never changes.
+// replaced when the bottlefile binary changes, changing the allowlist
+// updates it in place, and adding or removing the egress block creates or
+// deletes it, and none of these may touch the agent. So the bottle
+// reserves the gateway's place whether or not it exists:
+//
+//   - its name, derived from the lineage and the agent (gatewayName): every
+//     agent and sidecar gets the proxy settings pointing at that name from
+//     its first create (wireContainer), gateway or not;
+//   - its address, the highest of the bottle's /28 (lastAddr): the engine
+//     hands addresses out from the bottom, lowest free first (checked on
+//     20.10: re-creating a container gets the same low address again), and
+//     the sidecar limit below keeps the agent and its sidecars under it.
+//
+// Neither is an attribute of the agent's container, so its configuration
+// hash is the same with or without a gateway.
+//
+// A bottle without an egress block has no gateway: its network is
+// internal and gives no host address (createNetwork), so the agent reaches
+// nothing outside the bottle, and its proxy name does not resolve.
+//
+// State made before gateways became optional records a gateway for every
+// agent. For an agent without an egress block the next plan shows that
+// gateway (and the egress network, once no gateway uses it) as destroyed,
+// once: no attribute of the agent, its sidecars or its network changes, so
+// nothing else is replaced, and the plan after it says "No changes.".
 func (d *Driver) planBottle(ctx context.Context, a drivers.AgentSpec, addr, netAddr string, objects []drivers.Object) ([]drivers.Object, error) {
 	// A /28 has 13 addresses for containers: the gateway takes one, the
 	// agent another.
@@ -52,18 +75,20 @@ func (d *Driver) planBottle(ctx context.Context, a drivers.AgentSpec, addr, netA
 		}
 	}
 
-	egressNet, err := d.planEgressNetwork()
-	if err != nil {
-		return nil, fmt.Errorf("%s: egress network: %w", addr, err)
+	if hasEgressBlock(a.Egress) {
+		egressNet, err := d.planEgressNetwork()
+		if err != nil {
+			return nil, fmt.Errorf("%s: egress network: %w", addr, err)
+		}
+		gw, err := d.planGateway(a, addr, netAddr, egressNet)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", addr, err)
+		}
+		if egressNet != nil {
+			objects = append(objects, *egressNet)
+		}
+		objects = append(objects, gw)
 	}
-	gw, err := d.planGateway(a, addr, netAddr, egressNet)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", addr, err)
-	}
-	if egressNet != nil {
-		objects = append(objects, *egressNet)
-	}
-	objects = append(objects, gw)
 
 	api, _, err := d.engine()
 	if err != nil {
@@ -73,6 +98,18 @@ func (d *Driver) planBottle(ctx context.Context, a drivers.AgentSpec, addr, netA
 		return nil, err
 	}
 	return objects, nil
+}
+
+// hasEgressBlock reports whether an agent has an egress block: its allow
+// list is not null (an empty list is a block that allows nothing, and
+// still gets a gateway, whose log shows what the agent tried). An unknown
+// value may be a block.
+func hasEgressBlock(v cty.Value) bool {
+	if v == cty.NilVal {
+		return false
+	}
+	v, _ = v.UnmarkDeep()
+	return !v.IsKnown() || !v.IsNull()
 }
 
 func sidecarsValue(names []string) cty.Value {

@@ -57,8 +57,8 @@
 //   - agent.coder.sidecar.S (kind "container", a workload), one per sidecar
 //     block: like the agent's container, on the same network with the
 //     network alias S, and agent.coder.sidecar.S.image for a build block.
-//   - agent.coder.gateway (kind "gateway", a workload): the egress gateway
-//     (gateway.go), "bottlefile gateway" as PID 1 of a FROM scratch image
+//   - agent.coder.gateway (kind "gateway", a workload), only for an agent
+//     with an egress block: the egress gateway (gateway.go), "bottlefile gateway" as PID 1 of a FROM scratch image
 //     imported from the gateway binary (static; tagged
 //     bottlefile-gateway:<sha256>, labelled io.bottlefile.gateway-image=1,
 //     removed when the last gateway using it is deleted),
