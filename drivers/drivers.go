@@ -2,6 +2,7 @@ package drivers
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -202,3 +203,18 @@ func LineagePrefix(lineage string) string {
 	}
 	return b.String()
 }
+
+// UnreachableError says that a runtime's engine (or VM manager) cannot be
+// reached at all: nothing about any one object. The planner reports it
+// once per runtime, however many objects the runtime holds.
+type UnreachableError struct {
+	Runtime string // the runtime block's name
+	Address string // where it was looked for, as the user would set it ("DOCKER_HOST=tcp://...")
+	Err     error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("runtime %q cannot be reached at %s: %v", e.Runtime, e.Address, e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }

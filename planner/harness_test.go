@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
@@ -29,6 +30,9 @@ type bench struct {
 	clock time.Time
 	// last is the planner of the last plan, which resolves late values.
 	last *planner.Planner
+	// wrap, when set, wraps the fake in another driver for plans and
+	// applies.
+	wrap func(drivers.Driver) drivers.Driver
 }
 
 func newBench(t *testing.T) *bench {
@@ -70,7 +74,17 @@ func (b *bench) tryPlan(opts planner.Options) (*planner.Plan, string) {
 	store := b.open(true)
 	defer store.Close()
 	ctx := context.Background()
-	rts, diags := planner.ConfigureRuntimes(ctx, cfg, scope, drivers.Registry{"docker": b.fake.Factory()}, b.dir, nil)
+	factory := b.fake.Factory()
+	if b.wrap != nil {
+		factory = func(log hclog.Logger) (drivers.Driver, error) {
+			d, err := b.fake.Factory()(log)
+			if err != nil {
+				return nil, err
+			}
+			return b.wrap(d), nil
+		}
+	}
+	rts, diags := planner.ConfigureRuntimes(ctx, cfg, scope, drivers.Registry{"docker": factory}, b.dir, nil)
 	if diags.HasErrors() {
 		return nil, diags.Error()
 	}

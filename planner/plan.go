@@ -3,6 +3,7 @@ package planner
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -67,6 +68,11 @@ type Change struct {
 	// Stray marks an unrecorded copy of an object on a runtime other than
 	// the one its address lives on (left by an interrupted migration).
 	Stray bool
+	// Twin marks a second live object of the address on the same runtime,
+	// carrying the lineage (the engine's duplicate-name check is not
+	// atomic: an interrupted apply's create can land beside the next
+	// one's). It is deleted by its id, before anything uses the address.
+	Twin bool
 	// savedDeleteRuntime is DeleteRuntime as a saved plan recorded it,
 	// since a plan read from a file has no Prior.
 	savedDeleteRuntime string
@@ -75,6 +81,9 @@ type Change struct {
 // key identifies a change in the plan: its address, or for a stray copy
 // its address on that runtime.
 func (c *Change) key() string {
+	if c.Twin && c.Live != nil {
+		return c.Addr + "#" + c.Live.ID
+	}
 	if c.Stray {
 		return c.Addr + "@" + c.Runtime
 	}
@@ -179,6 +188,9 @@ func (s *Step) Name() string {
 	if s.Change.Stray {
 		return string(s.Op) + " " + s.Change.Addr + " on " + s.Change.Runtime
 	}
+	if s.Change.Twin && s.Change.Live != nil {
+		return string(s.Op) + " " + s.Change.Addr + " copy " + shortID(s.Change.Live.ID)
+	}
 	return string(s.Op) + " " + s.Change.Addr
 }
 
@@ -255,6 +267,21 @@ func (p *Plan) Graph() *dag.Graph {
 		if up.Change.BootFrom != "" {
 			if s, ok := ready(up.Change.BootFrom); ok {
 				g.Connect(up, s)
+			}
+		}
+	}
+	// A twin goes before its address is created, adopted or used.
+	for _, c := range p.Changes {
+		if !c.Twin {
+			continue
+		}
+		down, ok := downs[c.key()]
+		if !ok {
+			continue
+		}
+		for _, up := range ups {
+			if up.Change.Addr == c.Addr || slices.Contains(up.Change.Object.DependsOn, c.Addr) {
+				g.Connect(up, down)
 			}
 		}
 	}

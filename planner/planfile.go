@@ -57,6 +57,7 @@ type SavedChange struct {
 	BootFrom      string   `json:"boot_from,omitempty"`
 	MoveTo        string   `json:"move_to,omitempty"`
 	Stray         bool     `json:"stray,omitempty"`
+	Twin          bool     `json:"twin,omitempty"`
 	// DeleteRuntime is where the object is deleted when that is not
 	// Runtime: the runtime a migration moves it from.
 	DeleteRuntime string `json:"delete_runtime,omitempty"`
@@ -79,7 +80,7 @@ func Save(p *Plan, config map[string]string, vars map[string]json.RawMessage) *S
 			Reasons: c.Reasons, Changed: c.Changed, Forcing: c.Forcing, Hash: c.Fingerprint.Hash,
 			Before: c.Before, After: c.After, Live: c.Live, DependsOn: deps, StateOnly: c.StateOnly,
 			WaitFor: c.WaitFor, DeleteAfter: c.DeleteAfter, SnapshotFirst: c.SnapshotFirst,
-			BootFrom: c.BootFrom, MoveTo: c.MoveTo, Stray: c.Stray, DeleteRuntime: deleteRuntime,
+			BootFrom: c.BootFrom, MoveTo: c.MoveTo, Stray: c.Stray, Twin: c.Twin, DeleteRuntime: deleteRuntime,
 		})
 	}
 	return s
@@ -133,6 +134,9 @@ func DecodePlanFile(data []byte) (*SavedPlan, error) {
 		if c.Stray {
 			key += "@" + c.Runtime
 		}
+		if c.Twin && c.Live != nil {
+			key += "#" + c.Live.ID
+		}
 		if seen[key] {
 			return nil, fmt.Errorf("%s appears twice", c.Addr)
 		}
@@ -155,7 +159,7 @@ func (s *SavedPlan) Plan() *Plan {
 			Live: sc.Live, Fingerprint: Fingerprint{Hash: sc.Hash}, StateOnly: sc.StateOnly,
 			Object:  drivers.Object{Addr: sc.Addr, Kind: sc.Kind, DependsOn: sc.DependsOn},
 			WaitFor: sc.WaitFor, DeleteAfter: sc.DeleteAfter, SnapshotFirst: sc.SnapshotFirst,
-			BootFrom: sc.BootFrom, MoveTo: sc.MoveTo, Stray: sc.Stray, savedDeleteRuntime: sc.DeleteRuntime,
+			BootFrom: sc.BootFrom, MoveTo: sc.MoveTo, Stray: sc.Stray, Twin: sc.Twin, savedDeleteRuntime: sc.DeleteRuntime,
 		})
 	}
 	sortChanges(p.Changes)

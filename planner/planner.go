@@ -40,6 +40,37 @@ type Planner struct {
 	// policyDiags collects what planPolicies refuses: migrations that
 	// cannot move a snapshot, forks whose snapshot is missing.
 	policyDiags hcl.Diagnostics
+
+	// unreachable names the runtimes already reported as unreachable in
+	// this plan: nothing more is asked of them, and no agent on them is
+	// reported again.
+	unreachable map[string]bool
+}
+
+// reachDiag reports a runtime that cannot be reached, once per plan: it
+// returns the diagnostic the first time, and nil after.
+func (p *Planner) reachDiag(name string, err error) *hcl.Diagnostic {
+	if p.unreachable[name] {
+		return nil
+	}
+	if p.unreachable == nil {
+		p.unreachable = map[string]bool{}
+	}
+	p.unreachable[name] = true
+	return errorDiag(fmt.Sprintf("Cannot reach runtime %q", name), err.Error(), runtimeRange(p.Config, name))
+}
+
+// runtimeRange is where a runtime block is declared, or nil for the
+// implicit runtime, which is declared nowhere.
+func runtimeRange(cfg *lang.Config, name string) *hcl.Range {
+	if cfg == nil {
+		return nil
+	}
+	rt, ok := cfg.Runtimes[name]
+	if !ok || rt.Implicit || rt.DeclRange.Filename == "" {
+		return nil
+	}
+	return rt.DeclRange.Ptr()
 }
 
 // desired is one object the configuration asks for.
@@ -71,7 +102,7 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		live = p.assumeLive(records)
 	} else {
 		var moreDiags hcl.Diagnostics
-		live, moreDiags = p.refresh(ctx, plan.Lineage)
+		live, moreDiags = p.refresh(ctx, plan.Lineage, records)
 		diags = append(diags, moreDiags...)
 	}
 	want, agents, moreDiags := p.expand(ctx, records, opts.Destroy)
@@ -137,7 +168,10 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 	for _, lo := range live.rest() {
 		c := &Change{Addr: lo.obj.Addr, Kind: lo.obj.Kind, Runtime: lo.runtime, Driver: lo.driver, Action: Delete, Live: lo.obj,
 			Reasons: []string{fmt.Sprintf("%s %s carries this state's lineage but is not recorded (left by an interrupted apply)", lo.obj.Kind, lo.obj.Name)}}
-		if _, ok := changes[lo.obj.Addr]; ok {
+		if lo.twin {
+			c.Twin = true
+			c.Reasons[0] = fmt.Sprintf("%s %s (%s) is a second %s of this name carrying this state's lineage, left by an interrupted create; it is removed by its id", lo.obj.Kind, lo.obj.Name, shortID(lo.obj.ID), lo.obj.Kind)
+		} else if _, ok := changes[lo.obj.Addr]; ok {
 			// The address lives elsewhere: this is a copy on another
 			// runtime, left by an interrupted migration.
 			c.Stray = true
@@ -272,6 +306,9 @@ type liveSet map[string]map[string]liveEntry
 type liveEntry struct {
 	runtime, driver string
 	obj             *drivers.LiveObject
+	// twin marks a second object of the address on the runtime; it is
+	// keyed by address and id, so take never returns it.
+	twin bool
 }
 
 func (ls liveSet) take(runtime, addr string) *drivers.LiveObject {
@@ -294,8 +331,10 @@ func (ls liveSet) rest() []liveEntry {
 	return out
 }
 
-// refresh asks every runtime once for everything of this lineage.
-func (p *Planner) refresh(ctx context.Context, lineage string) (liveSet, hcl.Diagnostics) {
+// refresh asks every runtime once for everything of this lineage. When a
+// runtime reports two objects of one address, the recorded one, else the
+// first, is the address's; the others are twins, which the plan removes.
+func (p *Planner) refresh(ctx context.Context, lineage string, records []state.Record) (liveSet, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	ls := liveSet{}
 	if lineage == "" {
@@ -304,14 +343,39 @@ func (p *Planner) refresh(ctx context.Context, lineage string) (liveSet, hcl.Dia
 	for _, name := range sortedKeys(p.Runtimes) {
 		rt := p.Runtimes[name]
 		resp, err := rt.Driver.Read(ctx, drivers.ReadRequest{Lineage: lineage})
+		var ue *drivers.UnreachableError
+		if errors.As(err, &ue) {
+			if d := p.reachDiag(name, err); d != nil {
+				diags = append(diags, d)
+			}
+			continue
+		}
 		if err != nil {
 			diags = append(diags, errorDiag(fmt.Sprintf("Cannot refresh runtime %q", name), err.Error(), nil))
 			continue
 		}
+		recorded := map[string]string{}
+		for _, r := range records {
+			if r.Runtime == name {
+				recorded[r.Addr] = r.ID
+			}
+		}
 		m := make(map[string]liveEntry, len(resp.Objects))
 		for i := range resp.Objects {
 			o := &resp.Objects[i]
-			m[o.Addr] = liveEntry{runtime: name, driver: rt.Driver.Name(), obj: o}
+			e := liveEntry{runtime: name, driver: rt.Driver.Name(), obj: o}
+			prev, dup := m[o.Addr]
+			switch {
+			case !dup:
+				m[o.Addr] = e
+			case o.ID == recorded[o.Addr] && prev.obj.ID != o.ID:
+				prev.twin = true
+				m[o.Addr+"#"+prev.obj.ID] = prev
+				m[o.Addr] = e
+			default:
+				e.twin = true
+				m[o.Addr+"#"+o.ID] = e
+			}
 		}
 		ls[name] = m
 	}
@@ -338,10 +402,17 @@ func (p *Planner) expand(ctx context.Context, records []state.Record, destroy bo
 			continue
 		}
 		agents[a.Addr()] = ap
-		if destroy {
-			continue // evaluated only for its snapshot policy
+		if destroy || p.unreachable[rt.Name] {
+			continue // evaluated only for its snapshot policy, or its runtime was reported
 		}
 		resp, err := rt.Driver.Plan(ctx, drivers.PlanRequest{Agent: ap.spec})
+		var ue *drivers.UnreachableError
+		if errors.As(err, &ue) {
+			if d := p.reachDiag(rt.Name, err); d != nil {
+				diags = append(diags, d)
+			}
+			continue
+		}
 		if err != nil {
 			diags = append(diags, planError(a, err))
 			continue

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -64,7 +65,12 @@ func ConfigureRuntimes(ctx context.Context, cfg *lang.Config, scope *lang.Scope,
 			continue
 		}
 		if err := d.Configure(ctx, drivers.ConfigureRequest{Runtime: name, Config: val, StateDir: stateDir}); err != nil {
-			diags = append(diags, errorDiag(fmt.Sprintf("Cannot configure runtime %q", name), err.Error(), rt.DeclRange.Ptr()))
+			summary := fmt.Sprintf("Cannot configure runtime %q", name)
+			var ue *drivers.UnreachableError
+			if errors.As(err, &ue) {
+				summary = fmt.Sprintf("Cannot reach runtime %q", name)
+			}
+			diags = append(diags, errorDiag(summary, err.Error(), runtimeRange(cfg, name)))
 			continue
 		}
 		out[name] = &Runtime{Name: name, Driver: d}

@@ -11,6 +11,11 @@ import (
 
 // Apply performs one operation on one object.
 func (d *Driver) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	resp, err := d.apply(ctx, req)
+	return resp, d.unreachable(err)
+}
+
+func (d *Driver) apply(ctx context.Context, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
 	api, pool, err := d.engine()
 	if err != nil {
 		return drivers.ApplyResponse{}, err

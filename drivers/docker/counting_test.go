@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"io"
 	"maps"
 	"sync"
@@ -109,6 +110,17 @@ func (c *countingAPI) ImagePull(ctx context.Context, ref string, o image.PullOpt
 func (c *countingAPI) ImageBuild(ctx context.Context, r io.Reader, o build.ImageBuildOptions) (build.ImageBuildResponse, error) {
 	c.count("ImageBuild")
 	return c.api.ImageBuild(ctx, r, o)
+}
+
+// ImageLoad passes through when the wrapped client can load (the real one
+// can), so a build shared by agents is counted as one build and loads.
+func (c *countingAPI) ImageLoad(ctx context.Context, r io.Reader, o ...client.ImageLoadOption) (image.LoadResponse, error) {
+	c.count("ImageLoad")
+	l, ok := c.api.(imageLoader)
+	if !ok {
+		return image.LoadResponse{}, errors.New("the wrapped client cannot load images")
+	}
+	return l.ImageLoad(ctx, r, o...)
 }
 
 func (c *countingAPI) ImageRemove(ctx context.Context, ref string, o image.RemoveOptions) ([]image.DeleteResponse, error) {

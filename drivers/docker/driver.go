@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -49,6 +50,11 @@ type Driver struct {
 	// pendingSweeps holds the lineages whose image sweep was skipped
 	// because an image was being made; Close runs them (snapshot.go).
 	pendingSweeps sync.Map
+
+	// builds holds this run's image builds by distinct context, so agents
+	// with the same build share one (image.go).
+	buildsMu sync.Mutex
+	builds   map[buildKey]*sharedBuild
 
 	// checks caches the read-only facts Plan asks the engine and the
 	// gateway binary's hash, once per driver instance (isolation.go).
@@ -133,10 +139,7 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 	}
 	api, err := d.newAPI(host)
 	if err != nil {
-		if host == "" {
-			return fmt.Errorf("runtime %q: connecting to docker (DOCKER_HOST): %w", req.Runtime, err)
-		}
-		return fmt.Errorf("runtime %q: connecting to docker at host %q: %w", req.Runtime, host, err)
+		return &drivers.UnreachableError{Runtime: req.Runtime, Address: engineAddress(host, nil), Err: err}
 	}
 
 	d.mu.Lock()
@@ -145,6 +148,9 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 	d.checks = &engineChecks{}
 	d.snap = sc
 	d.mu.Unlock()
+	d.buildsMu.Lock()
+	d.builds = nil
+	d.buildsMu.Unlock()
 	if old != nil {
 		_ = old.Close()
 	}
@@ -171,6 +177,43 @@ func (d *Driver) Close() error {
 	}
 	d.sweepPending(ctx, api)
 	return api.Close()
+}
+
+// engineAddress says where the engine is looked for, as the user set it:
+// the runtime's host, else DOCKER_HOST, else the client's default.
+func engineAddress(host string, api dockerAPI) string {
+	switch {
+	case host != "":
+		return fmt.Sprintf("host = %q", host)
+	case os.Getenv("DOCKER_HOST") != "":
+		return "DOCKER_HOST=" + os.Getenv("DOCKER_HOST")
+	}
+	if c, ok := api.(interface{ DaemonHost() string }); ok {
+		return c.DaemonHost()
+	}
+	return client.DefaultDockerHost
+}
+
+// unreachable turns an error that says the engine cannot be reached at
+// all into a drivers.UnreachableError, which the planner reports once for
+// the runtime rather than once per object; other errors pass unchanged.
+func (d *Driver) unreachable(err error) error {
+	if err == nil || !client.IsErrConnectionFailed(err) {
+		return err
+	}
+	var ue *drivers.UnreachableError
+	if errors.As(err, &ue) {
+		return err
+	}
+	d.mu.RLock()
+	runtime, host, api := d.runtime, d.host, d.api
+	d.mu.RUnlock()
+	var cf interface{ Unwrap() error }
+	inner := err
+	for errors.As(inner, &cf) && client.IsErrConnectionFailed(cf.Unwrap()) {
+		inner = cf.Unwrap()
+	}
+	return &drivers.UnreachableError{Runtime: runtime, Address: engineAddress(host, api), Err: inner}
 }
 
 // engine returns the client and subnet pool, or an error before Configure.

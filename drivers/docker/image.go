@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/build"
@@ -47,6 +48,103 @@ func (d *Driver) buildImage(ctx context.Context, api dockerAPI, req drivers.Appl
 		return fail("%v", err)
 	}
 	bc.buildOf = req.Lineage
+
+	// One build per distinct context and Dockerfile in a run: the first
+	// image object to need it builds, the others wait for it and get a copy
+	// of its image under their own tag and labels. The same object made
+	// again (a retry) builds again, checking the context again.
+	key := buildKey{lineage: req.Lineage, dir: bc.dir, dockerfile: bc.dockerfile, hash: planned}
+	d.buildsMu.Lock()
+	if d.builds == nil {
+		d.builds = map[buildKey]*sharedBuild{}
+	}
+	if first, ok := d.builds[key]; ok && first.addr != addr {
+		d.buildsMu.Unlock()
+		select {
+		case <-first.done:
+		case <-ctx.Done():
+			return fail("%v", ctx.Err())
+		}
+		if first.err != nil {
+			return fail("the build of %s, which has the same context and Dockerfile, failed: %v", first.addr, first.err)
+		}
+		resp, err := d.copyBuiltImage(ctx, api, req, tag, first)
+		if err == nil {
+			return resp, nil
+		}
+		d.log.Warn("could not share the image built for another agent; building it again", "addr", addr, "built_for", first.addr, "error", err)
+	} else {
+		first = &sharedBuild{addr: addr, done: make(chan struct{})}
+		d.builds[key] = first
+		d.buildsMu.Unlock()
+		resp, err := d.buildContext(ctx, api, req, bc, tag, dir, planned)
+		first.id, first.err = resp.ID, err
+		if err != nil {
+			// A later object of the run may try again.
+			d.buildsMu.Lock()
+			delete(d.builds, key)
+			d.buildsMu.Unlock()
+		}
+		close(first.done)
+		return resp, err
+	}
+	return d.buildContext(ctx, api, req, bc, tag, dir, planned)
+}
+
+// buildKey identifies a distinct build of a run: the same context
+// directory, Dockerfile and content hash, for the same lineage.
+type buildKey struct {
+	lineage, dir, dockerfile, hash string
+}
+
+// sharedBuild is one build of a run and its result, which the image
+// objects with the same buildKey share.
+type sharedBuild struct {
+	addr string // the image object that built it
+	done chan struct{}
+	id   string // the image built, once done is closed
+	err  error
+}
+
+// copyBuiltImage gives an image object the image another object of the
+// run built from the same context: the same layers and config, with this
+// object's labels, loaded under its tag (no build, no layer copied).
+func (d *Driver) copyBuiltImage(ctx context.Context, api dockerAPI, req drivers.ApplyRequest, tag string, first *sharedBuild) (drivers.ApplyResponse, error) {
+	loader, ok := api.(imageLoader)
+	if !ok {
+		return drivers.ApplyResponse{}, fmt.Errorf("the docker client in use (%T) cannot load images", api)
+	}
+	imageMaking.RLock()
+	defer imageMaking.RUnlock()
+	info, err := api.ImageInspect(ctx, first.id)
+	if err != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("inspecting the image built for %s: %w", first.addr, err)
+	}
+	labels := ownLabels(req)
+	labels[labelBuildOf] = req.Lineage
+	note := "bottlefile: built once for " + first.addr + " and shared"
+	cfg, err := snapshotImageConfig(&info, info, labels, note, note, time.Now())
+	if err != nil {
+		return drivers.ApplyResponse{}, err
+	}
+	id, err := loadImageConfig(ctx, loader, cfg, tag, len(info.RootFS.Layers))
+	if err != nil {
+		return drivers.ApplyResponse{}, err
+	}
+	d.log.Info("shared a built image", "addr", req.Object.Addr, "tag", tag, "id", shortID(id), "built_for", first.addr)
+	return drivers.ApplyResponse{
+		ID:       id,
+		Computed: map[string]string{"image_id": id, "tag": tag},
+	}, nil
+}
+
+// buildContext builds an image from a build context, checking as it sends
+// the context that it is the one planned.
+func (d *Driver) buildContext(ctx context.Context, api dockerAPI, req drivers.ApplyRequest, bc buildContext, tag, dir, planned string) (drivers.ApplyResponse, error) {
+	addr := req.Object.Addr
+	fail := func(format string, args ...any) (drivers.ApplyResponse, error) {
+		return drivers.ApplyResponse{}, fmt.Errorf("building image %s for %s: %s", tag, addr, fmt.Sprintf(format, args...))
+	}
 	tmp, err := os.CreateTemp("", "bottlefile-context-*.tar")
 	if err != nil {
 		return fail("%v", err)

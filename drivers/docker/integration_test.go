@@ -538,7 +538,7 @@ func TestIntegrationCrashBetweenCreateAndRecord(t *testing.T) {
 		t.Errorf("the unrecorded container is still there: %v", err)
 	}
 	live := e.read()
-	if len(live) != 4 || live["agent.crash"].ID != second["agent.crash"].ID || !live["agent.crash"].Running {
+	if len(live) != 2 || live["agent.crash"].ID != second["agent.crash"].ID || !live["agent.crash"].Running {
 		t.Errorf("live = %+v", live)
 	}
 
@@ -629,7 +629,7 @@ func TestIntegrationGatewayImageSweep(t *testing.T) {
 	img := dockertest.BusyboxImage(t, e.cli)
 	objs := map[string]drivers.Object{}
 	for _, name := range []string{"a", "b"} {
-		maps.Copy(objs, e.plan(drivers.AgentSpec{Addr: "agent." + name, Name: name, Image: cty.StringVal(img), Command: strList("sleep", "600")}))
+		maps.Copy(objs, e.plan(drivers.AgentSpec{Addr: "agent." + name, Name: name, Image: cty.StringVal(img), Command: strList("sleep", "600"), Egress: cty.ListValEmpty(cty.String)}))
 	}
 	ids := e.createAll(objs)
 	if n := images(); n != 1 {
@@ -650,5 +650,116 @@ func TestIntegrationGatewayImageSweep(t *testing.T) {
 	delete(objs, "agent.a.gateway")
 	delete(objs, "agent.b.gateway")
 	e.deleteAll(objs, ids)
+	e.assertGone()
+}
+
+// TestIntegrationSharedBuild: two agents and a sidecar with the same build
+// context and Dockerfile are built once in a run. The others get the same
+// layers and config under their own tag and labels, so each is its own
+// object (Read finds each, deleting one leaves the others running), and
+// another Dockerfile in the same context is a build of its own.
+func TestIntegrationSharedBuild(t *testing.T) {
+	t.Parallel()
+	e := newEngineTest(t)
+	img := dockertest.BusyboxImage(t, e.cli)
+	ctx := t.Context()
+
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"Dockerfile":       "FROM " + img + "\nCOPY hello.txt /hello.txt\nENV BUILT=yes\nCMD [\"sh\", \"-c\", \"cat /hello.txt; exec sleep 600\"]\n",
+		"Dockerfile.other": "FROM " + img + "\nCOPY hello.txt /other.txt\nCMD [\"sleep\", \"600\"]\n",
+		"hello.txt":        "hello from the shared context\n",
+	})
+	all := map[string]drivers.Object{}
+	for _, a := range []drivers.AgentSpec{
+		{Addr: "agent.a", Name: "a", Build: &drivers.BuildSpec{Context: dir}},
+		{Addr: "agent.b", Name: "b", Build: &drivers.BuildSpec{Context: dir}, Sidecars: []drivers.SidecarSpec{
+			{Addr: "agent.b.sidecar.helper", Name: "helper", Build: &drivers.BuildSpec{Context: dir}},
+		}},
+		{Addr: "agent.c", Name: "c", Build: &drivers.BuildSpec{Context: dir, Dockerfile: "Dockerfile.other"}},
+	} {
+		maps.Copy(all, e.plan(a))
+	}
+	images := []string{"agent.a.image", "agent.b.image", "agent.b.sidecar.helper.image", "agent.c.image"}
+	for _, addr := range images {
+		if _, ok := all[addr]; !ok {
+			t.Fatalf("no %s planned: %v", addr, slices.Sorted(maps.Keys(all)))
+		}
+	}
+
+	// The image objects are created at once, as the executor does.
+	e.api.take()
+	built := make([]drivers.ApplyResponse, len(images))
+	errs := make([]error, len(images))
+	done := make(chan int)
+	for i, addr := range images {
+		go func() {
+			built[i], errs[i] = e.try(drivers.OpCreate, all[addr], "")
+			done <- i
+		}()
+	}
+	for range images {
+		<-done
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("creating %s: %v", images[i], err)
+		}
+	}
+	if calls := e.api.take(); calls["ImageBuild"] != 2 || calls["ImageLoad"] != 2 {
+		t.Errorf("calls %v, want 2 builds (one per distinct Dockerfile) and 2 loads (the shared copies)", calls)
+	}
+	ids := map[string]drivers.ApplyResponse{}
+	for i, addr := range images {
+		ids[addr] = built[i]
+	}
+	seen := map[string]bool{}
+	for _, addr := range images {
+		r := ids[addr]
+		if seen[r.ID] || seen[r.Computed["tag"]] {
+			t.Errorf("%s shares its id or tag with another object: %+v", addr, r)
+		}
+		seen[r.ID], seen[r.Computed["tag"]] = true, true
+		info, err := e.cli.ImageInspect(ctx, r.Computed["tag"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.ID != r.ID || info.Config.Labels[drivers.LabelAddress] != addr || info.Config.Labels[drivers.LabelLineage] != e.lineage || info.Config.Labels[labelBuildOf] != e.lineage {
+			t.Errorf("%s: image %s labels %v", addr, shortID(info.ID), info.Config.Labels)
+		}
+	}
+	a, _ := e.cli.ImageInspect(ctx, ids["agent.a.image"].ID)
+	b, _ := e.cli.ImageInspect(ctx, ids["agent.b.image"].ID)
+	if !slices.Equal(a.RootFS.Layers, b.RootFS.Layers) || !slices.Contains(b.Config.Env, "BUILT=yes") || !slices.Equal(a.Config.Cmd, b.Config.Cmd) {
+		t.Errorf("shared copy differs: layers %v / %v, env %v, cmd %v / %v", a.RootFS.Layers, b.RootFS.Layers, b.Config.Env, a.Config.Cmd, b.Config.Cmd)
+	}
+
+	// The containers, each from its own image.
+	for _, addr := range []string{"agent.a.network", "agent.b.network", "agent.c.network", "agent.a", "agent.b", "agent.b.sidecar.helper", "agent.c"} {
+		ids[addr] = e.apply(drivers.OpCreate, all[addr], "")
+	}
+	live := e.read()
+	for _, addr := range images {
+		if live[addr].ID != ids[addr].ID {
+			t.Errorf("live %s = %+v, want %s", addr, live[addr], shortID(ids[addr].ID))
+		}
+	}
+	if live["agent.b"].ImageID != ids["agent.b.image"].ID || !live["agent.b"].Running {
+		t.Errorf("agent.b = %+v, want running from its own image %s", live["agent.b"], shortID(ids["agent.b.image"].ID))
+	}
+
+	// Deleting a's container and image leaves b's image and container.
+	e.apply(drivers.OpDelete, all["agent.a"], ids["agent.a"].ID)
+	e.apply(drivers.OpDelete, all["agent.a.image"], ids["agent.a.image"].ID)
+	out, code := dockertest.Exec(t, e.cli, ids["agent.b"].ID, "cat", "/hello.txt")
+	if code != 0 || out != "hello from the shared context\n" {
+		t.Errorf("agent.b after a's image went: exit %d, %q", code, out)
+	}
+	if _, err := e.cli.ImageInspect(ctx, ids["agent.b.image"].ID); err != nil {
+		t.Errorf("b's image went with a's: %v", err)
+	}
+	delete(all, "agent.a")
+	delete(all, "agent.a.image")
+	e.deleteAll(all, ids)
 	e.assertGone()
 }

@@ -16,6 +16,11 @@ import (
 // and the gateway binary to hash them, and makes one read-only engine call
 // per driver instance (the isolation check); it changes nothing.
 func (d *Driver) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.PlanResponse, error) {
+	resp, err := d.plan(ctx, req)
+	return resp, d.unreachable(err)
+}
+
+func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.PlanResponse, error) {
 	a := req.Agent
 	addr := a.Addr
 	if addr == "" {

@@ -20,6 +20,11 @@ import (
 // filtered list call per kind. Objects without an address label are not
 // bottlefile's to manage by address and are left out (logged).
 func (d *Driver) Read(ctx context.Context, req drivers.ReadRequest) (drivers.ReadResponse, error) {
+	resp, err := d.read(ctx, req)
+	return resp, d.unreachable(err)
+}
+
+func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.ReadResponse, error) {
 	var resp drivers.ReadResponse
 	if req.Lineage == "" {
 		return resp, nil

@@ -490,12 +490,18 @@ func snapshotImageConfig(base *image.InspectResponse, inter image.InspectRespons
 	return json.Marshal(img)
 }
 
+// imageLoader is what loadImageConfig needs of the engine.
+type imageLoader interface {
+	dockerAPI
+	ImageLoad(ctx context.Context, input io.Reader, opts ...client.ImageLoadOption) (image.LoadResponse, error)
+}
+
 // loadImageConfig loads an image config as ref through docker load: a tar
 // of just the config and a manifest naming it. The engine takes a layer
 // it already has from its layer store without reading the tar for it, so
 // every layer of the config must be on the engine (which holds as long as
 // the caller keeps an image of them). It returns the image id.
-func loadImageConfig(ctx context.Context, api snapshotAPI, cfg []byte, ref string, layers int) (string, error) {
+func loadImageConfig(ctx context.Context, api imageLoader, cfg []byte, ref string, layers int) (string, error) {
 	sum := sha256.Sum256(cfg)
 	id := hex.EncodeToString(sum[:])
 	manifest := []map[string]any{{"Config": id + ".json", "RepoTags": []string{ref}, "Layers": layerPaths(layers)}}
