@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
@@ -131,10 +132,10 @@ func (op *Operation) knownAddresses() []string {
 	var known []string
 	if op.Config != nil {
 		for name := range op.Config.Agents {
-			known = append(known, "agent."+name)
+			known = append(known, addrs.Agent(name).String())
 		}
 		for name := range op.Config.Snapshots {
-			known = append(known, "snapshot."+name)
+			known = append(known, addrs.Snapshot(name).String())
 		}
 	}
 	if op.Store != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/executor"
 	"github.com/bottlefile/bottlefile/planner"
@@ -143,20 +144,21 @@ func lessSnapshot(a, b Snapshot) bool {
 
 // policyIndex is N of agent.X.snapshot.N, or 0.
 func policyIndex(addr string) int {
-	_, n, ok := strings.Cut(strings.TrimPrefix(addr, "agent."), ".snapshot.")
-	if !ok || !strings.HasPrefix(addr, "agent.") {
-		return 0
-	}
-	i, err := strconv.Atoi(n)
-	if err != nil || i < 1 {
-		return 0
-	}
-	return i
+	a, _ := addrs.Parse(addr)
+	n, _ := a.PolicySnapshotNumber()
+	return n
 }
 
 func isAgentAddr(addr string) bool {
-	name, ok := strings.CutPrefix(addr, "agent.")
-	return ok && name != "" && !strings.Contains(name, ".")
+	a, _ := addrs.Parse(addr)
+	return a.IsAgent()
+}
+
+// isPolicySnapshotOf reports whether addr is a policy snapshot of the
+// agent at agentAddr.
+func isPolicySnapshotOf(addr, agentAddr string) bool {
+	a, _ := addrs.Parse(addr)
+	return a.IsPolicySnapshot() && a.AgentAddr().String() == agentAddr
 }
 
 func attrString(r state.Record, name string) string {
@@ -175,7 +177,7 @@ func (op *Operation) PlanTake(ctx context.Context, agent, description string) (*
 	// It is applied without asking: refuse a plan that would change
 	// anything but the agent's snapshots.
 	for _, c := range p.Changes {
-		if c.Action != planner.NoOp && (c.Kind != drivers.KindSnapshot || !strings.HasPrefix(c.Addr, agent+".snapshot.")) {
+		if c.Action != planner.NoOp && (c.Kind != drivers.KindSnapshot || !isPolicySnapshotOf(c.Addr, agent)) {
 			return nil, append(diags, errorDiag("Cannot take the snapshot", fmt.Sprintf("The plan for it would also %s %s; snapshot take changes only the agent's snapshots. Run plan to see why.", c.Action, c.Addr)))
 		}
 	}
@@ -260,10 +262,10 @@ func (op *Operation) PlanRemove(ctx context.Context, addrs []string) (*planner.P
 // declares reports whether the configuration declares a snapshot block at
 // addr.
 func (op *Operation) declares(addr string) bool {
-	name, ok := strings.CutPrefix(addr, "snapshot.")
-	if !ok || op.Config == nil {
+	a, _ := addrs.Parse(addr)
+	if !a.IsSnapshotBlock() || op.Config == nil {
 		return false
 	}
-	_, declared := op.Config.Snapshots[name]
+	_, declared := op.Config.Snapshots[a.Name()]
 	return declared
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/planner"
 )
 
@@ -19,7 +20,7 @@ import (
 // unknownAddress is the error for an address that names nothing among
 // known, with the closest known address suggested.
 func unknownAddress(summary, detail, given string, known []string) *hcl.Diagnostic {
-	return errorDiag(summary, detail+didYouMean(given, known))
+	return errorDiag(summary, detail+addressHint(given, known))
 }
 
 // withSuggestions adds the "Did you mean" to each diagnostic the planner
@@ -30,10 +31,23 @@ func withSuggestions(diags hcl.Diagnostics) hcl.Diagnostics {
 		if !ok {
 			continue
 		}
-		d.Detail += didYouMean(u.Given, u.Known)
+		d.Detail += addressHint(u.Given, u.Known)
 		d.Extra = nil
 	}
 	return diags
+}
+
+// addressHint follows the error for an address that names nothing: the
+// "Did you mean" when a known address is close, else, when given is no
+// address at all, what is wrong with it (addrs.Parse's reason).
+func addressHint(given string, known []string) string {
+	if s := didYouMean(given, known); s != "" {
+		return s
+	}
+	if _, err := addrs.Parse(given); err != nil {
+		return " " + err.Error() + "."
+	}
+	return ""
 }
 
 // didYouMean is ` Did you mean "agent.claude"?` for the known address

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/dockersave"
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/planner"
@@ -163,16 +164,18 @@ func (op *Operation) ImportSnapshot(ctx context.Context, req ImportRequest) (Imp
 func (op *Operation) importAgent(flagValue, taken string) (string, error) {
 	names := op.Config.AgentNames()
 	if flagValue != "" {
-		name := strings.TrimPrefix(flagValue, "agent.")
+		name := flagValue // NAME or agent.NAME
+		if a, err := addrs.Parse(flagValue); err == nil && a.IsAgent() {
+			name = a.Name()
+		}
 		if _, ok := op.Config.Agents[name]; !ok || strings.Contains(name, ".") {
 			return "", fmt.Errorf("-agent=%s: the Bottlefile declares no such agent (it declares: %s)", flagValue, agentList(names))
 		}
 		return name, nil
 	}
-	if rest, ok := strings.CutPrefix(taken, "agent."); ok {
-		name, _, _ := strings.Cut(rest, ".")
-		if _, ok := op.Config.Agents[name]; ok {
-			return name, nil
+	if a, err := addrs.Parse(taken); err == nil && a.Agent() != "" {
+		if _, ok := op.Config.Agents[a.Agent()]; ok {
+			return a.Agent(), nil
 		}
 	}
 	if len(names) == 1 {
@@ -191,7 +194,7 @@ func agentList(names []string) string {
 	}
 	out := make([]string, len(names))
 	for i, n := range names {
-		out[i] = "agent." + n
+		out[i] = addrs.Agent(n).String()
 	}
 	return strings.Join(out, ", ")
 }

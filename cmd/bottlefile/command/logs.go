@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/bottlefile/bottlefile/addrs"
 )
 
 // LogsCommand prints the log of a workload: an agent, a sidecar, or an
@@ -71,7 +73,10 @@ func (c *LogsCommand) Run(args []string) int {
 		return 1
 	}
 	addr := positional[0]
-	if !strings.HasPrefix(addr, "agent.") {
+	// A snapshot or a runtime has no output. An address of no known form
+	// goes on to the lookup, which suggests the address it was probably
+	// meant to be, or says what is wrong with it.
+	if a, err := addrs.Parse(addr); err == nil && a.Agent() == "" {
 		return m.fail("Not a workload address", fmt.Errorf("%q is not the address of an agent, a sidecar or a gateway (agent.NAME, agent.NAME.sidecar.NAME, agent.NAME.gateway)", addr))
 	}
 
