@@ -88,6 +88,19 @@ func TestE2ECodingAgentsExample(t *testing.T) {
 		t.Errorf("a second plan is not empty:\n%s", r.stdout)
 	}
 
+	// status: every bottle up, the fork booted from claude's snapshot.
+	r = mustRun(t, dir, "status")
+	for _, line := range strings.Split(r.stdout, "\n") {
+		// The bottle's line, not its workloads' (indented).
+		if strings.HasPrefix(line, "agent.reviewer ") && !strings.Contains(line, "snapshot snapshot.claude_base") {
+			t.Errorf("status does not say the fork booted from snapshot.claude_base: %q", line)
+		}
+	}
+	wantAll(t, "status", r.stdout, "agent.claude", "agent.claude.sidecar.mcp", "agent.codex.gateway", "agent.reviewer")
+	if strings.Contains(r.stdout, "exited") || strings.Contains(r.stdout, "not created") {
+		t.Errorf("status after apply shows a workload down:\n%s", r.stdout)
+	}
+
 	// The README's change: a new command replaces claude, its policy takes
 	// a snapshot first, and the fork and codex are left alone.
 	src, err := os.ReadFile(filepath.Join(dir, "Bottlefile"))
