@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
@@ -67,7 +68,13 @@ func (m *Meta) showDiags(files map[string]*hcl.File, diags hcl.Diagnostics) bool
 // noColorFlag registers -no-color, which turns color off for the rest of
 // the command (plan, apply and destroy take it with their other options).
 func (m *Meta) noColorFlag(fs *flag.FlagSet) {
-	fs.BoolFunc("no-color", "", func(string) error { m.Color = false; return nil })
+	fs.BoolFunc("no-color", "", func(v string) error {
+		off, err := strconv.ParseBool(v)
+		if off {
+			m.Color = false
+		}
+		return err
+	})
 }
 
 // fail prints one error and returns the exit code for it.
