@@ -1,26 +1,31 @@
 #!/usr/bin/env bash
-# Times bottlefile on the local Docker engine (see bench/README.md):
-#   - apply, a no-op plan and destroy of 10 agents (10 networks, 10
-#     containers), each against the same work done by docker CLI calls run
-#     10 at a time;
-#   - apply of 20 agents against bench/rawapi, a program making the same
-#     networks and containers straight through the engine API at the same
-#     parallelism (10).
+# Times bottlefile on the local Docker engine (see bench/README.md), in two
+# cases (MODES, default "noegress egress"):
+#   - noegress: agents without an egress block: a bottle is a network and a
+#     container, and has no gateway;
+#   - egress: agents with an egress allowlist: each bottle also has a
+#     gateway container (on the agent's network, connected to one egress
+#     network per runtime), and the baselines make the same.
+# In each case:
+#   - apply, a no-op plan and destroy of AGENTS agents (default 10), each
+#     against the same work done by docker CLI calls run 10 at a time;
+#   - apply of AGENTS_RAW agents (default 20) against bench/rawapi, a
+#     program making the same networks and containers straight through the
+#     engine API at the same parallelism (10); RAW=0 skips it.
 # Each is repeated REPS times (default 5), interleaved, after one warm-up
-# round; medians and ratios are printed at the end.
+# round (WARMUP=0 skips it); medians and ratios are printed at the end.
 #
-# When bottlefile gives every agent an egress gateway (a second container
-# on the agent's network, also connected to one egress network per
-# runtime), the baselines make the same: the script asks `bottlefile plan`
-# and says which it measured. GATEWAYS=0 or GATEWAYS=1 overrides it (for
-# the baselines only).
-#
-# Usage: bench/real-engine.sh            (env: REPS=5 AGENTS=10 AGENTS_RAW=20 DOCKER=docker)
+# Usage: bench/real-engine.sh            (env: REPS=5 AGENTS=10 AGENTS_RAW=20 MODES="noegress egress" DOCKER=docker)
+#        MODES=egress AGENTS=100 REPS=1 RAW=0 bench/real-engine.sh   (the 100-bottle comparison)
 set -euo pipefail
 
 reps=${REPS:-5}
 agents=${AGENTS:-10}
 agents_raw=${AGENTS_RAW:-20}
+modes=${MODES:-noegress egress}
+raw=${RAW:-1}
+warmup=${WARMUP:-1}
+GATEWAYS=0
 parallel=10
 docker=${DOCKER:-docker}
 image=bottlefile-bench/busybox:1
@@ -87,24 +92,14 @@ par() {
   return $failed
 }
 
-# Does bottlefile give each agent a gateway? Then the baselines do too.
-probe=$work/probe
-mkdir -p "$probe"
-printf 'agent "a" {\n  image   = "%s"\n  command = ["sleep", "600"]\n}\n' "$image" >"$probe/Bottlefile"
-"$work/bottlefile" -chdir="$probe" plan >"$probe/plan.log" 2>&1 || { cat "$probe/plan.log" >&2; die "plan of one agent failed"; }
-if [ -z "${GATEWAYS:-}" ]; then
-  GATEWAYS=0
-  grep -q 'agent.a.gateway will be created' "$probe/plan.log" && GATEWAYS=1
-fi
-rm -rf "$probe"
-
 # --- bottlefile
-bottlefile_dir() { # bottlefile_dir NAME N: a fresh directory with N agents
-  local dir=$work/bf-$1 i
+bottlefile_dir() { # bottlefile_dir NAME N: a fresh directory with N agents (with egress allowlists when GATEWAYS=1)
+  local dir=$work/bf-$1 i egress=""
   rm -rf "$dir"
   mkdir -p "$dir"
+  ((GATEWAYS)) && egress='  egress {\n    allow = ["github.com:443", "*.pypi.org:443"]\n  }\n'
   for ((i = 0; i < $2; i++)); do
-    printf 'agent "a%d" {\n  image   = "%s"\n  command = ["sleep", "600"]\n  labels  = { "bench.bottlefile.run" = "%s" }\n}\n\n' "$i" "$image" "$run"
+    printf 'agent "a%d" {\n  image   = "%s"\n  command = ["sleep", "600"]\n  labels  = { "bench.bottlefile.run" = "%s" }\n'"$egress"'}\n\n' "$i" "$image" "$run"
   done >"$dir/Bottlefile"
   echo "$dir"
 }
@@ -156,32 +151,47 @@ raw_flags() { ((GATEWAYS)) && echo -gateways; }
 raw_apply() { "$work/rawapi" -n "$agents_raw" -parallelism "$parallel" -image "$image" -label "$label" -prefix "$run-raw" -subnet 10.220.0.0/16 $(raw_flags) 2>/dev/null; }
 raw_destroy() { "$work/rawapi" -destroy -label "$label" 2>/dev/null; }
 
-round() { # round NAME-SUFFIX: one of everything
-  local dir
+round() { # round NAME-SUFFIX: one of everything, in the mode GATEWAYS says
+  local dir m=$mode
   dir=$(bottlefile_dir "small$1" "$agents")
-  measure bf_apply bf_apply "$dir"
-  measure bf_plan bf_plan "$dir"
-  measure bf_destroy bf_destroy "$dir"
-  measure cli_apply cli_apply_all
-  measure cli_plan cli_plan_all
-  measure cli_destroy cli_destroy_all
-  dir=$(bottlefile_dir "large$1" "$agents_raw")
-  measure bf_apply20 bf_apply "$dir"
-  bf_destroy "$dir"
-  measure raw_apply20 raw_apply
-  raw_destroy
+  measure "bf_apply.$m" bf_apply "$dir"
+  measure "bf_plan.$m" bf_plan "$dir"
+  measure "bf_destroy.$m" bf_destroy "$dir"
+  measure "cli_apply.$m" cli_apply_all
+  measure "cli_plan.$m" cli_plan_all
+  measure "cli_destroy.$m" cli_destroy_all
+  if ((raw)); then
+    dir=$(bottlefile_dir "large$1" "$agents_raw")
+    measure "bf_apply20.$m" bf_apply "$dir"
+    bf_destroy "$dir"
+    measure "raw_apply20.$m" raw_apply
+    raw_destroy
+  fi
+}
+set_mode() {
+  case $1 in
+  noegress) GATEWAYS=0 ;;
+  egress) GATEWAYS=1 ;;
+  *) die "unknown mode $1 (MODES is noegress and/or egress)" ;;
+  esac
+  mode=$1
 }
 
 echo "$(date -u +%Y-%m-%dT%H:%MZ) engine: $($docker version --format '{{.Server.Version}} (API {{.Server.APIVersion}})'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
-if ((GATEWAYS)); then
-  echo "bottlefile gives each agent an egress gateway: the baselines make one too (a container per agent, connected to one egress network)"
+if ((warmup)); then
+  echo "warm-up round..."
+  for m in $modes; do
+    set_mode "$m"
+    round warmup
+  done
+  rm -f "$work"/times.*
 fi
-echo "warm-up round..."
-round warmup
-rm -f "$work"/times.*
 for ((r = 1; r <= reps; r++)); do
-  echo "round $r of $reps..."
-  round "$r"
+  for m in $modes; do
+    echo "round $r of $reps, $m..."
+    set_mode "$m"
+    round "$r"
+  done
 done
 
 median() { sort -n "$work/times.$1" | awk '{a[NR] = $1} END {m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf "%.3f", m / 1e6}'; }
@@ -192,21 +202,28 @@ row() { # row LABEL BF BASE TARGET BASELINE-NAME
   local b c
   b=$(median "$2")
   c=$(median "$3")
-  printf '%-24s %8ss %8ss %7s %7s   %-7s %s\n' "$1" "$b" "$c" "$(awk -v b="$b" -v c="$c" 'BEGIN {printf "%.2f", b / c}')" "$(paired "$2" "$3")" "$4" "$5"
+  printf '%-30s %8ss %8ss %7s %7s   %-7s %s\n' "$1" "$b" "$c" "$(awk -v b="$b" -v c="$c" 'BEGIN {printf "%.2f", b / c}')" "$(paired "$2" "$3")" "$4" "$5"
 }
 
-echo
-echo "medians of $reps rounds (seconds); ratio = bottlefile / baseline of the medians; paired = median of the rounds' ratios"
-printf '%-24s %9s %9s %7s %7s   %-7s %s\n' "" bottlefile baseline ratio paired target baseline
-gw=""
-((GATEWAYS)) && gw=" (+ gateways)"
-row "apply, $agents agents" bf_apply cli_apply "<= 1.2" "docker network create + docker run -d$gw, $parallel at a time"
-row "no-op plan, $agents agents" bf_plan cli_plan "< 1.0" "docker network inspect + docker container inspect$gw, $parallel at a time"
-row "destroy, $agents agents" bf_destroy cli_destroy "<= 1.2" "docker rm -f + docker network rm$gw, $parallel at a time"
-row "apply, $agents_raw agents" bf_apply20 raw_apply20 "<= 1.3" "bench/rawapi$gw, parallelism $parallel"
-echo
-echo "samples (seconds):"
-for n in bf_apply cli_apply bf_plan cli_plan bf_destroy cli_destroy bf_apply20 raw_apply20; do
-  printf '  %-12s %s\n' "$n" "$(samples "$n")"
+for m in $modes; do
+  set_mode "$m"
+  echo
+  if ((GATEWAYS)); then
+    echo "$m: agents with an egress allowlist; the baselines make a gateway too (a container per agent, connected to one egress network)"
+  else
+    echo "$m: agents without an egress block (no gateway); the baselines make a network and a container per agent"
+  fi
+  echo "medians of $reps rounds (seconds); ratio = bottlefile / baseline of the medians; paired = median of the rounds' ratios"
+  printf '%-30s %9s %9s %7s %7s   %-7s %s\n' "" bottlefile baseline ratio paired target baseline
+  gw=""
+  ((GATEWAYS)) && gw=" (+ gateways)"
+  row "apply, $agents agents" "bf_apply.$m" "cli_apply.$m" "<= 1.2" "docker network create + docker run -d$gw, $parallel at a time"
+  row "no-op plan, $agents agents" "bf_plan.$m" "cli_plan.$m" "< 1.0" "docker network inspect + docker container inspect$gw, $parallel at a time"
+  row "destroy, $agents agents" "bf_destroy.$m" "cli_destroy.$m" "<= 1.2" "docker rm -f + docker network rm$gw, $parallel at a time"
+  ((raw)) && row "apply, $agents_raw agents" "bf_apply20.$m" "raw_apply20.$m" "<= 1.3" "bench/rawapi$gw, parallelism $parallel"
+  echo "samples (seconds):"
+  for n in bf_apply cli_apply bf_plan cli_plan bf_destroy cli_destroy bf_apply20 raw_apply20; do
+    [ -f "$work/times.$n.$m" ] && printf '  %-12s %s\n' "$n" "$(samples "$n.$m")"
+  done
 done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
