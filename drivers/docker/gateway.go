@@ -2,6 +2,7 @@ package docker
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"debug/elf"
@@ -537,10 +538,18 @@ type gatewayEvent struct {
 // rejects its rules, is an error that quotes its log. It returns how many
 // open tunnels the gateway closed as it took the rules (and the forbid file
 // it reads just before them).
+//
+// A new gateway's log is followed (one stream, read as the gateway writes
+// it): every event in it is this start's. An update polls the whole log,
+// whose last rules event is the one that counts (an earlier one may name
+// the same rules).
 func (d *Driver) waitGateway(ctx context.Context, api dockerAPI, id string, allow []string, starting bool) (int, error) {
 	want := slices.Clone(allow)
 	if rules, err := egress.ParseRules(allow); err == nil {
 		want = egress.NewRulesFile("", rules).Allow
+	}
+	if starting {
+		return d.followGateway(ctx, api, id, want)
 	}
 	deadline := time.Now().Add(gatewayReady)
 	var log string
@@ -556,36 +565,16 @@ func (d *Driver) waitGateway(ctx context.Context, api dockerAPI, id string, allo
 			return 0, fmt.Errorf("reading its log: %w", err)
 		}
 		log = stderr.String()
-		listening, rulesOK, lastErr, closed, forbidClosed := false, false, "", 0, 0
+		var st gatewayLog
 		for _, line := range strings.Split(log, "\n") {
-			var ev gatewayEvent
-			if json.Unmarshal([]byte(line), &ev) != nil {
-				continue
-			}
-			switch ev.Event {
-			case "listening":
-				listening = true
-			case "forbid-loaded":
-				forbidClosed = ev.TunnelsClosed
-			case "rules-loaded":
-				rulesOK, lastErr = slices.Equal(ev.Allow, want), ""
-				closed, forbidClosed = ev.TunnelsClosed+forbidClosed, 0
-			case "rules-invalid", "rules-unreadable":
-				rulesOK, lastErr = false, ev.Error
-			}
+			st.add(line, want)
 		}
-		if rulesOK && (listening || !starting) {
-			return closed, nil
-		}
-		if starting {
-			info, err := api.ContainerInspect(ctx, id)
-			if err == nil && info.State != nil && !info.State.Running && !info.State.Restarting && info.State.Status != "created" {
-				return 0, fmt.Errorf("the gateway exited (code %d); its log:\n%s", info.State.ExitCode, indent(log))
-			}
+		if st.rulesOK {
+			return st.closed, nil
 		}
 		if time.Now().After(deadline) {
-			if lastErr != "" {
-				return 0, fmt.Errorf("the gateway did not take its rules: %s", lastErr)
+			if st.lastErr != "" {
+				return 0, fmt.Errorf("the gateway did not take its rules: %s", st.lastErr)
 			}
 			return 0, fmt.Errorf("the gateway did not report its rules in force within %v; its log:\n%s", gatewayReady, indent(log))
 		}
@@ -595,6 +584,79 @@ func (d *Driver) waitGateway(ctx context.Context, api dockerAPI, id string, allo
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// gatewayLog is what a gateway's event log says so far.
+type gatewayLog struct {
+	listening, rulesOK   bool
+	lastErr              string
+	closed, forbidClosed int
+}
+
+// add takes one line of the log.
+func (st *gatewayLog) add(line string, want []string) {
+	var ev gatewayEvent
+	if json.Unmarshal([]byte(line), &ev) != nil {
+		return
+	}
+	switch ev.Event {
+	case "listening":
+		st.listening = true
+	case "forbid-loaded":
+		st.forbidClosed = ev.TunnelsClosed
+	case "rules-loaded":
+		st.rulesOK, st.lastErr = slices.Equal(ev.Allow, want), ""
+		st.closed, st.forbidClosed = ev.TunnelsClosed+st.forbidClosed, 0
+	case "rules-invalid", "rules-unreadable":
+		st.rulesOK, st.lastErr = false, ev.Error
+	}
+}
+
+// followGateway follows a new gateway's log until it listens with the
+// rules want, it exits, or gatewayReady passes. Following costs one stream
+// per gateway where polling cost twenty calls a second, which at a hundred
+// gateways starting at once kept the engine busy answering them.
+func (d *Driver) followGateway(ctx context.Context, api dockerAPI, id string, want []string) (int, error) {
+	wctx, cancel := context.WithTimeout(ctx, gatewayReady)
+	defer cancel()
+	rc, err := api.ContainerLogs(wctx, id, container.LogsOptions{ShowStderr: true, Follow: true})
+	if err != nil {
+		return 0, fmt.Errorf("reading its log: %w", err)
+	}
+	defer rc.Close()
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := stdcopy.StdCopy(io.Discard, pw, rc)
+		pw.CloseWithError(err)
+	}()
+	defer pr.Close()
+	var st gatewayLog
+	var log strings.Builder
+	sc := bufio.NewScanner(pr)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		log.WriteString(line + "\n")
+		st.add(line, want)
+		if st.rulesOK && st.listening {
+			return st.closed, nil
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if wctx.Err() != nil {
+		if st.lastErr != "" {
+			return 0, fmt.Errorf("the gateway did not take its rules: %s", st.lastErr)
+		}
+		return 0, fmt.Errorf("the gateway did not report its rules in force within %v; its log:\n%s", gatewayReady, indent(log.String()))
+	}
+	// The stream ended: the gateway exited.
+	info, err := api.ContainerInspect(ctx, id)
+	if err == nil && info.State != nil {
+		return 0, fmt.Errorf("the gateway exited (code %d); its log:\n%s", info.State.ExitCode, indent(log.String()))
+	}
+	return 0, fmt.Errorf("the gateway's log ended before it was ready; its log:\n%s", indent(log.String()))
 }
 
 func indent(s string) string {
