@@ -109,6 +109,10 @@ type LiveObject struct {
 	// Written is what the workload wrote to its own filesystem, in bytes,
 	// when ReadRequest.Sizes asked and the runtime tells; nil otherwise.
 	Written *int64 `json:",omitempty"`
+
+	// Exit says how a workload that ran and is not running came to stop;
+	// nil for one running or never started, or when the runtime cannot say.
+	Exit *Exit
 }
 
 // Workload states LiveObject.State may hold that the core acts on.

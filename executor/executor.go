@@ -64,6 +64,11 @@ type Executor struct {
 	Abandon context.Context
 	// Resolver fills in values that were unknown at plan time.
 	Resolver Resolver
+	// Wait is how long a workload is watched after it was created or
+	// started, for an early exit, by drivers that can (drivers.Settler);
+	// the step fails if it exits. Zero or negative looks once; a workload
+	// with a healthcheck is watched until it is healthy whatever Wait is.
+	Wait time.Duration
 }
 
 // Result says what was done and what was not.
@@ -244,7 +249,25 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 		}
 		computed[BootFromKey] = c.BootFrom
 	}
-	return e.record(c, resp.ID, computed)
+	if err := e.record(c, resp.ID, computed); err != nil {
+		return err
+	}
+	if op == drivers.OpUpdate || !c.Object.Workload {
+		return nil
+	}
+	return e.settle(ctx, rt.Driver, c, resp.ID)
+}
+
+// settle watches a workload just created or started, after it was
+// recorded (it exists, whatever becomes of it), without holding an apply
+// slot: independent workloads are watched at the same time.
+func (e *Executor) settle(ctx context.Context, d drivers.Driver, c *planner.Change, id string) error {
+	s, ok := d.(drivers.Settler)
+	if !ok {
+		return nil
+	}
+	ReleaseSlot(ctx)
+	return s.Settle(ctx, drivers.SettleRequest{Lineage: e.Lineage, Object: c.Object, ID: id, Wait: max(e.Wait, 0)})
 }
 
 func (e *Executor) record(c *planner.Change, id string, computed map[string]string) error {

@@ -134,17 +134,32 @@ func (w *Walker) Walk(ctx context.Context, g *dag.Graph, fn WalkFunc) hcl.Diagno
 				res.skip(i, v, nil)
 				return
 			}
-			defer func() { <-sem }()
+			release := sync.OnceFunc(func() { <-sem })
+			defer release()
 			// The select picks at random when both are ready.
 			if stop.Err() != nil {
 				res.skip(i, v, nil)
 				return
 			}
-			res.finish(i, fn(run, v))
+			res.finish(i, fn(context.WithValue(run, slotKey{}, release), v))
 		})
 	}
 	wg.Wait()
 	return res.diagnostics()
+}
+
+// slotKey carries, in a WalkFunc's context, the function that gives its
+// slot back.
+type slotKey struct{}
+
+// ReleaseSlot gives up the parallelism slot of the WalkFunc whose context
+// ctx is, so another vertex can start while this one only waits (a
+// workload watched after its start). Its dependents still wait for it to
+// return. It does nothing outside a walk, or when called again.
+func ReleaseSlot(ctx context.Context) {
+	if release, ok := ctx.Value(slotKey{}).(func()); ok {
+		release()
+	}
 }
 
 // outcome is what became of one vertex.

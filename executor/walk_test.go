@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/hcl/v2"
@@ -514,5 +515,46 @@ func BenchmarkWalk(b *testing.B) {
 		if diags := w.Walk(b.Context(), g, fn); len(diags) != 0 {
 			b.Fatal(diags)
 		}
+	}
+}
+
+// TestWalkReleaseSlot: a WalkFunc that gives its slot back lets other
+// vertices start while it still runs (apply watching started workloads:
+// ten bottles do not wait ten times), and its dependents still wait for
+// it to return.
+func TestWalkReleaseSlot(t *testing.T) {
+	g := graph("a", "b", "c", "after -> a")
+	const n = 3
+	arrived := make(chan string, n)
+	all := make(chan struct{})
+	var count atomic.Int64
+	rec := &recorder{}
+	w := &Walker{Parallelism: 1}
+	diags := w.Walk(t.Context(), g, func(ctx context.Context, v dag.Vertex) hcl.Diagnostics {
+		rec.event("start " + v.Name())
+		defer rec.event("end " + v.Name())
+		if v.Name() == "after" {
+			return nil
+		}
+		ReleaseSlot(ctx)
+		ReleaseSlot(ctx) // a second call does nothing
+		arrived <- v.Name()
+		if count.Add(1) == n {
+			close(all)
+		}
+		// With one slot, this returns only if all three gave theirs back.
+		select {
+		case <-all:
+		case <-time.After(5 * time.Second):
+			return errorDiag(v.Name() + " waited alone: its released slot was not reused")
+		}
+		return nil
+	})
+	if len(diags) != 0 {
+		t.Fatal(diags)
+	}
+	ev := rec.events
+	if i, j := slices.Index(ev, "end a"), slices.Index(ev, "start after"); i < 0 || j < i {
+		t.Errorf("after started before a returned: %v", ev)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/executor"
 	"github.com/bottlefile/bottlefile/lang"
 	"github.com/bottlefile/bottlefile/planner"
@@ -115,6 +116,9 @@ type ApplyOptions struct {
 	Hook executor.Hook
 	// Abandon, when done, gives up steps already running (a second Ctrl-C).
 	Abandon context.Context
+	// Wait is how long a workload is watched for an early exit after it is
+	// started (drivers.DefaultSettleWait when zero; negative: not at all).
+	Wait time.Duration
 }
 
 // Apply performs a plan made by Plan, recording each step in the state.
@@ -127,7 +131,10 @@ func (op *Operation) Apply(ctx context.Context, p *planner.Plan, o ApplyOptions)
 	ex := &executor.Executor{
 		State: op.Store, Lineage: lineage, Runtimes: op.Runtimes,
 		Parallelism: o.Parallelism, Hook: o.Hook, Log: op.Log, Abandon: o.Abandon,
-		Resolver: op.Planner,
+		Resolver: op.Planner, Wait: o.Wait,
+	}
+	if ex.Wait == 0 {
+		ex.Wait = drivers.DefaultSettleWait
 	}
 	return ex.Apply(ctx, p)
 }

@@ -534,7 +534,7 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 			c.Reasons = append(c.Reasons, "its recorded configuration hash differs from the desired one")
 		case d.object.Workload && !lo.Running:
 			c.Action = Start
-			c.Reasons = append(c.Reasons, "it was stopped outside bottlefile; it will be started, not replaced")
+			c.Reasons = append(c.Reasons, stoppedReason(lo.Exit))
 		case rec.PreventDestroy != d.lifecycle.PreventDestroy:
 			c.Action = Update
 			c.StateOnly = true
@@ -542,6 +542,24 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 		}
 	}
 	return c
+}
+
+// stoppedReason says why a recorded workload that is not running will be
+// started: it exited on its own (with its code, when, and what it printed
+// last), or someone stopped it.
+func stoppedReason(e *drivers.Exit) string {
+	if e == nil || e.Stopped {
+		why := "it was stopped outside bottlefile"
+		if e != nil && !e.At.IsZero() {
+			why += fmt.Sprintf(" (code %d at %s)", e.Code, e.At.UTC().Format("2006-01-02 15:04 UTC"))
+		}
+		return why + "; it will be started, not replaced"
+	}
+	why := "it " + e.Describe()
+	if last := e.LastLines(); last != "" {
+		why += " after printing " + last
+	}
+	return why + "; it will be started again, not replaced"
 }
 
 // inParallel calls f for 0 .. n-1, spread over as many goroutines as there

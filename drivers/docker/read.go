@@ -63,6 +63,12 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 				n := c.SizeRw
 				o.Written = &n
 			}
+			if kind == kindContainer && (c.State == container.StateExited || c.State == container.StateDead) {
+				o.Exit = exitFromStatus(c.Status)
+				if o.Exit != nil {
+					o.Exit.At = o.Finished
+				}
+			}
 			resp.Objects = append(resp.Objects, o)
 		}
 	}

@@ -28,8 +28,9 @@ const (
 )
 
 var (
-	_ drivers.Driver = (*Fake)(nil)
-	_ drivers.Closer = (*Fake)(nil)
+	_ drivers.Driver  = (*Fake)(nil)
+	_ drivers.Closer  = (*Fake)(nil)
+	_ drivers.Settler = (*Fake)(nil)
 )
 
 // Fake is an in-memory driver for tests. The zero value is ready to use and
@@ -93,6 +94,11 @@ type Fake struct {
 	ApplyRequests []drivers.ApplyRequest
 	ApplyResponse *drivers.ApplyResponse
 	ApplyFn       func(drivers.ApplyRequest) (drivers.ApplyResponse, error)
+
+	// SettleFn, when set, answers Settle; without it a workload settles
+	// unless it is not running with an Exit (Exit).
+	SettleFn    func(context.Context, drivers.SettleRequest) error
+	SettleCalls int
 
 	CloseCalled bool
 
@@ -372,7 +378,7 @@ func (f *Fake) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.App
 			if !obj.workload {
 				return drivers.ApplyResponse{}, fmt.Errorf("fake: start %s: a %s is not a workload", addr, obj.live.Kind)
 			}
-			obj.live.Running = true
+			obj.live.Running, obj.live.Exit = true, nil
 			obj.live.State, obj.live.Started, obj.live.Finished, obj.live.ExitCode = drivers.StateRunning, f.clock(), time.Time{}, 0
 		} else {
 			obj.live.Hash = req.Hash
@@ -432,6 +438,23 @@ func (f *Fake) Exit(lineage, addr string, code int) bool {
 	return true
 }
 
+// ExitWith stops a workload as if it exited on its own (or, with
+// e.Stopped, was stopped by someone), and Read reports e. It reports
+// whether the object exists.
+func (f *Fake) ExitWith(lineage, addr string, e drivers.Exit) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.lineages[lineage]
+	if l == nil || l.objects[addr] == nil {
+		return false
+	}
+	o := &l.objects[addr].live
+	o.Running, o.State, o.ExitCode, o.Finished = false, drivers.StateExited, e.Code, e.At
+	o.Exit = &e
+	l.sorted = nil
+	return true
+}
+
 // now is the snapshots' clock: Now, or time.Now.
 func (f *Fake) now() time.Time {
 	if f.Now != nil {
@@ -446,6 +469,30 @@ func (f *Fake) clock() time.Time {
 		return f.Clock().UTC()
 	}
 	return time.Now().UTC()
+
+}
+
+// Settle answers with SettleFn when set; otherwise it fails for a
+// workload that is not running and has an Exit, as a driver would for one
+// that exited right after its start.
+func (f *Fake) Settle(ctx context.Context, req drivers.SettleRequest) error {
+	f.mu.Lock()
+	f.SettleCalls++
+	fn := f.SettleFn
+	var exit *drivers.Exit
+	if l := f.lineages[req.Lineage]; l != nil && l.objects[req.Object.Addr] != nil {
+		if live := l.objects[req.Object.Addr].live; !live.Running && live.Exit != nil {
+			exit = live.Exit
+		}
+	}
+	f.mu.Unlock()
+	if fn != nil {
+		return fn(ctx, req)
+	}
+	if exit != nil {
+		return &drivers.ExitError{Addr: req.Object.Addr, Exit: *exit}
+	}
+	return nil
 }
 
 // Remove deletes an object out of band, as `docker rm -f` would, even when

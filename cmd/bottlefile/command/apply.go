@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -66,6 +67,10 @@ Usage: bottlefile [global options] apply [options] [PLANFILE]
   asking, and refuses it if the configuration, the state or what is live
   changed since it was made.
 
+  After starting an agent or sidecar, apply watches it for -wait: one that
+  exits fails its action with its exit code and the last lines it printed,
+  and what depends on it is not started.
+
   Ctrl-C stops starting new actions and lets running ones finish and be
   recorded; a second Ctrl-C abandons them.
 
@@ -86,6 +91,12 @@ Options:
                        they depend on. Repeatable.
   -var NAME=VALUE      Set a variable. Repeatable.
   -var-file=FILE       Set variables from an HCL or JSON file.
+  -wait=DUR            Watch each agent and sidecar this long after it
+                       starts; one that exits meanwhile fails its action,
+                       with its exit code and last lines (default 3s, or
+                       $BOTTLEFILE_APPLY_WAIT; 0 turns it off). Workloads
+                       are watched at the same time. One with a
+                       healthcheck is watched until it is healthy.
 `)
 }
 
@@ -120,7 +131,7 @@ func (c *ApplyCommand) Run(args []string) int {
 		fmt.Fprintln(m.Stdout, "\nApply cancelled.")
 		return 1
 	}
-	return applyPlan(m, op, p, v, a.Destroy, a.Parallelism)
+	return applyPlan(m, op, p, v, a.Destroy, a.Parallelism, a.waitOption())
 }
 
 // applySaved applies a plan file, refusing it when anything it was made
@@ -146,19 +157,19 @@ func (c *ApplyCommand) applySaved(a *applyArgs, v *applyView) int {
 		v.message("The saved plan has no changes.")
 		return 0
 	}
-	return applyPlan(m, op, p, v, saved.Options.Destroy, a.Parallelism)
+	return applyPlan(m, op, p, v, saved.Options.Destroy, a.Parallelism, a.waitOption())
 }
 
 // applyPlan applies a plan with progress lines and a summary of what was
 // and was not done, and returns the exit code.
-func applyPlan(m *Meta, op *operations.Operation, p *planner.Plan, v *applyView, destroy bool, parallelism int) int {
+func applyPlan(m *Meta, op *operations.Operation, p *planner.Plan, v *applyView, destroy bool, parallelism int, wait time.Duration) int {
 	if !p.Applyable() {
 		return 0
 	}
 	if !v.json {
 		fmt.Fprintln(m.Stdout)
 	}
-	res, diags := op.Apply(m.Ctx, p, operations.ApplyOptions{Parallelism: parallelism, Hook: newProgressHook(v.events), Abandon: m.Abandon})
+	res, diags := op.Apply(m.Ctx, p, operations.ApplyOptions{Parallelism: parallelism, Hook: newProgressHook(v.events), Abandon: m.Abandon, Wait: wait})
 	failed := v.diags(op.Files(), diags) || m.Ctx.Err() != nil
 	v.summary(res, destroy, failed, op.Store.WriteErr())
 	if failed {

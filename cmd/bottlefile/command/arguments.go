@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -36,6 +37,24 @@ type applyArgs struct {
 	planArgs
 	AutoApprove bool
 	PlanFile    string
+	// Wait is how long a started workload is watched for an early exit;
+	// 0 turns watching off.
+	Wait time.Duration
+}
+
+// WaitEnv, when set to a duration, is the default of apply's -wait.
+const WaitEnv = "BOTTLEFILE_APPLY_WAIT"
+
+// defaultWait is apply's -wait when neither the flag nor WaitEnv says.
+const defaultWait = 3 * time.Second
+
+// waitOption is -wait as operations.ApplyOptions takes it: zero there
+// means its default, negative means off.
+func (a *applyArgs) waitOption() time.Duration {
+	if a.Wait == 0 {
+		return -1
+	}
+	return a.Wait
 }
 
 // stringList is a repeatable flag.
@@ -117,11 +136,25 @@ func parseApplyArgs(args []string, destroy bool) (*applyArgs, hcl.Diagnostics) {
 	fs := newFlagSet("apply")
 	a.register(fs)
 	fs.BoolVar(&a.AutoApprove, "auto-approve", false, "")
+	wait := defaultWait
+	var envDiags hcl.Diagnostics
+	if v := os.Getenv(WaitEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			envDiags = append(envDiags, argError(fmt.Sprintf("%s=%q is not a duration such as 3s", WaitEnv, v)))
+		} else {
+			wait = d
+		}
+	}
+	fs.DurationVar(&a.Wait, "wait", wait, "")
 	max := 1
 	if destroy {
 		max = 0
 	}
-	diags := finishParse(fs, args, max)
+	diags := append(envDiags, finishParse(fs, args, max)...)
+	if a.Wait < 0 {
+		diags = append(diags, argError(fmt.Sprintf("-wait must not be negative, not %v", a.Wait)))
+	}
 	if fs.NArg() == 1 {
 		a.PlanFile = fs.Arg(0)
 		set := map[string]bool{}

@@ -1,9 +1,14 @@
 package command
 
 import (
+	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/bottlefile/bottlefile/drivers"
 )
 
 const threeAgents = `
@@ -100,5 +105,58 @@ func TestDestroyIncomplete(t *testing.T) {
 	_, asJSON, _ := w.run("destroy", "-auto-approve", "-json")
 	if !strings.Contains(asJSON, `"Destroy incomplete: 1 failed, 1 not started"`) {
 		t.Errorf("the JSON summary of a failed destroy:\n%s", asJSON)
+	}
+}
+
+// TestApplyWorkloadExited: a workload that exits right after apply
+// started it fails its action with its exit code and last lines, what
+// depends on it is not started, and the independent one is applied.
+// -wait reaches the driver, and -wait=0 still looks once.
+func TestApplyWorkloadExited(t *testing.T) {
+	w := newWorkspace(t)
+	w.write(threeAgents)
+	var waits []time.Duration
+	var mu sync.Mutex
+	w.fake.SettleFn = func(_ context.Context, req drivers.SettleRequest) error {
+		mu.Lock()
+		waits = append(waits, req.Wait)
+		mu.Unlock()
+		if req.Object.Addr == "agent.broken" {
+			return &drivers.ExitError{Addr: req.Object.Addr, Exit: drivers.Exit{Code: 127,
+				Last: []string{`[FATAL tini (7)] exec claud failed: No such file or directory`}}}
+		}
+		return nil
+	}
+	code, out, errs := w.run("apply", "-auto-approve", "-wait=1500ms")
+	if code != 1 {
+		t.Fatalf("want exit 1, got %d\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{
+		"agent.follower: skipped, because create agent.broken did not complete",
+		"failed:      create agent.broken",
+		"agent.independent: Creation complete",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("apply output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, want := range []string{"agent.broken exited with code 127", "exec claud failed"} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("the error lacks %q:\n%s", want, errs)
+		}
+	}
+	// Only workloads are watched (not networks), each with -wait.
+	if len(waits) != 2 || waits[0] != 1500*time.Millisecond {
+		t.Errorf("Settle waits = %v, want two of 1.5s (agent.broken, agent.independent)", waits)
+	}
+
+	waits = nil
+	w.fake.SettleFn = func(_ context.Context, req drivers.SettleRequest) error {
+		waits = append(waits, req.Wait)
+		return nil
+	}
+	w.must("apply", "-auto-approve", "-wait=0")
+	if len(waits) != 1 || waits[0] != 0 {
+		t.Errorf("with -wait=0 Settle waits = %v, want one of 0 (agent.follower, the one left to start)", waits)
 	}
 }

@@ -40,6 +40,15 @@ func TestPlanGolden(t *testing.T) {
 		{name: "destroy", args: []string{"-destroy"}},
 		{name: "sensitive"},
 		{name: "start", drift: func(_ *workspace, f *drivertest.Fake, l string) { f.Stop(l, "agent.coder") }},
+		{name: "exited", drift: func(_ *workspace, f *drivertest.Fake, l string) {
+			// The agent's command was a typo: it exited on its own.
+			f.ExitWith(l, "agent.coder", drivers.Exit{Code: 127, At: time.Date(2026, 11, 25, 10, 14, 3, 0, time.UTC),
+				Last: []string{"[FATAL tini (7)] exec claud failed: No such file or directory"}})
+		}},
+		{name: "stopped", drift: func(_ *workspace, f *drivertest.Fake, l string) {
+			// Someone ran docker stop: killed by a signal, not exited.
+			f.ExitWith(l, "agent.coder", drivers.Exit{Code: 137, At: time.Date(2026, 11, 25, 10, 14, 3, 0, time.UTC), Stopped: true})
+		}},
 		{name: "deleted-out-of-band", drift: func(_ *workspace, f *drivertest.Fake, l string) { f.Remove(l, "agent.coder") }},
 		{name: "network-replaced", drift: func(_ *workspace, f *drivertest.Fake, l string) {
 			// The network was re-created outside bottlefile: same address,

@@ -65,5 +65,5 @@ func (c *SnapshotRmCommand) Run(args []string) int {
 		fmt.Fprintln(m.Stdout, "\nRemoval cancelled.")
 		return 1
 	}
-	return applyPlan(m, op, p, v, true, 0)
+	return applyPlan(m, op, p, v, true, 0, 0)
 }

@@ -64,7 +64,7 @@ func (c *SnapshotTakeCommand) Run(args []string) int {
 		return 1
 	}
 	v.plan(p)
-	if code := applyPlan(m, op, p, v, false, 0); code != 0 {
+	if code := applyPlan(m, op, p, v, false, 0, 0); code != 0 {
 		return code
 	}
 	fmt.Fprintln(m.Stdout, operations.Taken(p))

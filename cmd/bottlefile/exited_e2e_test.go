@@ -1,0 +1,54 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/bottlefile/bottlefile/cmd/bottlefile/command"
+	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
+)
+
+func init() {
+	// Every apply of these tests watches what it started for a short
+	// while, unless a test says otherwise with -wait: enough to catch a
+	// command that is not there, without seconds added to each apply.
+	if os.Getenv(command.WaitEnv) == "" {
+		os.Setenv(command.WaitEnv, "500ms")
+	}
+}
+
+// TestE2EApplyWorkloadExited is issue 13's "apply knows a workload died"
+// on the real engine: an agent whose command does not exist makes apply
+// exit 1, naming code 127 and the exec error; the next plan says it
+// exited with code 127 and what it printed last, not that someone
+// stopped it.
+func TestE2EApplyWorkloadExited(t *testing.T) {
+	cli := dockertest.Client(t)
+	image := dockertest.BusyboxImage(t, cli)
+	dir := t.TempDir()
+	writeBottlefile(t, dir, agentConfig, image, `["no-such-binary"]`)
+
+	r := bottlefile(t, dir, "apply", "-auto-approve", "-wait=3s")
+	lineageOf(t, cli, dir)
+	if r.code != 1 {
+		t.Fatalf("apply of an agent whose command does not exist: want exit 1, got %s", r)
+	}
+	for _, want := range []string{"agent.coder exited with code 127", "exec no-such-binary failed"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("apply's error lacks %q:\n%s", want, r)
+		}
+	}
+	if !strings.Contains(r.stdout, "failed:      create agent.coder") {
+		t.Errorf("apply's summary does not name the failed action:\n%s", r)
+	}
+
+	r = mustRun(t, dir, "plan")
+	if !regexp.MustCompile(`it exited with code 127 at \d{4}-\d\d-\d\d \d\d:\d\d UTC after printing ".*exec no-such-binary failed`).MatchString(r.stdout) {
+		t.Errorf("plan for the exited agent does not give its code, time and last line:\n%s", r)
+	}
+	if strings.Contains(r.stdout, "stopped outside bottlefile") {
+		t.Errorf("plan blames the operator for an agent that exited on its own:\n%s", r)
+	}
+}

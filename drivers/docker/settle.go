@@ -1,0 +1,111 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/bottlefile/bottlefile/drivers"
+)
+
+var _ drivers.Settler = (*Driver)(nil)
+
+// settlePoll is how often Settle inspects a container it watches.
+const settlePoll = 200 * time.Millisecond
+
+// lastLines is how many lines of its log an exited workload reports.
+const lastLines = 5
+
+// Settle watches an agent or sidecar container apply just started: it
+// fails when the container exits within req.Wait, or, with a healthcheck,
+// until the engine reports it healthy (nil) or unhealthy (an
+// *drivers.ExitError with the last health output). A gateway is not
+// watched here: create and start already wait for it to listen with its
+// rules in force.
+func (d *Driver) Settle(ctx context.Context, req drivers.SettleRequest) error {
+	if req.Object.Kind != kindContainer || req.ID == "" {
+		return nil
+	}
+	api, _, err := d.engine()
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(req.Wait)
+	for {
+		info, err := api.ContainerInspect(ctx, req.ID)
+		if err != nil {
+			return fmt.Errorf("watching %s after its start: %w", req.Object.Addr, err)
+		}
+		st := info.State
+		if st == nil {
+			return nil
+		}
+		if !st.Running && !st.Restarting {
+			return &drivers.ExitError{Addr: req.Object.Addr, Exit: *d.exitOf(ctx, api, info)}
+		}
+		if h := st.Health; h != nil {
+			switch h.Status {
+			case container.Healthy:
+				return nil
+			case container.Unhealthy:
+				out := ""
+				if n := len(h.Log); n > 0 {
+					out = strings.TrimSpace(h.Log[n-1].Output)
+					if out == "" {
+						out = fmt.Sprintf("(no output; exit code %d)", h.Log[n-1].ExitCode)
+					}
+				}
+				return &drivers.ExitError{Addr: req.Object.Addr, Unhealthy: true, Health: out}
+			}
+		} else if !time.Now().Before(deadline) {
+			return nil
+		}
+		wait := settlePoll
+		if st.Health == nil {
+			wait = min(wait, max(time.Until(deadline), time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// exitOf says how a container that is not running came to stop. The
+// engine does not record whether `docker stop` or `docker kill` ended a
+// container, so the rule is the exit code: 143 (SIGTERM, what docker stop
+// sends first) or 137 (SIGKILL, what it sends after the grace period, and
+// docker kill's default), unless the kernel's out-of-memory killer sent
+// it, counts as stopped by someone; every other code is the workload's
+// own exit, reported with the last lines it printed.
+func (d *Driver) exitOf(ctx context.Context, api dockerAPI, info container.InspectResponse) *drivers.Exit {
+	st := info.State
+	e := &drivers.Exit{Code: st.ExitCode, OOMKilled: st.OOMKilled, Error: st.Error}
+	if at, err := time.Parse(time.RFC3339Nano, st.FinishedAt); err == nil && at.Year() > 1 {
+		e.At = at
+	}
+	e.Stopped = !st.OOMKilled && (st.ExitCode == 137 || st.ExitCode == 143)
+	if e.Stopped {
+		return e
+	}
+	rc, err := api.ContainerLogs(ctx, info.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Tail: fmt.Sprint(lastLines)})
+	if err != nil {
+		d.log.Debug("reading the last lines of an exited container", "id", shortID(info.ID), "error", err)
+		return e
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	_, _ = stdcopy.StdCopy(&buf, &buf, rc)
+	for _, l := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
+		if l = strings.TrimRight(l, "\r"); l != "" {
+			e.Last = append(e.Last, l)
+		}
+	}
+	return e
+}
