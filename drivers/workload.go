@@ -64,6 +64,15 @@ func (e *Exit) LastLines() string {
 	return strings.Join(q, ", ")
 }
 
+// ExitDescriber is implemented by drivers whose Read tells that a
+// workload exited but not all of how (Read makes one list call per kind):
+// DescribeExit fills in when, the runtime's error, and the last lines it
+// printed. The planner calls it for each recorded workload Read reports
+// exited, which is rare; it must change nothing.
+type ExitDescriber interface {
+	DescribeExit(ctx context.Context, lineage string, obj LiveObject) (*Exit, error)
+}
+
 // ExitError is a workload that did not stay up after apply started it,
 // or never became healthy.
 type ExitError struct {

@@ -361,8 +361,19 @@ func (p *Planner) refresh(ctx context.Context, lineage string, records []state.R
 			}
 		}
 		m := make(map[string]liveEntry, len(resp.Objects))
+		describer, _ := rt.Driver.(drivers.ExitDescriber)
 		for i := range resp.Objects {
 			o := &resp.Objects[i]
+			if describer != nil && !o.Running && o.Exit != nil {
+				// How it ended (an out-of-memory kill looks like a stop in
+				// the list), for the reason the plan gives: rare, one
+				// look per exited workload.
+				if e, err := describer.DescribeExit(ctx, lineage, *o); err == nil && e != nil {
+					o.Exit = e
+				} else if err != nil && p.Log != nil {
+					p.Log.Debug("cannot describe how a workload exited", "addr", o.Addr, "error", err)
+				}
+			}
 			e := liveEntry{runtime: name, driver: rt.Driver.Name(), obj: o}
 			prev, dup := m[o.Addr]
 			switch {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,7 +15,10 @@ import (
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
-var _ drivers.Settler = (*Driver)(nil)
+var (
+	_ drivers.Settler       = (*Driver)(nil)
+	_ drivers.ExitDescriber = (*Driver)(nil)
+)
 
 // settlePoll is how often Settle inspects a container it watches.
 const settlePoll = 200 * time.Millisecond
@@ -75,6 +80,46 @@ func (d *Driver) Settle(ctx context.Context, req drivers.SettleRequest) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// exitStatus is the engine's list status of an exited container:
+// "Exited (127) 5 minutes ago".
+var exitStatus = regexp.MustCompile(`^Exited \((-?\d+)\)`)
+
+// exitFromStatus is what the container list says of how a container
+// ended: its code, judged by the rule of exitOf without the out-of-memory
+// flag, which only inspect has (DescribeExit). Nil when the status does
+// not say.
+func exitFromStatus(status string) *drivers.Exit {
+	m := exitStatus.FindStringSubmatch(status)
+	if m == nil {
+		return nil
+	}
+	code, err := strconv.Atoi(m[1])
+	if err != nil {
+		return nil
+	}
+	return &drivers.Exit{Code: code, Stopped: code == 137 || code == 143}
+}
+
+// DescribeExit inspects an exited agent or sidecar container for how it
+// ended, and reads the last lines of its log.
+func (d *Driver) DescribeExit(ctx context.Context, lineage string, obj drivers.LiveObject) (*drivers.Exit, error) {
+	if obj.Kind != kindContainer || obj.ID == "" {
+		return obj.Exit, nil
+	}
+	api, _, err := d.engine()
+	if err != nil {
+		return nil, err
+	}
+	info, err := api.ContainerInspect(ctx, obj.ID)
+	if err != nil {
+		return nil, fmt.Errorf("inspecting the exited container %s of %s: %w", shortID(obj.ID), obj.Addr, err)
+	}
+	if info.State == nil || info.State.Running {
+		return obj.Exit, nil
+	}
+	return d.exitOf(ctx, api, info), nil
 }
 
 // exitOf says how a container that is not running came to stop. The
