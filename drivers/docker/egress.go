@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
@@ -137,13 +138,13 @@ func (d *Driver) egressConf() (egressConfig, string) {
 // egressNetworkAddr is the address of a runtime's managed egress network.
 // Every agent of the runtime plans the same object; the planner keeps one.
 func egressNetworkAddr(runtime string) string {
-	return "runtime." + runtime + ".egress"
+	return addrs.Runtime(runtime).Egress().String()
 }
 
 // isEgressNetworkAddr reports whether addr names a managed egress network.
 func isEgressNetworkAddr(addr string) bool {
-	rest, ok := strings.CutPrefix(addr, "runtime.")
-	return ok && strings.HasSuffix(rest, ".egress") && strings.Count(rest, ".") == 1
+	a, err := addrs.Parse(addr)
+	return err == nil && a.Kind() == addrs.EgressNetworkKind
 }
 
 // egressNetworkName is the engine name of a managed egress network:
@@ -154,10 +155,11 @@ func egressNetworkName(lineage, addr string) (string, error) {
 	if prefix == "" {
 		return "", fmt.Errorf("no lineage to name %s by", addr)
 	}
-	if !isEgressNetworkAddr(addr) {
+	a, err := addrs.Parse(addr)
+	if err != nil || a.Kind() != addrs.EgressNetworkKind {
 		return "", fmt.Errorf("address %q is not a runtime's egress network", addr)
 	}
-	rt := strings.TrimSuffix(strings.TrimPrefix(addr, "runtime."), ".egress")
+	rt := a.Name()
 	if !namePart.MatchString(rt) {
 		return "", fmt.Errorf("runtime name %q cannot name a docker network", rt)
 	}

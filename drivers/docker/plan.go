@@ -7,6 +7,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
@@ -24,7 +25,7 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 	a := req.Agent
 	addr := a.Addr
 	if addr == "" {
-		addr = "agent." + a.Name
+		addr = addrs.Agent(a.Name).String()
 	}
 	if a.Name == "" || !namePart.MatchString(a.Name) {
 		return drivers.PlanResponse{}, fmt.Errorf("%s: the agent name %q cannot name a docker container (use letters, digits, '_', '.', '-')", addr, a.Name)

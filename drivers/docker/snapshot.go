@@ -26,6 +26,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
@@ -160,11 +161,12 @@ func snapshotRepo(lineage, agentAddr string) (string, error) {
 // for snapshot.NAME, else (or when NAME is no valid tag, or all digits and
 // so could be taken for a policy snapshot) a short hash of the address.
 func snapshotTag(addr, agentAddr string) string {
-	if n, ok := strings.CutPrefix(addr, agentAddr+".snapshot."); ok && allDigits.MatchString(n) && len(n) <= 20 {
-		return n
+	a, err := addrs.Parse(addr)
+	if n, ok := a.PolicySnapshotNumber(); err == nil && ok && a.AgentAddr().String() == agentAddr {
+		return strconv.Itoa(n)
 	}
-	if name, ok := strings.CutPrefix(addr, "snapshot."); ok && validTag.MatchString(name) && !allDigits.MatchString(name) {
-		return name
+	if err == nil && a.IsSnapshotBlock() && validTag.MatchString(a.Name()) && !allDigits.MatchString(a.Name()) {
+		return a.Name()
 	}
 	sum := sha256.Sum256([]byte(addr))
 	return "s-" + hex.EncodeToString(sum[:6])

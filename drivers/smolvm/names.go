@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
@@ -50,7 +51,7 @@ func checkPlanName(addr, agent string) error {
 	if err != nil {
 		return err
 	}
-	if agent != "" && addr == "agent."+agent {
+	if agent != "" && addr == addrs.Agent(agent).String() {
 		part = agent
 	}
 	if err := checkName("bf-00000000-" + part); err != nil {

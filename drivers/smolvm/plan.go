@@ -8,6 +8,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
@@ -24,7 +25,7 @@ func (d *Driver) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 	a := req.Agent
 	addr := a.Addr
 	if addr == "" {
-		addr = "agent." + a.Name
+		addr = addrs.Agent(a.Name).String()
 	}
 	fail := func(format string, args ...any) (drivers.PlanResponse, error) {
 		return drivers.PlanResponse{}, fmt.Errorf("%s: %s", addr, fmt.Sprintf(format, args...))
