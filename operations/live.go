@@ -193,6 +193,11 @@ func errNothingApplied() *hcl.Diagnostic {
 // it; with follow, until ctx is done. An object whose driver keeps no log,
 // or that keeps none itself (a network), is an error that says so.
 func (l Live) Logs(ctx context.Context, follow bool, stdout, stderr io.Writer) hcl.Diagnostics {
+	return l.LogsWith(ctx, LogOptions{Follow: follow}, stdout, stderr)
+}
+
+// LogsWith copies the object's log as Logs does, with options.
+func (l Live) LogsWith(ctx context.Context, o LogOptions, stdout, stderr io.Writer) hcl.Diagnostics {
 	if l.driver == nil {
 		return hcl.Diagnostics{errorDiag("No such workload", "no live object was found")}
 	}
@@ -200,8 +205,66 @@ func (l Live) Logs(ctx context.Context, follow bool, stdout, stderr io.Writer) h
 	if !ok {
 		return hcl.Diagnostics{errorDiag("Logs not available", fmt.Sprintf("the %s driver of runtime %q keeps no logs", l.Driver, l.Runtime))}
 	}
-	if err := lr.Logs(ctx, l.lineage, l.obj, follow, stdout, stderr); err != nil {
+	if err := lr.Logs(ctx, l.lineage, l.obj, o.driverOptions(), stdout, stderr); err != nil {
 		return hcl.Diagnostics{errorDiag("Cannot read the log", err.Error())}
 	}
 	return nil
+}
+
+// ExecOptions is one command to run in a live workload.
+type ExecOptions struct {
+	// Command is the program and its arguments; empty runs the image's
+	// shell, /bin/sh.
+	Command []string
+	// TTY gives the command a terminal of Height rows and Width columns
+	// (0 when unknown); Stdin is then its keystrokes.
+	TTY           bool
+	Height, Width uint
+	// Stdin, when not nil, is copied to the command's standard input.
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+}
+
+// DefaultShell is what exec runs without a command.
+const DefaultShell = "/bin/sh"
+
+// Exec runs a command in the object (an agent or a sidecar) and returns
+// its exit code. A driver that cannot exec, or a command that could not be
+// run at all, is an error.
+func (l Live) Exec(ctx context.Context, o ExecOptions) (int, hcl.Diagnostics) {
+	if l.driver == nil {
+		return 0, hcl.Diagnostics{errorDiag("No such workload", "no live object was found")}
+	}
+	x, ok := l.driver.(drivers.Execer)
+	if !ok {
+		return 0, hcl.Diagnostics{errorDiag("Exec not available", fmt.Sprintf("the %s driver of runtime %q cannot run commands in its workloads", l.Driver, l.Runtime))}
+	}
+	if !l.Running {
+		return 0, hcl.Diagnostics{errorDiag("Workload not running", fmt.Sprintf("%s is not running (%s); commands run only in a running workload: apply starts it again", l.Addr, stateWord(l.obj)))}
+	}
+	cmd := o.Command
+	if len(cmd) == 0 {
+		cmd = []string{DefaultShell}
+	}
+	code, err := x.Exec(ctx, l.lineage, l.obj, drivers.ExecRequest{
+		Command: cmd, TTY: o.TTY, Height: o.Height, Width: o.Width,
+		Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr,
+	})
+	if err != nil {
+		return 0, hcl.Diagnostics{errorDiag("Cannot run the command", err.Error())}
+	}
+	return code, nil
+}
+
+// stateWord says how a workload that is not running stands.
+func stateWord(o drivers.LiveObject) string {
+	switch o.State {
+	case "":
+		return "stopped"
+	case drivers.StateExited:
+		return fmt.Sprintf("exited with code %d", o.ExitCode)
+	case drivers.StateCreated:
+		return "never started"
+	}
+	return o.State
 }

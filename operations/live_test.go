@@ -36,13 +36,16 @@ agent "coder" {
 // logFake is the fake driver with a log: each object's log is its address.
 type logFake struct{ *drivertest.Fake }
 
-func (f logFake) Logs(ctx context.Context, lineage string, obj drivers.LiveObject, follow bool, stdout, stderr io.Writer) error {
+func (f logFake) Logs(ctx context.Context, lineage string, obj drivers.LiveObject, opts drivers.LogOptions, stdout, stderr io.Writer) error {
 	if obj.Kind == drivertest.KindNetwork {
 		return errors.New("a network keeps no log")
 	}
 	_, err := io.WriteString(stdout, f.Name()+" "+obj.Addr+"\n")
 	return err
 }
+
+// noLogs is a driver that keeps no log.
+type noLogs struct{ drivers.Driver }
 
 // openTwo opens an operation on twoRuntimes whose runtimes are here and
 // there, the state initialised with recs; it returns the lineage.
@@ -175,7 +178,7 @@ func TestLiveNothingApplied(t *testing.T) {
 func TestLiveLogs(t *testing.T) {
 	here := &drivertest.Fake{DriverName: "docker"}
 	there := logFake{&drivertest.Fake{DriverName: "smolvm"}}
-	op, lineage := openTwo(t, here, there)
+	op, lineage := openTwo(t, noLogs{here}, there)
 	there.Put(lineage, drivers.LiveObject{Addr: "agent.coder", Kind: "container"})
 	there.Put(lineage, drivers.LiveObject{Addr: "agent.coder.network", Kind: "network"})
 	here.Put(lineage, drivers.LiveObject{Addr: "agent.old", Kind: "container"})

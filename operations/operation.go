@@ -128,9 +128,14 @@ func (op *Operation) Apply(ctx context.Context, p *planner.Plan, o ApplyOptions)
 	if err != nil {
 		return executor.Result{}, hcl.Diagnostics{errorDiag("Cannot write state", err.Error())}
 	}
+	var hook executor.Hook = executor.NilHook{}
+	if o.Hook != nil {
+		hook = o.Hook
+	}
 	ex := &executor.Executor{
 		State: op.Store, Lineage: lineage, Runtimes: op.Runtimes,
-		Parallelism: o.Parallelism, Hook: o.Hook, Log: op.Log, Abandon: o.Abandon,
+		// Each workload's log is saved before it is removed.
+		Parallelism: o.Parallelism, Hook: logSaver{Hook: hook, op: op, lineage: lineage}, Log: op.Log, Abandon: o.Abandon,
 		Resolver: op.Planner, Wait: o.Wait,
 	}
 	if ex.Wait == 0 {

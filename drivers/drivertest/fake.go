@@ -119,6 +119,15 @@ type lineage struct {
 	// image starts with them: enough to test resume without an engine.
 	files  map[string][]string
 	images map[string][]string
+	// logs holds each workload's log lines (Say), gone with the workload.
+	logs map[string][]logLine
+}
+
+// logLine is one line a workload wrote.
+type logLine struct {
+	at     time.Time
+	stderr bool
+	text   string
 }
 
 // object is one live object and what Apply must check about it.
@@ -392,6 +401,7 @@ func (f *Fake) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.App
 		}
 		l.removeLocked(addr)
 		delete(l.files, addr)
+		delete(l.logs, addr)
 		return drivers.ApplyResponse{ID: obj.live.ID}, nil
 	default:
 		return drivers.ApplyResponse{}, fmt.Errorf("fake: %s: unknown operation %q", addr, req.Op)
@@ -530,7 +540,7 @@ func (f *Fake) lineageLocked(name string) *lineage {
 		if f.lineages == nil {
 			f.lineages = make(map[string]*lineage)
 		}
-		l = &lineage{objects: make(map[string]*object), users: make(map[string]int), files: map[string][]string{}, images: map[string][]string{}}
+		l = &lineage{objects: make(map[string]*object), users: make(map[string]int), files: map[string][]string{}, images: map[string][]string{}, logs: map[string][]logLine{}}
 		f.lineages[name] = l
 	}
 	return l
@@ -679,4 +689,55 @@ func (f *Fake) ImportSnapshot(ctx context.Context, req drivers.ImportRequest, r 
 	l.objects[req.Object.Addr] = &object{live: drivers.LiveObject{Addr: req.Object.Addr, Kind: drivers.KindSnapshot, ID: id, Name: image, Hash: req.Hash}}
 	l.sorted = nil
 	return drivers.ApplyResponse{ID: id, Computed: map[string]string{"image": image, "size": strconv.Itoa(1000 * len(files)), "created": time.Now().UTC().Format(time.RFC3339Nano)}}, nil
+}
+
+var _ drivers.LogReader = (*Fake)(nil)
+
+// Say appends a line to the log of the workload at addr, stamped with
+// Clock, as the workload writing it would.
+func (f *Fake) Say(lineage, addr string, stderr bool, text string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.lineageLocked(lineage)
+	l.logs[addr] = append(l.logs[addr], logLine{at: f.clock(), stderr: stderr, text: text})
+}
+
+// Logs copies what Say recorded for the workload, with LogOptions' Since,
+// Tail and Timestamps; Follow returns at the end all the same. A workload
+// the fake does not have, or an object that is no workload, is an error.
+func (f *Fake) Logs(ctx context.Context, lineage string, obj drivers.LiveObject, opts drivers.LogOptions, stdout, stderr io.Writer) error {
+	f.mu.Lock()
+	l := f.lineageLocked(lineage)
+	o := l.objects[obj.Addr]
+	if o == nil || !o.workload {
+		f.mu.Unlock()
+		return fmt.Errorf("fake: %s keeps no log", obj.Addr)
+	}
+	var lines []logLine
+	for _, ln := range l.logs[obj.Addr] {
+		if opts.Since.IsZero() || !ln.at.Before(opts.Since) {
+			lines = append(lines, ln)
+		}
+	}
+	f.mu.Unlock()
+	if opts.Tail > 0 && len(lines) > opts.Tail {
+		lines = lines[len(lines)-opts.Tail:]
+	}
+	for _, ln := range lines {
+		w := stdout
+		if ln.stderr {
+			w = stderr
+		}
+		if w == nil {
+			continue
+		}
+		text := ln.text + "\n"
+		if opts.Timestamps {
+			text = ln.at.UTC().Format(time.RFC3339Nano) + " " + text
+		}
+		if _, err := io.WriteString(w, text); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -25,6 +25,7 @@ func Commands(meta *Meta) map[string]cli.CommandFactory {
 		"state pull":      cmd(&StatePullCommand{Meta: meta}),
 		"logs":            cmd(&LogsCommand{Meta: meta}),
 		"status":          cmd(&StatusCommand{Meta: meta}),
+		"exec":            cmd(&ExecCommand{Meta: meta}),
 		"snapshot":        cmd(&SnapshotCommand{Meta: meta}),
 		"snapshot export": cmd(&SnapshotExportCommand{Meta: meta}),
 		"snapshot import": cmd(&SnapshotImportCommand{Meta: meta}),

@@ -584,7 +584,17 @@ func (c *cli) exec(args []string) int {
 		return 0
 	}
 	cmd := p.trailing
+	// Without -i the guest's stdin is empty, as smolvm forwards none.
+	stdin := io.Reader(strings.NewReader(""))
+	if p.switches["interactive"] {
+		stdin = c.stdin
+	}
 	switch cmd[0] {
+	case "cat":
+		io.Copy(c.stdout, stdin)
+		return 0
+	case "sh", "/bin/sh":
+		return c.shell(cmd[1:], stdin)
 	case "true":
 		return 0
 	case "false":
@@ -630,6 +640,40 @@ func (c *cli) exec(args []string) int {
 			return 0
 		}
 		return 1
+	}
+	return 0
+}
+
+// shell stands in for a guest sh: "sh -c SCRIPT" or, without -c, the
+// lines of stdin as scripts. A script is commands separated by ";": echo
+// prints its arguments, "exit N" ends with code N, anything else is a
+// command not found (127). The end of the input exits 0.
+func (c *cli) shell(args []string, stdin io.Reader) int {
+	var scripts []string
+	if len(args) >= 2 && args[0] == "-c" {
+		scripts = []string{args[1]}
+	} else {
+		b, _ := io.ReadAll(stdin)
+		scripts = strings.Split(string(b), "\n")
+	}
+	for _, script := range scripts {
+		for _, command := range strings.Split(script, ";") {
+			fields := strings.Fields(command)
+			switch {
+			case len(fields) == 0:
+			case fields[0] == "echo":
+				fmt.Fprintln(c.stdout, strings.Join(fields[1:], " "))
+			case fields[0] == "exit":
+				code := 0
+				if len(fields) > 1 {
+					code, _ = strconv.Atoi(fields[1])
+				}
+				return code
+			default:
+				fmt.Fprintf(c.stderr, "sh: %s: not found\n", fields[0])
+				return 127
+			}
+		}
 	}
 	return 0
 }

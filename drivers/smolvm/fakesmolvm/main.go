@@ -26,6 +26,8 @@
 // A local image tar must be a docker-save archive (a manifest.json at its
 // top) when the machine starts, as smolvm loads the image then.
 // Guest commands are not run: exec answers true (0), false (1), echo,
+// cat (stdin, forwarded only with -i), sh (-c SCRIPT, or stdin lines;
+// echo and exit N),
 // env, pwd, touch/rm/test -e on a per-machine file set that packs carry,
 // and exits 0 for anything else.
 package main
