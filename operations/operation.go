@@ -49,7 +49,9 @@ type Operation struct {
 	Vars map[string]cty.Value
 	// Planner made the last plan; Apply asks it to resolve late values.
 	Planner *planner.Planner
-	Log     hclog.Logger
+	// OutputChanges are how the last plan changes the outputs.
+	OutputChanges []OutputChange
+	Log           hclog.Logger
 
 	// released is the lineage once ReleaseState closed the store.
 	released string
@@ -102,9 +104,20 @@ func Open(ctx context.Context, req Request) (*Operation, hcl.Diagnostics) {
 
 // Plan plans with the given options against the configuration, the state
 // and what is live.
+// It sets OutputChanges.
 func (op *Operation) Plan(ctx context.Context, opts planner.Options) (*planner.Plan, hcl.Diagnostics) {
+	var before map[string]cty.Value
+	if op.Config != nil && len(op.Config.Outputs) > 0 && op.Store != nil {
+		if records, err := op.Store.Records(); err == nil {
+			planner.SetKnown(op.Scope, records)
+			before = op.outputValues()
+		}
+	}
 	op.Planner = &planner.Planner{Config: op.Config, Scope: op.Scope, Runtimes: op.Runtimes, State: op.Store, Log: op.Log, Options: opts}
 	p, diags := op.Planner.Plan(ctx)
+	if p != nil && before != nil {
+		op.OutputChanges = outputChanges(op.Config.OutputNames(), before, op.outputValues(), opts.Destroy)
+	}
 	return p, withSuggestions(diags)
 }
 

@@ -51,3 +51,52 @@ func (op *Operation) Outputs(name string) ([]Output, hcl.Diagnostics) {
 	}
 	return out, diags
 }
+
+// OutputChange is how one output's value changes under a plan, as
+// Terraform's "Changes to Outputs" shows it. Before is the value against
+// what the state records, After under the plan (unknown: known after
+// apply); either is cty.NilVal when there is none.
+type OutputChange struct {
+	Name          string
+	Before, After cty.Value
+}
+
+// outputValues evaluates every declared output against the scope as it
+// is; an output that fails to evaluate has no value (cty.NilVal).
+func (op *Operation) outputValues() map[string]cty.Value {
+	vals := map[string]cty.Value{}
+	if op.Config == nil || op.Scope == nil {
+		return vals
+	}
+	for _, name := range op.Config.OutputNames() {
+		v, diags := op.Scope.EvalOutput(op.Config.Outputs[name])
+		if !diags.HasErrors() {
+			vals[name] = v
+		}
+	}
+	return vals
+}
+
+// outputChanges compares the outputs before a plan with those under it,
+// in name order, leaving out those that do not change. In a destroy
+// every output goes.
+func outputChanges(names []string, before, after map[string]cty.Value, destroy bool) []OutputChange {
+	var out []OutputChange
+	for _, name := range names {
+		b, a := before[name], after[name]
+		if b != cty.NilVal && !b.IsWhollyKnown() {
+			b = cty.NilVal // not applied yet: no value before
+		}
+		if destroy {
+			a = cty.NilVal
+		}
+		switch {
+		case b == cty.NilVal && a == cty.NilVal:
+			continue
+		case b != cty.NilVal && a != cty.NilVal && a.IsWhollyKnown() && b.RawEquals(a):
+			continue
+		}
+		out = append(out, OutputChange{Name: name, Before: b, After: a})
+	}
+	return out
+}

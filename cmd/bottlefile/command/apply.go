@@ -124,6 +124,9 @@ func (c *ApplyCommand) Run(args []string) int {
 		return 1
 	}
 	v.plan(p)
+	if !v.json {
+		renderOutputChanges(m.Stdout, op.OutputChanges, m.Color)
+	}
 	if !p.Applyable() {
 		return 0
 	}
@@ -174,6 +177,12 @@ func applyPlan(m *Meta, op *operations.Operation, p *planner.Plan, v *applyView,
 	v.summary(res, destroy, failed, op.Store.WriteErr())
 	if failed {
 		return 1
+	}
+	if !destroy && !v.json {
+		// As Terraform: the outputs, now that what they refer to exists.
+		if outputs, diags := op.Outputs(""); !diags.HasErrors() {
+			renderOutputs(m.Stdout, outputs)
+		}
 	}
 	return 0
 }

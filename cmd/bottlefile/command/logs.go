@@ -134,16 +134,16 @@ func (c *LogsCommand) Run(args []string) int {
 	if op.Lineage() == "" {
 		return m.fail("Nothing applied yet", errors.New("this state has no lineage: nothing was ever applied here, so there is no log to show"))
 	}
+	live, diags := op.FindLive(m.Ctx, addr)
+	if m.showDiags(op.Files(), diags) {
+		return 1
+	}
 	if isAgent(addr) {
 		// The state is released once the workloads are found.
 		if m.showDiags(op.Files(), op.AgentLogs(m.Ctx, addr, opts, print)) {
 			return 1
 		}
 		return 0
-	}
-	live, diags := op.FindLive(m.Ctx, addr)
-	if m.showDiags(op.Files(), diags) {
-		return 1
 	}
 	// The state is not needed any more: do not hold its lock while following.
 	op.ReleaseState()

@@ -69,6 +69,7 @@ func (c *PlanCommand) Run(args []string) int {
 		}
 	} else {
 		renderPlan(m.Stdout, p, m.Color)
+		renderOutputChanges(m.Stdout, op.OutputChanges, m.Color)
 	}
 	if a.Out != "" && !a.JSON {
 		fmt.Fprintf(m.Stdout, "\nSaved the plan to %s. To perform exactly these actions, run:\n  bottlefile apply %s\n", a.Out, a.Out)
