@@ -205,6 +205,19 @@ func (a Addr) String() string {
 	return ""
 }
 
+// AgentOf is the agent a textual address is below: agent.NAME for
+// agent.NAME and for anything under it. It reads only the first two labels,
+// so an object a driver keeps under an agent in a form Parse does not know
+// still belongs to that agent; false for an address below no agent.
+func AgentOf(s string) (Addr, bool) {
+	rest, ok := strings.CutPrefix(s, agentWord+".")
+	name, _, _ := strings.Cut(rest, ".")
+	if !ok || name == "" || strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return Addr{}, false
+	}
+	return Agent(name), true
+}
+
 // ParseError is the error Parse returns: the text, and what is wrong
 // with it.
 type ParseError struct {

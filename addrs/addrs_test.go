@@ -127,3 +127,25 @@ func TestOwnedOfNonAgent(t *testing.T) {
 		t.Errorf("a gateway's network = %v", got)
 	}
 }
+
+func TestAgentOf(t *testing.T) {
+	for _, tc := range []struct {
+		text, want string
+	}{
+		{"agent.coder", "agent.coder"},
+		{"agent.coder.sidecar.git", "agent.coder"},
+		{"agent.coder.volume.data", "agent.coder"}, // a form Parse does not know
+		{"agent.coder.snapshot.3", "agent.coder"},
+		{"agent.", ""},
+		{"agent", ""},
+		{"agent..x", ""},
+		{"snapshot.base", ""},
+		{"runtime.local.egress", ""},
+		{"agentx.coder", ""},
+	} {
+		a, ok := AgentOf(tc.text)
+		if got := a.String(); got != tc.want || ok != (tc.want != "") {
+			t.Errorf("AgentOf(%q) = %q, %v; want %q", tc.text, got, ok, tc.want)
+		}
+	}
+}

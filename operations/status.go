@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/executor"
 	"github.com/bottlefile/bottlefile/state"
@@ -74,13 +74,13 @@ type WorkloadStatus struct {
 }
 
 // Status reports every bottle of this configuration and state, or only
-// those of the agents in addrs (agent.NAME; a workload's address selects
+// those of the agents in selectors (agent.NAME; a workload's address selects
 // its agent). It reads the state, and each runtime once with one list
 // call per object kind; it changes nothing.
-func (op *Operation) Status(ctx context.Context, addrs []string) ([]BottleStatus, hcl.Diagnostics) {
+func (op *Operation) Status(ctx context.Context, selectors []string) ([]BottleStatus, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	want := map[string]bool{}
-	for _, a := range addrs {
+	for _, a := range selectors {
 		agent, ok := agentOf(a)
 		if !ok {
 			return nil, hcl.Diagnostics{errorDiag("Not an agent address", fmt.Sprintf("%q is not the address of an agent or one of its workloads (agent.NAME, agent.NAME.sidecar.NAME, agent.NAME.gateway)", a))}
@@ -107,7 +107,7 @@ func (op *Operation) Status(ctx context.Context, addrs []string) ([]BottleStatus
 	}
 	if op.Config != nil {
 		for _, name := range op.Config.AgentNames() {
-			if agent := "agent." + name; selected(agent) {
+			if agent := addrs.Agent(name).String(); selected(agent) {
 				bottle(agent)
 			}
 		}
@@ -139,7 +139,7 @@ func (op *Operation) Status(ctx context.Context, addrs []string) ([]BottleStatus
 				b.Egress, b.EgressKnown = rules, true
 			}
 		}
-		if strings.HasSuffix(r.Addr, ".gateway") {
+		if a, _ := addrs.Parse(r.Addr); a.Kind() == addrs.GatewayKind {
 			if rules, ok := attrRules(r, "allow"); ok {
 				b.Egress, b.EgressKnown = rules, true
 			}
@@ -240,19 +240,16 @@ func workloadStatus(l Live) WorkloadStatus {
 // agentOf gives the agent an address belongs to: agent.NAME for agent.NAME
 // and every address below it.
 func agentOf(addr string) (string, bool) {
-	parts := strings.Split(addr, ".")
-	if len(parts) < 2 || parts[0] != "agent" || parts[1] == "" {
-		return "", false
-	}
-	return parts[0] + "." + parts[1], true
+	a, ok := addrs.AgentOf(addr)
+	return a.String(), ok
 }
 
 // role names a workload by its place in the bottle.
 func role(addr string) string {
-	switch {
-	case strings.Contains(addr, ".sidecar."):
+	switch a, _ := addrs.Parse(addr); a.Kind() {
+	case addrs.SidecarKind:
 		return "sidecar"
-	case strings.HasSuffix(addr, ".gateway"):
+	case addrs.GatewayKind:
 		return "gateway"
 	}
 	return "agent"

@@ -173,9 +173,9 @@ func (op *Operation) importAgent(flagValue, taken string) (string, error) {
 		}
 		return name, nil
 	}
-	if a, err := addrs.Parse(taken); err == nil && a.Agent() != "" {
-		if _, ok := op.Config.Agents[a.Agent()]; ok {
-			return a.Agent(), nil
+	if a, ok := addrs.AgentOf(taken); ok {
+		if _, ok := op.Config.Agents[a.Name()]; ok {
+			return a.Name(), nil
 		}
 	}
 	if len(names) == 1 {
