@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
 )
 
@@ -19,13 +18,15 @@ const (
 	LabelConfigHash = "io.bottlefile.config-hash"
 )
 
-// Driver owns one kind of runtime. The core calls ConfigSpec to decode the
-// runtime block, Configure once per runtime, then Read, Plan and Apply.
+// Driver owns one kind of runtime. The core calls Declare to decode the
+// runtime block and check agents, Configure once per runtime, then Read,
+// Plan and Apply.
 type Driver interface {
 	// Name is the value of a runtime block's driver attribute ("docker").
 	Name() string
-	// ConfigSpec is the schema of the driver's own attributes in a runtime block.
-	ConfigSpec() hcldec.ObjectSpec
+	// Declare says what the driver's blocks hold and what it can do. It
+	// needs no Configure and contacts nothing: validate calls it.
+	Declare() Declaration
 	// Configure connects the driver to one runtime. It must not change anything
 	// on the runtime.
 	Configure(ctx context.Context, req ConfigureRequest) error
@@ -44,7 +45,8 @@ type Closer interface {
 	Close() error
 }
 
-// Factory makes an unconfigured driver.
+// Factory makes an unconfigured driver. It contacts nothing: validate
+// calls it to read the driver's Declaration.
 type Factory func(log hclog.Logger) (Driver, error)
 
 // Registry maps a driver name to its factory. cmd/bottlefile builds it.
@@ -54,7 +56,7 @@ type Registry map[string]Factory
 type ConfigureRequest struct {
 	// Runtime is the runtime block's name ("default" for the implicit one).
 	Runtime string
-	// Config is the runtime block decoded against ConfigSpec.
+	// Config is the runtime block decoded against Declare().Schema.Runtime.
 	Config cty.Value
 	// StateDir is the directory holding the state (.bottlefile), for drivers
 	// that keep files of their own there.

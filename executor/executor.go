@@ -324,11 +324,11 @@ func (e *Executor) move(ctx context.Context, c *planner.Change) error {
 	if from == nil || to == nil {
 		return fmt.Errorf("moving %s from runtime %q to %q: both must be configured", c.Addr, c.Runtime, c.MoveTo)
 	}
-	exporter, ok := from.Driver.(drivers.SnapshotExporter)
+	exporter, ok := drivers.As[drivers.SnapshotExporter](from.Driver)
 	if !ok {
 		return fmt.Errorf("moving %s: the %s driver cannot export snapshots", c.Addr, from.Driver.Name())
 	}
-	importer, ok := to.Driver.(drivers.SnapshotImporter)
+	importer, ok := drivers.As[drivers.SnapshotImporter](to.Driver)
 	if !ok {
 		return fmt.Errorf("moving %s: the %s driver cannot import snapshots", c.Addr, to.Driver.Name())
 	}

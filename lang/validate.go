@@ -35,3 +35,8 @@ func (c *Config) validateValues() hcl.Diagnostics {
 	}
 	return diags
 }
+
+// ValidationScope is a scope where every input variable is unknown, as
+// validate evaluates: for checks beyond lang's own (a driver's schema and
+// capabilities) that need no values.
+func (c *Config) ValidationScope() *Scope { return c.validationScope() }

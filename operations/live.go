@@ -201,7 +201,7 @@ func (l Live) LogsWith(ctx context.Context, o LogOptions, stdout, stderr io.Writ
 	if l.driver == nil {
 		return hcl.Diagnostics{errorDiag("No such workload", "no live object was found")}
 	}
-	lr, ok := l.driver.(drivers.LogReader)
+	lr, ok := drivers.As[drivers.LogReader](l.driver)
 	if !ok {
 		return hcl.Diagnostics{errorDiag("Logs not available", fmt.Sprintf("the %s driver of runtime %q keeps no logs", l.Driver, l.Runtime))}
 	}

@@ -45,7 +45,7 @@ func (op *Operation) PrepareExport(addr string) (*Export, hcl.Diagnostics) {
 	if !ok {
 		return nil, hcl.Diagnostics{errorDiag("Runtime not available", fmt.Sprintf("%s is on runtime %q, which the Bottlefile does not declare (or which could not be configured)", addr, rec.Runtime))}
 	}
-	exporter, ok := rt.Driver.(drivers.SnapshotExporter)
+	exporter, ok := drivers.As[drivers.SnapshotExporter](rt.Driver)
 	if !ok {
 		return nil, hcl.Diagnostics{errorDiag("Cannot export", fmt.Sprintf("the %s driver of runtime %q cannot export snapshots", rt.Driver.Name(), rec.Runtime))}
 	}
@@ -98,7 +98,7 @@ func (op *Operation) ImportSnapshot(ctx context.Context, req ImportRequest) (Imp
 	if !ok {
 		return fail("Runtime not available", fmt.Errorf("%s runs on runtime %q, which could not be configured", out.Agent, agent.RuntimeName))
 	}
-	importer, ok := rt.Driver.(drivers.SnapshotImporter)
+	importer, ok := drivers.As[drivers.SnapshotImporter](rt.Driver)
 	if !ok {
 		return fail("Cannot import", fmt.Errorf("the %s driver of runtime %q cannot import snapshots", rt.Driver.Name(), rt.Name))
 	}

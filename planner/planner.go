@@ -416,6 +416,10 @@ func (p *Planner) expand(ctx context.Context, records []state.Record, destroy bo
 		if destroy || p.unreachable[rt.Name] {
 			continue // evaluated only for its snapshot policy, or its runtime was reported
 		}
+		if moreDiags := p.checkCapabilities(ap); moreDiags.HasErrors() {
+			diags = append(diags, moreDiags...)
+			continue
+		}
 		resp, err := rt.Driver.Plan(ctx, drivers.PlanRequest{Agent: ap.spec})
 		var ue *drivers.UnreachableError
 		if errors.As(err, &ue) {
@@ -739,31 +743,7 @@ func (p *Planner) evalAgent(a *lang.Agent, rt *Runtime) (*agentPlan, hcl.Diagnos
 	if diags.HasErrors() {
 		return nil, diags
 	}
-	spec := drivers.AgentSpec{
-		Addr: a.Addr(), Name: a.Name,
-		Image: val.Image, Command: val.Command, Entrypoint: val.Entrypoint, Env: val.Env,
-		Workdir: val.Workdir, User: val.User, CPUs: val.CPUs, Memory: val.Memory, Labels: val.Labels,
-		Egress: val.Egress,
-	}
-	if val.Build != nil {
-		spec.Build = &drivers.BuildSpec{Context: val.Build.Context, Dockerfile: val.Build.Dockerfile}
-	} else if a.FromSnapshot != "" && val.Image.IsNull() {
-		// A fork has no image of its own: it always boots from the
-		// snapshot, and its image names that snapshot, so the plan shows
-		// it and the fork stays put when the snapshot is taken again.
-		spec.Image = cty.StringVal(a.FromSnapshot)
-	}
-	for _, sc := range val.Sidecars {
-		ss := drivers.SidecarSpec{
-			Addr: addrs.Sidecar(a.Name, sc.Name).String(), Name: sc.Name,
-			Image: sc.Image, Command: sc.Command, Entrypoint: sc.Entrypoint, Env: sc.Env, Workdir: sc.Workdir,
-			User: sc.User, CPUs: sc.CPUs, Memory: sc.Memory, Labels: sc.Labels, Egress: sc.Egress,
-		}
-		if sc.Build != nil {
-			ss.Build = &drivers.BuildSpec{Context: sc.Build.Context, Dockerfile: sc.Build.Dockerfile}
-		}
-		spec.Sidecars = append(spec.Sidecars, ss)
-	}
+	spec := agentSpec(a, val)
 	return &agentPlan{agent: a, val: val, spec: spec, runtime: rt}, diags
 }
 
@@ -789,6 +769,9 @@ func (p *Planner) Resolve(ctx context.Context, records []state.Record, c *Change
 		if sn, ok := p.Config.Snapshots[addr.Name()]; ok {
 			return p.resolveSnapshot(sn, ap, c)
 		}
+	}
+	if diags := p.checkCapabilities(ap); diags.HasErrors() {
+		return diags
 	}
 	resp, err := rt.Driver.Plan(ctx, drivers.PlanRequest{Agent: ap.spec})
 	if err != nil {

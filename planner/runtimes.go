@@ -25,7 +25,7 @@ type Runtimes map[string]*Runtime
 // Close releases every driver that holds connections.
 func (rs Runtimes) Close() {
 	for _, r := range rs {
-		if c, ok := r.Driver.(drivers.Closer); ok {
+		if c, ok := drivers.As[drivers.Closer](r.Driver); ok {
 			c.Close()
 		}
 	}
@@ -46,12 +46,7 @@ func ConfigureRuntimes(ctx context.Context, cfg *lang.Config, scope *lang.Scope,
 		rt := cfg.Runtimes[name]
 		factory, ok := reg[rt.Driver]
 		if !ok {
-			diags = append(diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Unknown driver",
-				Detail:   fmt.Sprintf("Runtime %q uses driver %q; the drivers are %s.", name, rt.Driver, driverNames(reg)),
-				Subject:  rt.DeclRange.Ptr(),
-			})
+			diags = append(diags, UnknownDriver(rt, reg))
 			continue
 		}
 		d, err := factory(log)
@@ -59,7 +54,7 @@ func ConfigureRuntimes(ctx context.Context, cfg *lang.Config, scope *lang.Scope,
 			diags = append(diags, errorDiag(fmt.Sprintf("Cannot start the %s driver", rt.Driver), err.Error(), rt.DeclRange.Ptr()))
 			continue
 		}
-		val, moreDiags := scope.EvalRuntime(rt, d.ConfigSpec())
+		val, moreDiags := scope.EvalRuntime(rt, d.Declare().Schema.Runtime)
 		diags = append(diags, moreDiags...)
 		if moreDiags.HasErrors() {
 			continue
@@ -76,6 +71,21 @@ func ConfigureRuntimes(ctx context.Context, cfg *lang.Config, scope *lang.Scope,
 		out[name] = &Runtime{Name: name, Driver: d}
 	}
 	return out, diags
+}
+
+// UnknownDriver is the error for a runtime whose driver is not in the
+// registry, on its driver attribute.
+func UnknownDriver(rt *lang.Runtime, reg drivers.Registry) *hcl.Diagnostic {
+	subject := rt.DriverRange
+	if subject.Filename == "" {
+		subject = rt.DeclRange
+	}
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Unknown driver",
+		Detail:   fmt.Sprintf("Runtime %q uses driver %q; the drivers are %s.", rt.Name, rt.Driver, driverNames(reg)),
+		Subject:  subject.Ptr(),
+	}
 }
 
 func driverNames(reg drivers.Registry) string {

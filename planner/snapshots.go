@@ -317,7 +317,7 @@ const maxDiscardReads = 10
 
 // explain starts reading what w's workload wrote, when its driver can say.
 func (d *discardReads) explain(ctx context.Context, rt *Runtime, w *Change, lineage, covered, why string) {
-	wr, ok := rt.Driver.(drivers.WrittenReader)
+	wr, ok := drivers.As[drivers.WrittenReader](rt.Driver)
 	if !ok {
 		return
 	}
@@ -533,8 +533,8 @@ func (p *Planner) canMove(from, to string) bool {
 	if f == nil || t == nil {
 		return false
 	}
-	_, exports := f.Driver.(drivers.SnapshotExporter)
-	_, imports := t.Driver.(drivers.SnapshotImporter)
+	_, exports := drivers.As[drivers.SnapshotExporter](f.Driver)
+	_, imports := drivers.As[drivers.SnapshotImporter](t.Driver)
 	return exports && imports
 }
 

@@ -14,7 +14,8 @@ declare -A allowed=(
   [units]=""
   [dockersave]=""
   [planner/dag]=""
-  [drivers]=""
+  # drivers classifies egress rules with the one grammar (capabilities.go).
+  [drivers]="egress"
   [state]=""
   [egress]=""
   [drivers/docker]="drivers egress dockersave"

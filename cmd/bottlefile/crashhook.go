@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -37,36 +36,24 @@ func crashHook(reg drivers.Registry) drivers.Registry {
 			if err != nil {
 				return nil, err
 			}
-			return &crashingDriver{Driver: d, after: n, applies: applies}, nil
+			return crashingDriver(d, n, applies), nil
 		}
 	}
 	return out
 }
 
 // crashingDriver kills the process after the after-th successful Apply.
-// It forwards drivers.Closer; other optional capabilities of the wrapped
-// driver are not visible through it.
-type crashingDriver struct {
-	drivers.Driver
-	after   int64
-	applies *atomic.Int64
-}
-
-func (d *crashingDriver) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
-	resp, err := d.Driver.Apply(ctx, req)
-	if err == nil && d.applies.Add(1) == d.after {
-		p, _ := os.FindProcess(os.Getpid())
-		_ = p.Kill() // SIGKILL: no deferred function, no state write runs
-		for {        // never return to the executor while the signal lands
-			time.Sleep(time.Hour)
+// It is a drivers.Wrapper, so the driver keeps its declaration and every
+// optional interface (logs, snapshot export and import, written bytes):
+// the crash tests run the planner's and executor's production paths.
+func crashingDriver(d drivers.Driver, after int64, applies *atomic.Int64) drivers.Driver {
+	return &drivers.Wrapper{Inner: d, AfterApply: func(_ drivers.ApplyRequest, _ drivers.ApplyResponse, err error) {
+		if err == nil && applies.Add(1) == after {
+			p, _ := os.FindProcess(os.Getpid())
+			_ = p.Kill() // SIGKILL: no deferred function, no state write runs
+			for {        // never return to the executor while the signal lands
+				time.Sleep(time.Hour)
+			}
 		}
-	}
-	return resp, err
-}
-
-func (d *crashingDriver) Close() error {
-	if c, ok := d.Driver.(drivers.Closer); ok {
-		return c.Close()
-	}
-	return nil
+	}}
 }

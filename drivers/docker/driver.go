@@ -97,8 +97,34 @@ func newClient(host string) (dockerAPI, error) {
 // Name is the driver attribute value of a docker runtime block.
 func (d *Driver) Name() string { return "docker" }
 
-// ConfigSpec is the schema of a docker runtime block's own attributes.
-func (d *Driver) ConfigSpec() hcldec.ObjectSpec {
+// Declare is what a docker runtime block holds and what the docker
+// driver can do. It needs no engine.
+func (d *Driver) Declare() drivers.Declaration {
+	return Declaration()
+}
+
+// Declaration is the docker driver's declaration, without a driver.
+func Declaration() drivers.Declaration {
+	return drivers.Declaration{
+		Schema: drivers.Schema{Runtime: configSpec()},
+		Capabilities: drivers.Capabilities{
+			Sidecars:   true,
+			Build:      true,
+			Attributes: drivers.WorkloadAttributes,
+			// Limits change on the live container; an allowlist on the
+			// live gateway.
+			InPlace: []string{"cpus", "memory", "egress"},
+			Egress: drivers.EgressCapabilities{
+				Names: true, Wildcards: true, Ports: true, Addresses: true, CIDRs: true,
+			},
+			Snapshots: drivers.SnapshotCapabilities{Take: true, Format: drivers.FormatImage, Export: true, Import: true},
+			Logs:      true,
+		},
+	}
+}
+
+// configSpec is the schema of a docker runtime block's own attributes.
+func configSpec() hcldec.ObjectSpec {
 	spec := hcldec.ObjectSpec{
 		"host": &hcldec.AttrSpec{Name: "host", Type: cty.String},
 		"subnet_pool": &hcldec.DefaultSpec{

@@ -390,7 +390,7 @@ func TestConfigureTouchesNoEngine(t *testing.T) {
 
 func TestConfigSpecDecodes(t *testing.T) {
 	d, _ := New(nil)
-	spec := d.ConfigSpec()
+	spec := d.Declare().Schema.Runtime
 	for _, name := range []string{"host", "subnet_pool"} {
 		if _, ok := spec[name]; !ok {
 			t.Errorf("ConfigSpec has no %s", name)

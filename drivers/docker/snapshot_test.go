@@ -99,7 +99,7 @@ func TestParseSnapshotConfig(t *testing.T) {
 			t.Errorf("%#v: flatten_depth %d, want %d", c.cfg, got.flattenDepth, c.want)
 		}
 	}
-	if _, ok := (&Driver{}).ConfigSpec()["flatten_depth"]; !ok {
+	if _, ok := (&Driver{}).Declare().Schema.Runtime["flatten_depth"]; !ok {
 		t.Error("ConfigSpec lacks flatten_depth")
 	}
 }

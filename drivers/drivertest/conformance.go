@@ -61,7 +61,7 @@ func TestDriver(t *testing.T, newDriver func(t *testing.T) drivers.Driver, image
 		if d.Name() == "" {
 			t.Error("Name() is empty")
 		}
-		_ = d.ConfigSpec()
+		_ = d.Declare()
 	})
 
 	t.Run("ReadUnknownLineage", func(t *testing.T) {

@@ -69,6 +69,9 @@ type Fake struct {
 	// with; time.Now when nil.
 	Clock func() time.Time
 
+	DeclareCalled   bool
+	DeclareResponse *drivers.Declaration
+
 	ConfigureCalled  bool
 	ConfigureCalls   int
 	ConfigureRequest drivers.ConfigureRequest
@@ -151,8 +154,37 @@ func (f *Fake) Name() string {
 	return f.DriverName
 }
 
-// ConfigSpec is empty: a fake runtime block takes no attributes.
-func (f *Fake) ConfigSpec() hcldec.ObjectSpec { return hcldec.ObjectSpec{} }
+// Declare returns DeclareResponse when it is set, and FakeDeclaration
+// otherwise.
+func (f *Fake) Declare() drivers.Declaration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.DeclareCalled = true
+	if f.DeclareResponse != nil {
+		return *f.DeclareResponse
+	}
+	return FakeDeclaration()
+}
+
+// FakeDeclaration is what a Fake declares by default: a runtime block
+// with no attributes, and every capability its Plan and Apply have (it
+// accepts sidecars and egress rules and plans nothing for them), logs and
+// exec excepted.
+func FakeDeclaration() drivers.Declaration {
+	return drivers.Declaration{
+		Schema: drivers.Schema{Runtime: hcldec.ObjectSpec{}},
+		Capabilities: drivers.Capabilities{
+			Sidecars:   true,
+			Build:      true,
+			Attributes: drivers.WorkloadAttributes,
+			InPlace:    []string{"cpus", "memory"},
+			Egress: drivers.EgressCapabilities{
+				Names: true, Wildcards: true, Ports: true, Addresses: true, CIDRs: true,
+			},
+			Snapshots: drivers.SnapshotCapabilities{Take: true, Format: drivers.FormatImage, Export: true, Import: true},
+		},
+	}
+}
 
 // Configure records the request and returns what ConfigureFn returns, or nil.
 func (f *Fake) Configure(ctx context.Context, req drivers.ConfigureRequest) error {
@@ -227,6 +259,9 @@ func (f *Fake) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.PlanR
 		return drivers.PlanResponse{Objects: slices.Clone(canned.Objects)}, nil
 	}
 	if err := ctx.Err(); err != nil {
+		return drivers.PlanResponse{}, err
+	}
+	if err := drivers.Err(drivers.CheckAgent(f.Name(), f.Declare().Capabilities, req.Agent)); err != nil {
 		return drivers.PlanResponse{}, err
 	}
 	return Expand(req.Agent)

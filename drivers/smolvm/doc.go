@@ -45,7 +45,7 @@
 //   - cpus: --cpus N, whole vCPUs from 1 to 255. memory is given in bytes
 //     and passed as --mem in MiB, rounded up.
 //   - labels: --label KEY=VALUE, beside bottlefile's own three.
-//   - build blocks are docker-only for now.
+//   - build blocks are docker-only for now (its Declaration says so).
 //   - egress: no egress block means no network, so --net is never passed.
 //     Allow rules, in the gateway's grammar (package egress), map to
 //     --allow-host for a name and --allow-cidr for an address or block;

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,10 +96,34 @@ func newDriver(log hclog.Logger, newRunner func(binary string) runner) *Driver {
 // Name is the driver attribute value of a smolvm runtime block.
 func (d *Driver) Name() string { return "smolvm" }
 
-// ConfigSpec is the schema of a smolvm runtime block's own attributes.
-func (d *Driver) ConfigSpec() hcldec.ObjectSpec {
-	return hcldec.ObjectSpec{
-		"binary": &hcldec.AttrSpec{Name: "binary", Type: cty.String},
+// Declare is what a smolvm runtime block holds and what the smolvm
+// driver can do. It runs no CLI.
+func (d *Driver) Declare() drivers.Declaration {
+	return Declaration()
+}
+
+// Declaration is the smolvm driver's declaration, without a driver.
+//
+// A sidecar would be a second microVM, and bottlefile cannot give the
+// agent access to it by name (smolvm's named inter-VM networks need 1.8.3
+// and are not documented to resolve machines by name, and the agent's
+// allowlist is fixed at create, before the sidecar has an address).
+// Images come from a registry, a docker-save tar or a .smolmachine: there
+// is no build. A machine has no user setting. smolvm allows destinations
+// (named hosts and address blocks), not ports or name patterns. No
+// attribute changes in place: "machine update" needs a stopped machine
+// and cannot change the image, workload or labels, so every change
+// replaces the machine.
+func Declaration() drivers.Declaration {
+	return drivers.Declaration{
+		Schema: drivers.Schema{Runtime: hcldec.ObjectSpec{
+			"binary": &hcldec.AttrSpec{Name: "binary", Type: cty.String},
+		}},
+		Capabilities: drivers.Capabilities{
+			Attributes: slices.DeleteFunc(slices.Clone(drivers.WorkloadAttributes), func(s string) bool { return s == "user" }),
+			Egress:     drivers.EgressCapabilities{Names: true, Addresses: true, CIDRs: true},
+			Snapshots:  drivers.SnapshotCapabilities{Take: true, Format: drivers.FormatSmolvmPack, Import: true},
+		},
 	}
 }
 

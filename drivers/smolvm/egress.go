@@ -36,8 +36,9 @@ func checkEgress(v cty.Value) error {
 // rule means the same text on every runtime; what smolvm cannot enforce
 // is an error that names the rule, which the planner shows before
 // anything is created:
-//   - a port ("github.com:22"): smolvm allows destinations, not ports;
-//   - a wildcard ("*.pythonhosted.org"): smolvm allows named hosts only;
+//   - a port ("github.com:22") or a wildcard ("*.pythonhosted.org"):
+//     smolvm allows destinations by name or address only, which its
+//     Declaration says, so the generic capability check refuses them;
 //   - an address block that reaches the host itself or link-local
 //     metadata (127.0.0.0/8, 169.254.0.0/16, ...), which the gateway
 //     never dials either.
@@ -78,12 +79,10 @@ func egressRule(s string) (flag, value string, err error) {
 	if err != nil {
 		return "", "", err
 	}
+	if err := Declaration().Capabilities.Egress.CheckRule("smolvm", s); err != nil {
+		return "", "", err // a wildcard or a port
+	}
 	switch {
-	case r.Wildcard:
-		return "", "", fmt.Errorf("smolvm cannot enforce wildcard rules: it allows named hosts and address blocks only; list each host under %s instead", r.Host)
-	case r.Port != 0:
-		r.Port = 0
-		return "", "", fmt.Errorf("smolvm cannot enforce per-port rules: it allows every port of a destination or none; write %q to allow all its ports, or run this agent on docker", r.String())
 	case r.Prefix.IsValid():
 		p := r.Prefix.Masked()
 		for _, n := range neverAllowed {

@@ -2,6 +2,7 @@ package smolvm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -33,13 +34,14 @@ func (d *Driver) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 	if err := checkPlanName(addr, a.Name); err != nil {
 		return fail("%v", err)
 	}
-	if len(a.Sidecars) > 0 {
-		return fail("sidecar %q cannot run on smolvm: it would be a second microVM, and bottlefile cannot give the agent access to it by name "+
-			"(smolvm's named inter-VM networks, --network, need 1.8.3 and are not documented to resolve machines by name, and the agent's "+
-			"allowlist is fixed at create, before the sidecar has an address); run this agent on docker, or drop the sidecar", a.Sidecars[0].Name)
-	}
-	if a.Build != nil {
-		return fail("build blocks are docker-only for now; give the agent an image (a registry reference, a docker-save tar or a .smolmachine) to run it on smolvm")
+	// Sidecars, build, user and what egress rules can say: what smolvm
+	// declares it cannot do (Declaration), which the planner checked
+	// already, on the block that asks.
+	if err := drivers.Err(drivers.CheckAgent(d.Name(), Declaration().Capabilities, a)); err != nil {
+		if re := (*drivers.RuleError)(nil); errors.As(err, &re) {
+			return drivers.PlanResponse{}, err // the planner points at the rule
+		}
+		return fail("%v", err)
 	}
 	if a.Image == cty.NilVal || a.Image.IsNull() {
 		return fail("needs an image: a registry reference, a docker-save tar or a .smolmachine")
@@ -51,15 +53,6 @@ func (d *Driver) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 		}
 		if _, _, err := imageSource(s, ""); err != nil {
 			return fail("image: %v", err)
-		}
-	}
-	if a.User != cty.NilVal && a.User.IsWhollyKnown() {
-		u, err := drivers.String(a.User)
-		if err != nil {
-			return fail("user: %v", err)
-		}
-		if u != "" {
-			return fail("user %q cannot be honoured: smolvm machines have no user setting, so the agent would run as the image's default user; remove user or run the agent on docker", u)
 		}
 	}
 	if err := checkEgress(a.Egress); err != nil {

@@ -53,11 +53,11 @@ func TestPlanErrors(t *testing.T) {
 		{"build", func(a *drivers.AgentSpec) {
 			a.Image = cty.NullVal(cty.String)
 			a.Build = &drivers.BuildSpec{Context: "/src"}
-		}, "build blocks are docker-only for now"},
+		}, "smolvm cannot build images"},
 		{"no image", func(a *drivers.AgentSpec) { a.Image = cty.NullVal(cty.String) }, "needs an image"},
 		{"empty image", func(a *drivers.AgentSpec) { a.Image = cty.StringVal(" ") }, "image: is empty"},
 		{"stdin image", func(a *drivers.AgentSpec) { a.Image = cty.StringVal("-") }, "standard input"},
-		{"user", func(a *drivers.AgentSpec) { a.User = cty.StringVal("agent") }, `user "agent" cannot be honoured`},
+		{"user", func(a *drivers.AgentSpec) { a.User = cty.StringVal("agent") }, "user cannot be honoured: smolvm has no user setting"},
 		{"fractional cpus", func(a *drivers.AgentSpec) { a.CPUs = cty.NumberFloatVal(1.5) }, "whole vCPUs from 1 to 255; 1.5"},
 		{"too many cpus", func(a *drivers.AgentSpec) { a.CPUs = cty.NumberIntVal(256) }, "whole vCPUs"},
 		{"negative memory", func(a *drivers.AgentSpec) { a.Memory = cty.NumberIntVal(-1) }, "memory: must not be negative"},

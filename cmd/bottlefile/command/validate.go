@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/bottlefile/bottlefile/lang"
+	"github.com/bottlefile/bottlefile/operations"
 )
 
 // validateDocument is what validate -json prints.
@@ -30,9 +31,12 @@ func (c *ValidateCommand) Help() string {
 Usage: bottlefile [global options] validate [-json]
 
   Checks the Bottlefile and any *.bottle.hcl and *.bottle.json beside it:
-  syntax, blocks, attributes, types and references. It reads no state and
-  contacts no runtime. Variables need no values: every expression is
-  checked with unknown ones.
+  syntax, blocks, attributes, types, references and egress rules; that
+  every runtime names a known driver and sets only that driver's
+  attributes; and that every agent asks its runtime's driver only for what
+  the driver declares it can do (sidecars, build, attributes, the egress
+  rules it can enforce). It reads no state and contacts no runtime.
+  Variables need no values: every expression is checked with unknown ones.
 
 Options:
 
@@ -50,8 +54,7 @@ func (c *ValidateCommand) Run(args []string) int {
 	if m.showDiags(nil, finishParse(fs, args, 0)) {
 		return 1
 	}
-	parser := lang.NewParser()
-	_, diags := parser.LoadDir(m.loadDir())
+	parser, diags := operations.Validate(operations.ValidateRequest{LoadDir: m.loadDir(), Registry: m.Registry, Log: m.Log})
 	if *asJSON {
 		doc := validateDocument{Valid: !diags.HasErrors(), Diagnostics: lang.JSONDiagnostics(parser.Files(), diags)}
 		for _, d := range diags {

@@ -1,0 +1,250 @@
+package drivers
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/egress"
+)
+
+// Declaration is what a driver says about itself before it is configured:
+// the schema of its blocks and what it can do. Driver.Declare returns it
+// from constants alone, with no Configure and no runtime, so that validate
+// checks a configuration against it without contacting anything, and the
+// planner refuses what a driver cannot do before the driver plans.
+type Declaration struct {
+	Schema       Schema
+	Capabilities Capabilities
+}
+
+// Schema is the schema of a driver's own attributes.
+type Schema struct {
+	// Runtime is the spec of a runtime block's attributes besides driver.
+	Runtime hcldec.ObjectSpec
+	// Agent is the spec of the driver-owned attributes of an agent block
+	// on a runtime of this driver (swarm's placement); nil for none.
+	Agent hcldec.ObjectSpec
+}
+
+// Capabilities say what a driver can do with an agent. What an agent asks
+// for beyond them is refused by CheckAgent, on the block, attribute or
+// egress rule that asks, before the driver plans.
+type Capabilities struct {
+	// Sidecars: the driver runs sidecar blocks beside the agent.
+	Sidecars bool
+	// Build: the driver builds images from build blocks.
+	Build bool
+	// Attributes are the workload attributes the driver honours (image,
+	// command, entrypoint, env, workdir, user, cpus, memory, labels); one
+	// it would ignore is refused when it is set.
+	Attributes []string
+	// InPlace are the workload attributes (and "egress", an allowlist) a
+	// change of which updates the live objects without replacing them.
+	InPlace []string
+	Egress  EgressCapabilities
+	// Snapshots: what the driver does with snapshots.
+	Snapshots SnapshotCapabilities
+	// Logs: the driver implements LogReader.
+	Logs bool
+	// Exec: the driver can run a command in a live workload.
+	Exec bool
+}
+
+// EgressCapabilities say which egress rules a driver can enforce. Every
+// driver enforces an empty allowlist (nothing reachable).
+type EgressCapabilities struct {
+	Names     bool // "github.com"
+	Wildcards bool // "*.pythonhosted.org"
+	Ports     bool // "github.com:22": a rule narrowed to one port
+	Addresses bool // "203.0.113.7"
+	CIDRs     bool // "10.0.0.0/8"
+	// Credentials: the driver can inject credentials into allowed
+	// requests, so the agent never holds them.
+	Credentials bool
+}
+
+// SnapshotCapabilities say what a driver does with snapshots.
+type SnapshotCapabilities struct {
+	// Take: the driver creates and deletes KindSnapshot objects.
+	Take bool
+	// Format is what a taken snapshot is on the runtime (FormatImage,
+	// FormatSmolvmPack); "" when Take is false.
+	Format string
+	// Export: snapshots leave the runtime as a FormatDockerSave tar
+	// (SnapshotExporter).
+	Export bool
+	// Import: the driver takes snapshots in as a FormatDockerSave tar
+	// (SnapshotImporter).
+	Import bool
+}
+
+// Snapshot formats.
+const (
+	// FormatImage is an image in the engine's store.
+	FormatImage = "image"
+	// FormatSmolvmPack is a smolvm pack, a .smolmachine file.
+	FormatSmolvmPack = "smolvm-pack"
+	// FormatDockerSave is the tar stream `docker save` writes: what
+	// snapshots are exported and imported as.
+	FormatDockerSave = "docker-save"
+)
+
+// WorkloadAttributes are the attributes of an agent or sidecar block that
+// Capabilities.Attributes may name.
+var WorkloadAttributes = []string{"image", "command", "entrypoint", "env", "workdir", "user", "cpus", "memory", "labels"}
+
+// Refusal is one thing an agent asks for that its runtime's driver
+// cannot do. The fields say where it is asked, so that the planner and
+// validate point at that block, attribute or rule.
+type Refusal struct {
+	// Sidecar is the name of the sidecar that asks; "" for the agent.
+	Sidecar string
+	// Block is the nested block that asks: "sidecar", "build", "egress";
+	// "" for an attribute.
+	Block string
+	// Attr is the attribute that asks ("user"), when Block is "".
+	Attr string
+	// Rule is the position of the egress rule in the allow list, and
+	// RuleText the rule as written, when Block is "egress".
+	Rule     int
+	RuleText string
+	// Message says what the driver cannot do and what to do instead,
+	// naming the driver.
+	Message string
+}
+
+func (r Refusal) Error() string { return r.Message }
+
+// CheckAgent returns what the agent asks for beyond the capabilities of
+// the named driver, in the order of the block. Values not yet known are
+// not checked: the planner checks them again once they are.
+func CheckAgent(driver string, c Capabilities, a AgentSpec) []Refusal {
+	var out []Refusal
+	out = append(out, c.checkWorkload(driver, "", workloadOf(a))...)
+	for _, sc := range a.Sidecars {
+		if !c.Sidecars {
+			out = append(out, Refusal{Sidecar: sc.Name, Block: "sidecar",
+				Message: fmt.Sprintf("sidecar %q cannot run on %s: the %s driver does not run sidecars; run this agent on a runtime whose driver does (docker), or drop the sidecar", sc.Name, driver, driver)})
+			continue
+		}
+		out = append(out, c.checkWorkload(driver, sc.Name, sc)...)
+	}
+	return out
+}
+
+// Err is the first refusal as an error: a *RuleError for an egress rule,
+// so the planner points at the rule; nil when there is none.
+func Err(refusals []Refusal) error {
+	if len(refusals) == 0 {
+		return nil
+	}
+	r := refusals[0]
+	if r.Block == "egress" {
+		return &RuleError{Index: r.Rule, Rule: r.RuleText, Err: r}
+	}
+	return r
+}
+
+func workloadOf(a AgentSpec) SidecarSpec {
+	return SidecarSpec{Addr: a.Addr, Name: a.Name, Image: a.Image, Build: a.Build, Command: a.Command, Entrypoint: a.Entrypoint,
+		Env: a.Env, Workdir: a.Workdir, User: a.User, CPUs: a.CPUs, Memory: a.Memory, Labels: a.Labels, Egress: a.Egress}
+}
+
+func (c Capabilities) checkWorkload(driver, sidecar string, w SidecarSpec) []Refusal {
+	var out []Refusal
+	what := "the agent"
+	if sidecar != "" {
+		what = fmt.Sprintf("sidecar %q", sidecar)
+	}
+	if w.Build != nil && !c.Build {
+		out = append(out, Refusal{Sidecar: sidecar, Block: "build",
+			Message: fmt.Sprintf("%s cannot build images: give %s an image instead of a build block, or run it on a runtime whose driver builds (docker)", driver, what)})
+	}
+	attrs := map[string]cty.Value{
+		"image": w.Image, "command": w.Command, "entrypoint": w.Entrypoint, "env": w.Env, "workdir": w.Workdir,
+		"user": w.User, "cpus": w.CPUs, "memory": w.Memory, "labels": w.Labels,
+	}
+	for _, name := range WorkloadAttributes {
+		if slices.Contains(c.Attributes, name) || !isSet(attrs[name]) {
+			continue
+		}
+		out = append(out, Refusal{Sidecar: sidecar, Attr: name,
+			Message: fmt.Sprintf("%s cannot be honoured: %s has no %s setting, so %s would run without it; remove %s or run it on a runtime whose driver has one (docker)", name, driver, name, what, name)})
+	}
+	out = append(out, c.Egress.check(driver, sidecar, w.Egress)...)
+	return out
+}
+
+// isSet reports whether a workload attribute is set to something: not
+// absent, not null and, for a string, not empty. Unknown values count as
+// not set.
+func isSet(v cty.Value) bool {
+	if v == cty.NilVal {
+		return false
+	}
+	v, _ = v.UnmarkDeep()
+	if v.IsNull() || !v.IsKnown() {
+		return false
+	}
+	return v.Type() != cty.String || v.AsString() != ""
+}
+
+// check refuses the rules of an allowlist the driver cannot enforce. A rule
+// the grammar rejects is left to whoever parses it (lang reports it).
+func (e EgressCapabilities) check(driver, sidecar string, allow cty.Value) []Refusal {
+	if allow == cty.NilVal {
+		return nil
+	}
+	allow, _ = allow.UnmarkDeep()
+	if allow.IsNull() || !allow.IsKnown() || !allow.CanIterateElements() {
+		return nil
+	}
+	var out []Refusal
+	i := -1
+	for it := allow.ElementIterator(); it.Next(); {
+		i++
+		_, v := it.Element()
+		if !v.IsKnown() || v.IsNull() || v.Type() != cty.String {
+			continue
+		}
+		if err := e.CheckRule(driver, v.AsString()); err != nil {
+			out = append(out, Refusal{Sidecar: sidecar, Block: "egress", Rule: i, RuleText: v.AsString(), Message: err.Error()})
+		}
+	}
+	return out
+}
+
+// CheckRule refuses one egress rule the driver cannot enforce, saying
+// why. A rule the grammar rejects is no concern of it: nil.
+func (e EgressCapabilities) CheckRule(driver, rule string) error {
+	r, err := egress.ParseRule(rule)
+	if err != nil {
+		return nil
+	}
+	if msg := e.refuse(driver, r); msg != "" {
+		return errors.New(msg)
+	}
+	return nil
+}
+
+func (e EgressCapabilities) refuse(driver string, r egress.Rule) string {
+	switch {
+	case r.Wildcard && !e.Wildcards:
+		return fmt.Sprintf("%s cannot enforce wildcard rules: it allows named hosts and address blocks only; list each host under %s instead", driver, r.Host)
+	case r.Prefix.IsValid() && r.Prefix.IsSingleIP() && !e.Addresses:
+		return fmt.Sprintf("%s cannot enforce rules for addresses: name the host instead", driver)
+	case r.Prefix.IsValid() && !r.Prefix.IsSingleIP() && !e.CIDRs:
+		return fmt.Sprintf("%s cannot enforce address blocks (CIDR rules): list each host instead", driver)
+	case !r.Prefix.IsValid() && !r.Wildcard && !e.Names:
+		return fmt.Sprintf("%s cannot enforce rules for host names: give addresses instead", driver)
+	case r.Port != 0 && !e.Ports:
+		port := r.Port
+		r.Port = 0
+		return fmt.Sprintf("%s cannot enforce per-port rules: it allows every port of a destination or none; write %q to allow all its ports (%d included), or run this agent on a runtime whose driver narrows ports (docker)", driver, r.String(), port)
+	}
+	return ""
+}

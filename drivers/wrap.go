@@ -1,0 +1,115 @@
+package drivers
+
+import (
+	"context"
+	"fmt"
+	"io"
+)
+
+// Wrapper is a driver around another one (Inner) that can watch its Apply
+// calls, as the crash tests' hook does. It keeps everything the inner
+// driver has: its name and Declaration, and each optional interface
+// (Closer, WrittenReader, SnapshotExporter, SnapshotImporter, LogReader)
+// the inner one implements, which As finds through it. Wrapper has every
+// optional method, so callers must ask As, never assert on a driver's type.
+type Wrapper struct {
+	Inner Driver
+	// AfterApply, when set, runs after each Apply returns from Inner,
+	// before the caller sees the result.
+	AfterApply func(req ApplyRequest, resp ApplyResponse, err error)
+}
+
+var (
+	_ Driver           = (*Wrapper)(nil)
+	_ Closer           = (*Wrapper)(nil)
+	_ WrittenReader    = (*Wrapper)(nil)
+	_ SnapshotExporter = (*Wrapper)(nil)
+	_ SnapshotImporter = (*Wrapper)(nil)
+	_ LogReader        = (*Wrapper)(nil)
+)
+
+// Unwrap is the wrapped driver.
+func (w *Wrapper) Unwrap() Driver { return w.Inner }
+
+func (w *Wrapper) Name() string         { return w.Inner.Name() }
+func (w *Wrapper) Declare() Declaration { return w.Inner.Declare() }
+func (w *Wrapper) Configure(ctx context.Context, req ConfigureRequest) error {
+	return w.Inner.Configure(ctx, req)
+}
+func (w *Wrapper) Read(ctx context.Context, req ReadRequest) (ReadResponse, error) {
+	return w.Inner.Read(ctx, req)
+}
+func (w *Wrapper) Plan(ctx context.Context, req PlanRequest) (PlanResponse, error) {
+	return w.Inner.Plan(ctx, req)
+}
+
+func (w *Wrapper) Apply(ctx context.Context, req ApplyRequest) (ApplyResponse, error) {
+	resp, err := w.Inner.Apply(ctx, req)
+	if w.AfterApply != nil {
+		w.AfterApply(req, resp, err)
+	}
+	return resp, err
+}
+
+// errNotImplemented is what an optional method of a Wrapper returns when
+// the inner driver lacks it; As never hands such a Wrapper out.
+func (w *Wrapper) errNotImplemented(iface string) error {
+	return fmt.Errorf("the %s driver does not implement %s", w.Inner.Name(), iface)
+}
+
+func (w *Wrapper) Close() error {
+	if c, ok := As[Closer](w.Inner); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+func (w *Wrapper) Written(ctx context.Context, lineage string, obj LiveObject) (Written, error) {
+	if r, ok := As[WrittenReader](w.Inner); ok {
+		return r.Written(ctx, lineage, obj)
+	}
+	return Written{}, w.errNotImplemented("WrittenReader")
+}
+
+func (w *Wrapper) ExportSnapshot(ctx context.Context, image string, out io.Writer) error {
+	if e, ok := As[SnapshotExporter](w.Inner); ok {
+		return e.ExportSnapshot(ctx, image, out)
+	}
+	return w.errNotImplemented("SnapshotExporter")
+}
+
+func (w *Wrapper) ImportSnapshot(ctx context.Context, req ImportRequest, r io.Reader) (ApplyResponse, error) {
+	if i, ok := As[SnapshotImporter](w.Inner); ok {
+		return i.ImportSnapshot(ctx, req, r)
+	}
+	return ApplyResponse{}, w.errNotImplemented("SnapshotImporter")
+}
+
+func (w *Wrapper) Logs(ctx context.Context, lineage string, obj LiveObject, follow bool, stdout, stderr io.Writer) error {
+	if l, ok := As[LogReader](w.Inner); ok {
+		return l.Logs(ctx, lineage, obj, follow, stdout, stderr)
+	}
+	return w.errNotImplemented("LogReader")
+}
+
+// As returns d as the optional interface T when d has it: d itself, or,
+// for a driver that wraps another (Unwrap() Driver), the wrapper when the
+// driver it wraps has it, so the wrapper's watch stays in the way. It is
+// how the core asks for an optional interface.
+func As[T any](d Driver) (T, bool) {
+	var zero T
+	if d == nil {
+		return zero, false
+	}
+	if u, ok := d.(interface{ Unwrap() Driver }); ok {
+		if _, ok := As[T](u.Unwrap()); !ok {
+			return zero, false
+		}
+		if t, ok := d.(T); ok {
+			return t, true
+		}
+		return As[T](u.Unwrap())
+	}
+	t, ok := d.(T)
+	return t, ok
+}

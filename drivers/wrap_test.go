@@ -1,0 +1,98 @@
+package drivers_test
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/docker"
+	"github.com/bottlefile/bottlefile/drivers/drivertest"
+	"github.com/bottlefile/bottlefile/drivers/smolvm"
+)
+
+// bare is a driver with no optional interface at all.
+type bare struct{ drivers.Driver }
+
+// optional lists every optional interface of package drivers, each as a
+// check of whether a driver has it through As.
+var optional = map[string]func(drivers.Driver) bool{
+	"Closer":           func(d drivers.Driver) bool { _, ok := drivers.As[drivers.Closer](d); return ok },
+	"WrittenReader":    func(d drivers.Driver) bool { _, ok := drivers.As[drivers.WrittenReader](d); return ok },
+	"SnapshotExporter": func(d drivers.Driver) bool { _, ok := drivers.As[drivers.SnapshotExporter](d); return ok },
+	"SnapshotImporter": func(d drivers.Driver) bool { _, ok := drivers.As[drivers.SnapshotImporter](d); return ok },
+	"LogReader":        func(d drivers.Driver) bool { _, ok := drivers.As[drivers.LogReader](d); return ok },
+}
+
+// TestWrapperKeepsOptionalInterfaces: a wrapped driver has exactly the
+// optional interfaces its inner driver has, through As, also wrapped
+// twice, and keeps the inner driver's name and declaration.
+func TestWrapperKeepsOptionalInterfaces(t *testing.T) {
+	dk, _ := docker.New(nil)
+	sv, _ := smolvm.New(nil)
+	for name, inner := range map[string]drivers.Driver{
+		"docker": dk, "smolvm": sv, "fake": &drivertest.Fake{}, "bare": bare{&drivertest.Fake{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			once := &drivers.Wrapper{Inner: inner}
+			twice := &drivers.Wrapper{Inner: once}
+			has := 0
+			for iface, check := range optional {
+				want := check(inner)
+				if want {
+					has++
+				}
+				if got := check(once); got != want {
+					t.Errorf("wrapped: As[%s] = %v, the inner driver: %v", iface, got, want)
+				}
+				if got := check(twice); got != want {
+					t.Errorf("wrapped twice: As[%s] = %v, the inner driver: %v", iface, got, want)
+				}
+			}
+			if name != "bare" && has == 0 {
+				t.Errorf("the %s driver has no optional interface: the test checks nothing", name)
+			}
+			if once.Name() != inner.Name() {
+				t.Errorf("Name = %q, want %q", once.Name(), inner.Name())
+			}
+			if got, want := once.Declare().Capabilities.Snapshots, inner.Declare().Capabilities.Snapshots; got != want {
+				t.Errorf("Declare().Capabilities.Snapshots = %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+// TestWrapperCallsThrough: an optional interface found through a wrapper
+// is the wrapper's, which calls the inner driver; AfterApply sees every
+// Apply.
+func TestWrapperCallsThrough(t *testing.T) {
+	f := &drivertest.Fake{}
+	var seen []drivers.Op
+	w := &drivers.Wrapper{Inner: f, AfterApply: func(req drivers.ApplyRequest, _ drivers.ApplyResponse, _ error) {
+		seen = append(seen, req.Op)
+	}}
+	ex, ok := drivers.As[drivers.SnapshotExporter](w)
+	if !ok {
+		t.Fatal("As[SnapshotExporter] of a wrapped fake: not found")
+	}
+	if ex != drivers.SnapshotExporter(w) {
+		t.Error("As returned the inner driver, not the wrapper: its watch would be bypassed")
+	}
+	// The fake has no such snapshot: the error is the fake's own.
+	if err := ex.ExportSnapshot(context.Background(), "nothing", &bytes.Buffer{}); err == nil {
+		t.Error("ExportSnapshot of an unknown snapshot through the wrapper succeeded")
+	}
+	if _, ok := drivers.As[drivers.LogReader](w); ok {
+		t.Error("As[LogReader] found one through a wrapped fake, which has none")
+	}
+	if err := w.Logs(context.Background(), "l", drivers.LiveObject{}, false, nil, nil); err == nil {
+		t.Error("Logs through a wrapper of a driver without logs succeeded")
+	}
+	_, _ = w.Apply(context.Background(), drivers.ApplyRequest{Op: drivers.OpDelete, Lineage: "l", Object: drivers.Object{Addr: "agent.a", Kind: drivertest.KindContainer}})
+	if len(seen) != 1 || seen[0] != drivers.OpDelete || f.ApplyCalls != 1 {
+		t.Errorf("AfterApply saw %v, the fake %d Apply calls; want one delete", seen, f.ApplyCalls)
+	}
+	if w.Close(); !f.CloseCalled {
+		t.Error("Close did not reach the fake")
+	}
+}
