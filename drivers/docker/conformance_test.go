@@ -3,6 +3,7 @@ package docker
 import (
 	"testing"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
@@ -19,7 +20,7 @@ func TestConformance(t *testing.T) {
 	// the runtime's (runtime.default.egress).
 	egressNet, _ := dockertest.TestNetwork(t, cli, nil)
 	gateway := dockertest.GatewayBinary(t)
-	drivertest.TestDriver(t, func(t *testing.T) drivers.Driver {
+	newDriver := func(t *testing.T) drivers.Driver {
 		d, err := New(testLogger(t))
 		if err != nil {
 			t.Fatal(err)
@@ -31,5 +32,15 @@ func TestConformance(t *testing.T) {
 		}
 		t.Cleanup(func() { d.(drivers.Closer).Close() })
 		return d
-	}, img)
+	}
+	drivertest.TestDriver(t, drivertest.Harness{
+		NewDriver: newDriver,
+		Image:     img,
+		StopOutside: func(t *testing.T, _ string, obj drivers.LiveObject) {
+			now := 0
+			if err := cli.ContainerStop(t.Context(), obj.ID, container.StopOptions{Timeout: &now}); err != nil {
+				t.Fatalf("docker stop %s: %v", obj.ID, err)
+			}
+		},
+	})
 }

@@ -20,14 +20,41 @@ import (
 // left behind.
 const cleanupTimeout = 2 * time.Minute
 
-// TestDriver is the conformance suite every driver must pass. newDriver
-// returns a driver already configured against a runtime the test may use;
-// image is an image reference that runtime can run without a registry (a
-// local image whose command may be "sleep 600").
+// Harness is what the conformance suite needs to drive one kind of
+// runtime.
+type Harness struct {
+	// NewDriver returns a driver already configured against a runtime the
+	// test may use, with a state directory when the driver keeps
+	// snapshots there.
+	NewDriver func(t *testing.T) drivers.Driver
+	// Image is an image reference that runtime can run without a registry
+	// (a local image whose command may be "sleep 600").
+	Image string
+	// StopOutside stops a live workload behind the driver's back, as a
+	// user or a reboot would (docker stop, smolvm machine stop). Nil skips
+	// the start-after-stop check.
+	StopOutside func(t *testing.T, lineage string, obj drivers.LiveObject)
+	// ImportArchive is a docker-save tar of Image, for a driver that
+	// imports snapshots but cannot export them; with an exporter, the
+	// suite imports what it exported.
+	ImportArchive func(t *testing.T) []byte
+}
+
+// TestDriver is the conformance suite every driver must pass. What it
+// checks beyond the basics depends on what the driver declares
+// (Declare): a capability declared is exercised, one not declared is
+// refused by the generic capability check and by the driver's own Plan.
 //
-// The suite works in a fresh random lineage, so it never touches anything
+// The suite works in fresh random lineages, so it never touches anything
 // else on the runtime, and deletes whatever it created when it fails. It
 // checks, in order, that:
+//   - the declaration is consistent: snapshot export, import and logs
+//     are declared exactly when the driver implements SnapshotExporter,
+//     SnapshotImporter and LogReader; attributes are workload attributes;
+//   - every feature the driver does not declare (sidecars, build,
+//     attributes, egress rules by kind) is refused by drivers.CheckAgent
+//     with a message naming the driver, and by Plan; every kind of egress
+//     rule it declares passes the check;
 //   - Read of a lineage nothing was created in returns nothing;
 //   - Plan of an agent returns the agent's own object, a workload at the
 //     agent's address, and other objects below that address, whose
@@ -36,24 +63,25 @@ const cleanupTimeout = 2 * time.Minute
 //   - Apply creates the objects in dependency order, and Read then reports
 //     each of them with the ID Apply returned and the hash it was given, with
 //     the workload running, and nothing else;
-//   - Apply deletes them in reverse order, after which Read returns nothing.
-func TestDriver(t *testing.T, newDriver func(t *testing.T) drivers.Driver, image string) {
+//   - each declared in-place attribute (cpus, memory) changes with an
+//     update that keeps the workload's ID and leaves it running;
+//   - a workload stopped behind the driver's back reads as not running,
+//     and a start brings it back under the same ID;
+//   - with snapshots declared, a snapshot of the workload is taken, read,
+//     exported and imported as declared (into another lineage, which the
+//     first does not see), and deleted, twice without error;
+//   - the same agent applied in a second lineage is reported only there,
+//     and deleting it leaves the first lineage's objects alone;
+//   - Apply deletes the objects in reverse order, after which Read returns
+//     nothing, and deleting them again succeeds (deletes are idempotent).
+func TestDriver(t *testing.T, h Harness) {
 	t.Helper()
-	d := newDriver(t)
+	d := h.NewDriver(t)
+	image := h.Image
 	lineage := uuid.NewString()
-	agent := drivers.AgentSpec{
-		Addr:       "agent.conformance",
-		Name:       "conformance",
-		Image:      cty.StringVal(image),
-		Command:    cty.ListVal([]cty.Value{cty.StringVal("sleep"), cty.StringVal("600")}),
-		Entrypoint: cty.NullVal(cty.List(cty.String)),
-		Env:        cty.NullVal(cty.Map(cty.String)),
-		Workdir:    cty.NullVal(cty.String),
-		User:       cty.NullVal(cty.String),
-		CPUs:       cty.NullVal(cty.Number),
-		Memory:     cty.NullVal(cty.Number),
-		Labels:     cty.NullVal(cty.Map(cty.String)),
-	}
+	agent := conformanceAgent(image)
+	decl := d.Declare()
+	caps := decl.Capabilities
 	var planned []drivers.Object // in dependency order once Plan passed
 	t.Cleanup(func() { deleteLineage(t, d, lineage, planned) })
 
@@ -61,8 +89,9 @@ func TestDriver(t *testing.T, newDriver func(t *testing.T) drivers.Driver, image
 		if d.Name() == "" {
 			t.Error("Name() is empty")
 		}
-		_ = d.Declare()
 	})
+	t.Run("Declaration", func(t *testing.T) { checkDeclaration(t, d, decl) })
+	t.Run("Refusals", func(t *testing.T) { checkRefusals(t, d, caps, image) })
 
 	t.Run("ReadUnknownLineage", func(t *testing.T) {
 		resp, err := d.Read(t.Context(), drivers.ReadRequest{Lineage: lineage})
@@ -163,6 +192,128 @@ func TestDriver(t *testing.T, newDriver func(t *testing.T) drivers.Driver, image
 		return
 	}
 
+	workload := func(t *testing.T, l string) drivers.LiveObject {
+		t.Helper()
+		read, err := d.Read(t.Context(), drivers.ReadRequest{Lineage: l})
+		if err != nil {
+			t.Fatalf("Read: %v", err)
+		}
+		for _, o := range read.Objects {
+			if o.Addr == agent.Addr {
+				return o
+			}
+		}
+		t.Fatalf("Read does not report %s", agent.Addr)
+		return drivers.LiveObject{}
+	}
+	var self drivers.Object // the agent's workload as planned
+	for _, o := range planned {
+		if o.Addr == agent.Addr {
+			self = o
+		}
+	}
+
+	t.Run("UpdateInPlace", func(t *testing.T) {
+		changes := map[string]func(a *drivers.AgentSpec){
+			"cpus":   func(a *drivers.AgentSpec) { a.CPUs = cty.NumberIntVal(1) },
+			"memory": func(a *drivers.AgentSpec) { a.Memory = cty.NumberIntVal(256 << 20) },
+		}
+		tested := 0
+		for _, name := range caps.InPlace {
+			change, ok := changes[name]
+			if !ok {
+				continue // egress: another object's, driver-specific
+			}
+			tested++
+			changed := agent
+			change(&changed)
+			resp, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: changed})
+			if err != nil {
+				t.Fatalf("Plan with %s changed: %v", name, err)
+			}
+			i := slices.IndexFunc(resp.Objects, func(o drivers.Object) bool { return o.Addr == agent.Addr })
+			if i < 0 {
+				t.Fatalf("Plan with %s changed has no %s", name, agent.Addr)
+			}
+			obj := resp.Objects[i]
+			if !slices.Contains(obj.InPlace, name) {
+				t.Errorf("%s is declared to change in place, but the workload's InPlace is %v", name, obj.InPlace)
+				continue
+			}
+			up, err := d.Apply(t.Context(), drivers.ApplyRequest{
+				Op: drivers.OpUpdate, Lineage: lineage, Object: obj, Hash: testHash(lineage, agent.Addr), ID: ids[agent.Addr],
+			})
+			if err != nil {
+				t.Fatalf("update %s: %v", name, err)
+			}
+			if up.ID != "" && up.ID != ids[agent.Addr] {
+				t.Errorf("update of %s returned ID %q, want the workload's %q", name, up.ID, ids[agent.Addr])
+			}
+			if got := workload(t, lineage); got.ID != ids[agent.Addr] || !got.Running {
+				t.Errorf("after updating %s in place: %+v, want ID %q running", name, got, ids[agent.Addr])
+			}
+		}
+		if tested == 0 {
+			t.Skipf("the %s driver declares no workload attribute that changes in place", d.Name())
+		}
+	})
+
+	t.Run("StartAfterStopOutside", func(t *testing.T) {
+		if h.StopOutside == nil {
+			t.Skip("the harness cannot stop a workload behind the driver's back")
+		}
+		before := workload(t, lineage)
+		h.StopOutside(t, lineage, before)
+		if got := workload(t, lineage); got.Running {
+			t.Fatalf("a workload stopped outside still reads as running: %+v", got)
+		}
+		resp, err := d.Apply(t.Context(), drivers.ApplyRequest{
+			Op: drivers.OpStart, Lineage: lineage, Object: self, Hash: testHash(lineage, agent.Addr), ID: before.ID,
+		})
+		if err != nil {
+			t.Fatalf("start: %v", err)
+		}
+		if resp.ID != "" && resp.ID != before.ID {
+			t.Errorf("start returned ID %q, want %q", resp.ID, before.ID)
+		}
+		if got := workload(t, lineage); !got.Running || got.ID != before.ID {
+			t.Errorf("after start: %+v, want %q running", got, before.ID)
+		}
+	})
+
+	t.Run("Snapshots", func(t *testing.T) {
+		if !caps.Snapshots.Take {
+			t.Skipf("the %s driver declares no snapshots", d.Name())
+		}
+		checkSnapshots(t, d, h, caps.Snapshots, lineage, agent)
+	})
+
+	t.Run("LineageIsolation", func(t *testing.T) {
+		other := uuid.NewString()
+		t.Cleanup(func() { deleteLineage(t, d, other, planned) })
+		for _, o := range planned {
+			if _, err := d.Apply(t.Context(), drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: other, Object: o, Hash: testHash(other, o.Addr)}); err != nil {
+				t.Fatalf("create %s in a second lineage: %v", o.Addr, err)
+			}
+		}
+		first, second := addrIDs(t, d, lineage), addrIDs(t, d, other)
+		if len(second) != len(planned) {
+			t.Errorf("the second lineage reads %v, want its %d objects", second, len(planned))
+		}
+		for addr, id := range second {
+			if first[addr] == id {
+				t.Errorf("%s: both lineages report the same object %s", addr, id)
+			}
+		}
+		deleteLineage(t, d, other, planned)
+		if left := addrIDs(t, d, other); len(left) != 0 {
+			t.Errorf("after deleting the second lineage it reads %v", left)
+		}
+		if got := addrIDs(t, d, lineage); len(got) != len(first) {
+			t.Errorf("deleting the second lineage changed the first: %v, was %v", got, first)
+		}
+	})
+
 	t.Run("ApplyDelete", func(t *testing.T) {
 		for _, o := range slices.Backward(planned) {
 			_, err := d.Apply(t.Context(), drivers.ApplyRequest{
@@ -180,7 +331,48 @@ func TestDriver(t *testing.T, newDriver func(t *testing.T) drivers.Driver, image
 		if len(read.Objects) != 0 {
 			t.Errorf("Read after deleting everything returned %v", read.Objects)
 		}
+		for _, o := range slices.Backward(planned) {
+			_, err := d.Apply(t.Context(), drivers.ApplyRequest{
+				Op: drivers.OpDelete, Lineage: lineage, ID: ids[o.Addr],
+				Object: drivers.Object{Addr: o.Addr, Kind: o.Kind},
+			})
+			if err != nil {
+				t.Errorf("deleting %s again (deletes are idempotent): %v", o.Addr, err)
+			}
+		}
 	})
+}
+
+// conformanceAgent is the agent the suite plans: the image running
+// "sleep 600", nothing else set.
+func conformanceAgent(image string) drivers.AgentSpec {
+	return drivers.AgentSpec{
+		Addr:       "agent.conformance",
+		Name:       "conformance",
+		Image:      cty.StringVal(image),
+		Command:    cty.ListVal([]cty.Value{cty.StringVal("sleep"), cty.StringVal("600")}),
+		Entrypoint: cty.NullVal(cty.List(cty.String)),
+		Env:        cty.NullVal(cty.Map(cty.String)),
+		Workdir:    cty.NullVal(cty.String),
+		User:       cty.NullVal(cty.String),
+		CPUs:       cty.NullVal(cty.Number),
+		Memory:     cty.NullVal(cty.Number),
+		Labels:     cty.NullVal(cty.Map(cty.String)),
+	}
+}
+
+// addrIDs maps each object Read reports in the lineage to its ID.
+func addrIDs(t *testing.T, d drivers.Driver, lineage string) map[string]string {
+	t.Helper()
+	read, err := d.Read(t.Context(), drivers.ReadRequest{Lineage: lineage})
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	out := map[string]string{}
+	for _, o := range read.Objects {
+		out[o.Addr] = o.ID
+	}
+	return out
 }
 
 // objectVertex puts a planned object in a dag.Graph.

@@ -18,13 +18,34 @@ import (
 )
 
 func TestFake(t *testing.T) {
-	TestDriver(t, func(t *testing.T) drivers.Driver {
-		f := &Fake{}
-		if err := f.Configure(t.Context(), drivers.ConfigureRequest{Runtime: "default", Config: cty.EmptyObjectVal}); err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}, "example.invalid/agent:1")
+	var f *Fake
+	TestDriver(t, Harness{
+		NewDriver: func(t *testing.T) drivers.Driver {
+			f = &Fake{}
+			if err := f.Configure(t.Context(), drivers.ConfigureRequest{Runtime: "default", Config: cty.EmptyObjectVal}); err != nil {
+				t.Fatal(err)
+			}
+			return f
+		},
+		Image: "example.invalid/agent:1",
+		StopOutside: func(t *testing.T, lineage string, obj drivers.LiveObject) {
+			if !f.Stop(lineage, obj.Addr) {
+				t.Fatalf("the fake has no %s to stop", obj.Addr)
+			}
+		},
+	})
+}
+
+// TestFakeRefusals: a fake that declares less runs the refusal checks of
+// the suite: what it does not declare, its Plan refuses.
+func TestFakeRefusals(t *testing.T) {
+	decl := FakeDeclaration()
+	decl.Capabilities.Sidecars, decl.Capabilities.Build = false, false
+	decl.Capabilities.Attributes = []string{"image", "command"}
+	decl.Capabilities.InPlace = nil
+	decl.Capabilities.Egress = drivers.EgressCapabilities{Names: true}
+	f := &Fake{DriverName: "narrow", DeclareResponse: &decl}
+	TestDriver(t, Harness{NewDriver: func(*testing.T) drivers.Driver { return f }, Image: "example.invalid/agent:1"})
 }
 
 // brokenDrivers are fakes broken on purpose, each with a line the suite must
@@ -77,8 +98,12 @@ var brokenDrivers = map[string]struct {
 	"delete fails once": {
 		func(f *Fake) {
 			var failed bool
+			var first string // the suite's own lineage, created in first
 			f.BeforeApply = func(ctx context.Context, req drivers.ApplyRequest) error {
-				if req.Op == drivers.OpDelete && !failed {
+				if first == "" {
+					first = req.Lineage
+				}
+				if req.Op == drivers.OpDelete && req.Lineage == first && req.Object.Addr == "agent.conformance" && !failed {
 					failed = true
 					return errors.New("engine says no")
 				}
@@ -130,7 +155,7 @@ func TestBrokenDriverChild(t *testing.T) {
 		}
 		fmt.Printf("objects left: %d\n", left)
 	})
-	TestDriver(t, func(*testing.T) drivers.Driver { return f }, "example.invalid/agent:1")
+	TestDriver(t, Harness{NewDriver: func(*testing.T) drivers.Driver { return f }, Image: "example.invalid/agent:1"})
 }
 
 const lin = "0c7f1c1e-0000-4000-8000-000000000000"

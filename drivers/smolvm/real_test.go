@@ -61,7 +61,15 @@ func realDriverIn(t *testing.T, dir string) *Driver {
 func TestRealSmolvm(t *testing.T) {
 	bin, image := realSmolvm(t)
 	t.Run("Conformance", func(t *testing.T) {
-		drivertest.TestDriver(t, realDriver, image)
+		drivertest.TestDriver(t, drivertest.Harness{
+			NewDriver: func(t *testing.T) drivers.Driver { return realDriverIn(t, t.TempDir()) },
+			Image:     image,
+			StopOutside: func(t *testing.T, _ string, obj drivers.LiveObject) {
+				if out, err := exec.Command(bin, "machine", "stop", "--name", obj.ID).CombinedOutput(); err != nil {
+					t.Fatalf("smolvm machine stop --name %s: %v\n%s", obj.ID, err, out)
+				}
+			},
+		})
 	})
 	t.Run("Scenario", func(t *testing.T) {
 		runScenario(t, realDriver(t), image, func(name string) {

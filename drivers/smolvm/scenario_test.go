@@ -12,9 +12,17 @@ import (
 // TestConformance runs the suite every driver passes against the fake.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	drivertest.TestDriver(t, func(t *testing.T) drivers.Driver {
-		return newFake(t).driver(t)
-	}, "alpine:3")
+	f := newFake(t)
+	drivertest.TestDriver(t, drivertest.Harness{
+		NewDriver: func(t *testing.T) drivers.Driver { return f.withState(t, "vm", t.TempDir()) },
+		Image:     "alpine:3",
+		StopOutside: func(t *testing.T, _ string, obj drivers.LiveObject) {
+			if _, stderr, code := f.cli(t, "", "machine", "stop", "--name", obj.ID); code != 0 {
+				t.Fatalf("stopping %s outside the driver: exit %d: %s", obj.ID, code, stderr)
+			}
+		},
+		ImportArchive: func(t *testing.T) []byte { return dockerSave(t) },
+	})
 }
 
 // TestScenario goes beyond the conformance suite with what only a
