@@ -39,7 +39,7 @@ func TestStatus(t *testing.T) {
   image = "busybox:1"
 }
 `, "", 1))
-	w.must("apply", "-auto-approve")
+	w.must("apply", "-auto-approve", "-parallelism=1") // fake ids in a fixed order: the golden files show them
 	c.t = c.t.Add(10 * time.Minute)
 	w.must("snapshot take", "agent.coder")
 	w.write(statusConfig)
