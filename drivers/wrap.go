@@ -9,7 +9,8 @@ import (
 // Wrapper is a driver around another one (Inner) that can watch its Apply
 // calls, as the crash tests' hook does. It keeps everything the inner
 // driver has: its name and Declaration, and each optional interface
-// (Closer, WrittenReader, SnapshotExporter, SnapshotImporter, LogReader)
+// (Closer, WrittenReader, SnapshotExporter, SnapshotImporter, LogReader,
+// ExitDescriber, Settler)
 // the inner one implements, which As finds through it. Wrapper has every
 // optional method, so callers must ask As, never assert on a driver's type.
 type Wrapper struct {
@@ -26,6 +27,8 @@ var (
 	_ SnapshotExporter = (*Wrapper)(nil)
 	_ SnapshotImporter = (*Wrapper)(nil)
 	_ LogReader        = (*Wrapper)(nil)
+	_ ExitDescriber    = (*Wrapper)(nil)
+	_ Settler          = (*Wrapper)(nil)
 )
 
 // Unwrap is the wrapped driver.
@@ -90,6 +93,20 @@ func (w *Wrapper) Logs(ctx context.Context, lineage string, obj LiveObject, foll
 		return l.Logs(ctx, lineage, obj, follow, stdout, stderr)
 	}
 	return w.errNotImplemented("LogReader")
+}
+
+func (w *Wrapper) DescribeExit(ctx context.Context, lineage string, obj LiveObject) (*Exit, error) {
+	if e, ok := As[ExitDescriber](w.Inner); ok {
+		return e.DescribeExit(ctx, lineage, obj)
+	}
+	return nil, w.errNotImplemented("ExitDescriber")
+}
+
+func (w *Wrapper) Settle(ctx context.Context, req SettleRequest) error {
+	if s, ok := As[Settler](w.Inner); ok {
+		return s.Settle(ctx, req)
+	}
+	return w.errNotImplemented("Settler")
 }
 
 // As returns d as the optional interface T when d has it: d itself, or,

@@ -3,6 +3,12 @@ package drivers_test
 import (
 	"bytes"
 	"context"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/bottlefile/bottlefile/drivers"
@@ -22,6 +28,8 @@ var optional = map[string]func(drivers.Driver) bool{
 	"SnapshotExporter": func(d drivers.Driver) bool { _, ok := drivers.As[drivers.SnapshotExporter](d); return ok },
 	"SnapshotImporter": func(d drivers.Driver) bool { _, ok := drivers.As[drivers.SnapshotImporter](d); return ok },
 	"LogReader":        func(d drivers.Driver) bool { _, ok := drivers.As[drivers.LogReader](d); return ok },
+	"ExitDescriber":    func(d drivers.Driver) bool { _, ok := drivers.As[drivers.ExitDescriber](d); return ok },
+	"Settler":          func(d drivers.Driver) bool { _, ok := drivers.As[drivers.Settler](d); return ok },
 }
 
 // TestWrapperKeepsOptionalInterfaces: a wrapped driver has exactly the
@@ -95,4 +103,66 @@ func TestWrapperCallsThrough(t *testing.T) {
 	if w.Close(); !f.CloseCalled {
 		t.Error("Close did not reach the fake")
 	}
+}
+
+// TestWrapperKnowsEveryOptionalInterface: every interface package drivers
+// declares besides Driver is in the table above, and a Wrapper has it
+// itself, so a new optional interface cannot be left out of Wrapper.
+func TestWrapperKnowsEveryOptionalInterface(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	found := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			gd, ok := decl.(*ast.GenDecl)
+			if !ok {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				ts, ok := spec.(*ast.TypeSpec)
+				if !ok || !ts.Name.IsExported() || ts.Name.Name == "Driver" {
+					continue
+				}
+				if _, ok := ts.Type.(*ast.InterfaceType); !ok {
+					continue
+				}
+				found++
+				if _, ok := optional[ts.Name.Name]; !ok {
+					t.Errorf("%s (%s) is not in the table of optional interfaces: add it there and to Wrapper", ts.Name.Name, name)
+				}
+				iface, ok := optionalTypes[ts.Name.Name]
+				if !ok {
+					t.Errorf("%s (%s) is not in optionalTypes", ts.Name.Name, name)
+					continue
+				}
+				if !reflect.TypeFor[*drivers.Wrapper]().Implements(iface) {
+					t.Errorf("Wrapper does not implement %s: a wrapped driver would hide it from its callers' watch", ts.Name.Name)
+				}
+			}
+		}
+	}
+	if found != len(optional) {
+		t.Errorf("found %d optional interfaces in package drivers, the table has %d", found, len(optional))
+	}
+}
+
+// optionalTypes are the optional interfaces' types, by name.
+var optionalTypes = map[string]reflect.Type{
+	"Closer":           reflect.TypeFor[drivers.Closer](),
+	"WrittenReader":    reflect.TypeFor[drivers.WrittenReader](),
+	"SnapshotExporter": reflect.TypeFor[drivers.SnapshotExporter](),
+	"SnapshotImporter": reflect.TypeFor[drivers.SnapshotImporter](),
+	"LogReader":        reflect.TypeFor[drivers.LogReader](),
+	"ExitDescriber":    reflect.TypeFor[drivers.ExitDescriber](),
+	"Settler":          reflect.TypeFor[drivers.Settler](),
 }

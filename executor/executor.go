@@ -262,7 +262,7 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 // recorded (it exists, whatever becomes of it), without holding an apply
 // slot: independent workloads are watched at the same time.
 func (e *Executor) settle(ctx context.Context, d drivers.Driver, c *planner.Change, id string) error {
-	s, ok := d.(drivers.Settler)
+	s, ok := drivers.As[drivers.Settler](d)
 	if !ok {
 		return nil
 	}

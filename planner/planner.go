@@ -361,7 +361,7 @@ func (p *Planner) refresh(ctx context.Context, lineage string, records []state.R
 			}
 		}
 		m := make(map[string]liveEntry, len(resp.Objects))
-		describer, _ := rt.Driver.(drivers.ExitDescriber)
+		describer, _ := drivers.As[drivers.ExitDescriber](rt.Driver)
 		for i := range resp.Objects {
 			o := &resp.Objects[i]
 			if describer != nil && !o.Running && o.Exit != nil {

@@ -20,6 +20,8 @@ func TestCrashHookKeepsOptionalInterfaces(t *testing.T) {
 		"SnapshotExporter": func(d drivers.Driver) bool { _, ok := drivers.As[drivers.SnapshotExporter](d); return ok },
 		"SnapshotImporter": func(d drivers.Driver) bool { _, ok := drivers.As[drivers.SnapshotImporter](d); return ok },
 		"LogReader":        func(d drivers.Driver) bool { _, ok := drivers.As[drivers.LogReader](d); return ok },
+		"ExitDescriber":    func(d drivers.Driver) bool { _, ok := drivers.As[drivers.ExitDescriber](d); return ok },
+		"Settler":          func(d drivers.Driver) bool { _, ok := drivers.As[drivers.Settler](d); return ok },
 	}
 	for name, factory := range reg {
 		inner, err := factory(nil)
