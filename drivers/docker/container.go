@@ -237,6 +237,9 @@ func (d *Driver) startContainer(ctx context.Context, api dockerAPI, req drivers.
 		return drivers.ApplyResponse{}, fmt.Errorf("starting container of %s: %w", addr, err)
 	}
 	if err := api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		if staleTask(err) && len(req.Object.Attrs) > 0 {
+			return d.replaceUnstartable(ctx, api, req, id, err)
+		}
 		return drivers.ApplyResponse{}, fmt.Errorf("starting container %s of %s: %w", shortID(id), addr, err)
 	}
 	d.log.Info("started container", "addr", addr, "id", shortID(id))
@@ -358,4 +361,37 @@ func waitGone(ctx context.Context, api dockerAPI, id string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// staleTask reports a start the engine refuses because containerd still
+// holds a task for the container: an engine killed while the start was in
+// flight leaves one, and every later start of that container fails the
+// same way ("task ... already exists", "id already in use").
+func staleTask(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "id already in use") || strings.Contains(msg, "task") && strings.Contains(msg, "already exists")
+}
+
+// replaceUnstartable replaces a container that can never be started (see
+// staleTask) by a new one made from the same object: create removes the
+// old one of the name first. The apply says so.
+func (d *Driver) replaceUnstartable(ctx context.Context, api dockerAPI, req drivers.ApplyRequest, id string, startErr error) (drivers.ApplyResponse, error) {
+	addr := req.Object.Addr
+	d.log.Warn("the container cannot be started (a task of it survived an engine crash); replacing it", "addr", addr, "id", shortID(id), "error", startErr)
+	var resp drivers.ApplyResponse
+	var err error
+	if req.Object.Kind == kindGateway {
+		_, pool, perr := d.engine()
+		if perr != nil {
+			return resp, perr
+		}
+		resp, err = d.createGateway(ctx, api, pool, req)
+	} else {
+		resp, err = d.createContainer(ctx, api, req)
+	}
+	if err != nil {
+		return resp, fmt.Errorf("starting container %s of %s: %v; replacing it: %w", shortID(id), addr, startErr, err)
+	}
+	resp.Notes = append(resp.Notes, fmt.Sprintf("container %s could not be started (a task of it survived an engine crash): replaced by %s", shortID(id), shortID(resp.ID)))
+	return resp, nil
 }
