@@ -50,7 +50,7 @@ type Capabilities struct {
 	Snapshots SnapshotCapabilities
 	// Logs: the driver implements LogReader.
 	Logs bool
-	// Exec: the driver can run a command in a live workload.
+	// Exec: the driver can run a command in a live workload (Execer).
 	Exec bool
 }
 

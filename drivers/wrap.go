@@ -10,7 +10,7 @@ import (
 // calls, as the crash tests' hook does. It keeps everything the inner
 // driver has: its name and Declaration, and each optional interface
 // (Closer, WrittenReader, SnapshotExporter, SnapshotImporter, LogReader,
-// ExitDescriber, Settler)
+// ExitDescriber, Settler, Execer)
 // the inner one implements, which As finds through it. Wrapper has every
 // optional method, so callers must ask As, never assert on a driver's type.
 type Wrapper struct {
@@ -29,6 +29,7 @@ var (
 	_ LogReader        = (*Wrapper)(nil)
 	_ ExitDescriber    = (*Wrapper)(nil)
 	_ Settler          = (*Wrapper)(nil)
+	_ Execer           = (*Wrapper)(nil)
 )
 
 // Unwrap is the wrapped driver.
@@ -88,9 +89,9 @@ func (w *Wrapper) ImportSnapshot(ctx context.Context, req ImportRequest, r io.Re
 	return ApplyResponse{}, w.errNotImplemented("SnapshotImporter")
 }
 
-func (w *Wrapper) Logs(ctx context.Context, lineage string, obj LiveObject, follow bool, stdout, stderr io.Writer) error {
+func (w *Wrapper) Logs(ctx context.Context, lineage string, obj LiveObject, opts LogOptions, stdout, stderr io.Writer) error {
 	if l, ok := As[LogReader](w.Inner); ok {
-		return l.Logs(ctx, lineage, obj, follow, stdout, stderr)
+		return l.Logs(ctx, lineage, obj, opts, stdout, stderr)
 	}
 	return w.errNotImplemented("LogReader")
 }
@@ -107,6 +108,13 @@ func (w *Wrapper) Settle(ctx context.Context, req SettleRequest) error {
 		return s.Settle(ctx, req)
 	}
 	return w.errNotImplemented("Settler")
+}
+
+func (w *Wrapper) Exec(ctx context.Context, lineage string, obj LiveObject, req ExecRequest) (int, error) {
+	if x, ok := As[Execer](w.Inner); ok {
+		return x.Exec(ctx, lineage, obj, req)
+	}
+	return 0, w.errNotImplemented("Execer")
 }
 
 // As returns d as the optional interface T when d has it: d itself, or,

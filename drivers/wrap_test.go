@@ -30,6 +30,7 @@ var optional = map[string]func(drivers.Driver) bool{
 	"LogReader":        func(d drivers.Driver) bool { _, ok := drivers.As[drivers.LogReader](d); return ok },
 	"ExitDescriber":    func(d drivers.Driver) bool { _, ok := drivers.As[drivers.ExitDescriber](d); return ok },
 	"Settler":          func(d drivers.Driver) bool { _, ok := drivers.As[drivers.Settler](d); return ok },
+	"Execer":           func(d drivers.Driver) bool { _, ok := drivers.As[drivers.Execer](d); return ok },
 }
 
 // TestWrapperKeepsOptionalInterfaces: a wrapped driver has exactly the
@@ -90,11 +91,11 @@ func TestWrapperCallsThrough(t *testing.T) {
 	if err := ex.ExportSnapshot(context.Background(), "nothing", &bytes.Buffer{}); err == nil {
 		t.Error("ExportSnapshot of an unknown snapshot through the wrapper succeeded")
 	}
-	if _, ok := drivers.As[drivers.LogReader](w); ok {
-		t.Error("As[LogReader] found one through a wrapped fake, which has none")
+	if _, ok := drivers.As[drivers.Execer](w); ok {
+		t.Error("As[Execer] found one through a wrapped fake, which has none")
 	}
-	if err := w.Logs(context.Background(), "l", drivers.LiveObject{}, false, nil, nil); err == nil {
-		t.Error("Logs through a wrapper of a driver without logs succeeded")
+	if _, err := w.Exec(context.Background(), "l", drivers.LiveObject{}, drivers.ExecRequest{Command: []string{"true"}}); err == nil {
+		t.Error("Exec through a wrapper of a driver without exec succeeded")
 	}
 	_, _ = w.Apply(context.Background(), drivers.ApplyRequest{Op: drivers.OpDelete, Lineage: "l", Object: drivers.Object{Addr: "agent.a", Kind: drivertest.KindContainer}})
 	if len(seen) != 1 || seen[0] != drivers.OpDelete || f.ApplyCalls != 1 {
@@ -165,4 +166,5 @@ var optionalTypes = map[string]reflect.Type{
 	"LogReader":        reflect.TypeFor[drivers.LogReader](),
 	"ExitDescriber":    reflect.TypeFor[drivers.ExitDescriber](),
 	"Settler":          reflect.TypeFor[drivers.Settler](),
+	"Execer":           reflect.TypeFor[drivers.Execer](),
 }

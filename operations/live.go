@@ -235,7 +235,7 @@ func (l Live) Exec(ctx context.Context, o ExecOptions) (int, hcl.Diagnostics) {
 	if l.driver == nil {
 		return 0, hcl.Diagnostics{errorDiag("No such workload", "no live object was found")}
 	}
-	x, ok := l.driver.(drivers.Execer)
+	x, ok := drivers.As[drivers.Execer](l.driver)
 	if !ok {
 		return 0, hcl.Diagnostics{errorDiag("Exec not available", fmt.Sprintf("the %s driver of runtime %q cannot run commands in its workloads", l.Driver, l.Runtime))}
 	}

@@ -97,7 +97,7 @@ func (op *Operation) AgentLogs(ctx context.Context, agent string, o LogOptions, 
 }
 
 func (l Live) logsTimestamped(ctx context.Context, o LogOptions, stdout, stderr io.Writer) hcl.Diagnostics {
-	lr, ok := l.driver.(drivers.LogReader)
+	lr, ok := drivers.As[drivers.LogReader](l.driver)
 	if !ok {
 		return hcl.Diagnostics{{Severity: hcl.DiagWarning, Summary: "Logs not available", Detail: fmt.Sprintf("the %s driver of runtime %q keeps no log of %s", l.Driver, l.Runtime, l.Addr)}}
 	}
@@ -168,7 +168,7 @@ func logsDir(dir string) string { return filepath.Join(dir, state.Dir, "logs") }
 // saveLog saves the log of obj, a workload about to be removed, if its
 // driver keeps logs. It returns the file written, "" when there is no log.
 func saveLog(ctx context.Context, dir, lineage string, d drivers.Driver, obj drivers.LiveObject, at time.Time) (string, error) {
-	lr, ok := d.(drivers.LogReader)
+	lr, ok := drivers.As[drivers.LogReader](d)
 	if !ok {
 		return "", nil
 	}

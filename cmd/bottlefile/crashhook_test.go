@@ -22,6 +22,7 @@ func TestCrashHookKeepsOptionalInterfaces(t *testing.T) {
 		"LogReader":        func(d drivers.Driver) bool { _, ok := drivers.As[drivers.LogReader](d); return ok },
 		"ExitDescriber":    func(d drivers.Driver) bool { _, ok := drivers.As[drivers.ExitDescriber](d); return ok },
 		"Settler":          func(d drivers.Driver) bool { _, ok := drivers.As[drivers.Settler](d); return ok },
+		"Execer":           func(d drivers.Driver) bool { _, ok := drivers.As[drivers.Execer](d); return ok },
 	}
 	for name, factory := range reg {
 		inner, err := factory(nil)

@@ -22,6 +22,7 @@ func checkDeclaration(t *testing.T, d drivers.Driver, decl drivers.Declaration) 
 	_, exports := drivers.As[drivers.SnapshotExporter](d)
 	_, imports := drivers.As[drivers.SnapshotImporter](d)
 	_, logs := drivers.As[drivers.LogReader](d)
+	_, execs := drivers.As[drivers.Execer](d)
 	for _, c := range []struct {
 		what               string
 		declared, hasIface bool
@@ -29,6 +30,7 @@ func checkDeclaration(t *testing.T, d drivers.Driver, decl drivers.Declaration) 
 		{"snapshot export (SnapshotExporter)", caps.Snapshots.Export, exports},
 		{"snapshot import (SnapshotImporter)", caps.Snapshots.Import, imports},
 		{"logs (LogReader)", caps.Logs, logs},
+		{"exec (Execer)", caps.Exec, execs},
 	} {
 		if c.declared != c.hasIface {
 			t.Errorf("%s: declared %v, implemented %v", c.what, c.declared, c.hasIface)

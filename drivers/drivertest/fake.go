@@ -168,8 +168,8 @@ func (f *Fake) Declare() drivers.Declaration {
 
 // FakeDeclaration is what a Fake declares by default: a runtime block
 // with no attributes, and every capability its Plan and Apply have (it
-// accepts sidecars and egress rules and plans nothing for them), logs and
-// exec excepted.
+// accepts sidecars and egress rules and plans nothing for them), exec
+// excepted.
 func FakeDeclaration() drivers.Declaration {
 	return drivers.Declaration{
 		Schema: drivers.Schema{Runtime: hcldec.ObjectSpec{}},
@@ -182,6 +182,7 @@ func FakeDeclaration() drivers.Declaration {
 				Names: true, Wildcards: true, Ports: true, Addresses: true, CIDRs: true,
 			},
 			Snapshots: drivers.SnapshotCapabilities{Take: true, Format: drivers.FormatImage, Export: true, Import: true},
+			Logs:      true,
 		},
 	}
 }

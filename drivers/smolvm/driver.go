@@ -123,6 +123,7 @@ func Declaration() drivers.Declaration {
 			Attributes: slices.DeleteFunc(slices.Clone(drivers.WorkloadAttributes), func(s string) bool { return s == "user" }),
 			Egress:     drivers.EgressCapabilities{Names: true, Addresses: true, CIDRs: true},
 			Snapshots:  drivers.SnapshotCapabilities{Take: true, Format: drivers.FormatSmolvmPack, Import: true},
+			Exec:       true,
 		},
 	}
 }
