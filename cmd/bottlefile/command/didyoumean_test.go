@@ -33,6 +33,7 @@ func TestDidYouMean(t *testing.T) {
 	}{
 		{"logs", []string{"logs", "agent.clade"}, `Did you mean "agent.claude"?`},
 		{"status", []string{"status", "agent.clade"}, `Did you mean "agent.claude"?`},
+		{"exec", []string{"exec", "agent.clade", "--", "true"}, `Did you mean "agent.claude"?`},
 		{"logs-network", []string{"logs", "agent.claude.netwrk"}, `Did you mean "agent.claude.network"?`},
 		{"plan-target", []string{"plan", "-target=agent.clade"}, `Did you mean "agent.claude"?`},
 		{"plan-replace", []string{"plan", "-replace=agent.codx"}, `Did you mean "agent.codex"?`},
