@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -97,6 +98,7 @@ type Gateway struct {
 	answerTimeout time.Duration
 
 	ruleset   atomic.Pointer[ruleset]
+	ruleMu    sync.Mutex                     // serializes setRuleset, so serials never repeat
 	forbidden atomic.Pointer[[]netip.Prefix] // SetForbidden's, beside Forbidden
 	logMu     sync.Mutex
 	refusals  refusalLimit
@@ -126,21 +128,34 @@ type tunnel struct {
 type ruleset struct {
 	agent string // from a rules file; "" means Gateway.Agent
 	rules []Rule
+	// serial numbers the allowlists this gateway applied: 1 for the
+	// first, one more at every change. Every decision carries it.
+	serial uint64
+	// sidecars are the names of the bottle's sidecars (from the rules
+	// file), which a client must reach directly, not through the proxy.
+	sidecars []string
 }
 
 // SetRules replaces the allowlist atomically, and closes the open tunnels
 // and forwarded exchanges the new rules do not allow; it returns how many
 // it closed. Every later decision uses the new rules.
 func (g *Gateway) SetRules(rules []Rule) int {
-	agent := ""
+	agent, sidecars := "", []string(nil)
 	if rs := g.ruleset.Load(); rs != nil {
-		agent = rs.agent
+		agent, sidecars = rs.agent, rs.sidecars
 	}
-	return g.setRuleset(agent, rules)
+	return g.setRuleset(agent, rules, sidecars)
 }
 
-func (g *Gateway) setRuleset(agent string, rules []Rule) int {
-	g.ruleset.Store(&ruleset{agent: agent, rules: slices.Clone(rules)})
+// Serial is the serial of the allowlist in force: 0 before any, 1 for
+// the first applied, one more at every change since.
+func (g *Gateway) Serial() uint64 { return g.current().serial }
+
+func (g *Gateway) setRuleset(agent string, rules []Rule, sidecars []string) int {
+	g.ruleMu.Lock()
+	serial := g.current().serial + 1
+	g.ruleset.Store(&ruleset{agent: agent, rules: slices.Clone(rules), serial: serial, sidecars: slices.Clone(sidecars)})
+	g.ruleMu.Unlock()
 	return g.revoke()
 }
 
@@ -217,12 +232,28 @@ type Decision struct {
 	Source      string    `json:"source"`      // the client, ip:port
 	Destination string    `json:"destination"` // host:port as requested
 	Rule        string    `json:"rule"`        // the rule that matched the destination, canonical; "" for none
-	Allowed     bool      `json:"allowed"`     // rules and address policy passed
-	Reason      string    `json:"reason"`      // why, or what happened
+	Allowed     bool      `json:"allowed"`     // the policy's decision: rules and address policy passed
+	Outcome     string    `json:"outcome"`     // what happened: one of the Outcome constants
+	Reason      string    `json:"reason"`      // why, or what happened, in words
+	// Serial is the serial of the allowlist that made the decision
+	// ([Gateway.Serial]); the rules-loaded event with that serial lists it.
+	Serial uint64 `json:"serial"`
 	// Suppressed counts this source's refusals left out of the log (rate
 	// limited) since its previous line.
 	Suppressed int `json:"suppressed,omitempty"`
 }
+
+// What happened to a request, in Decision.Outcome. Allowed is the policy's
+// decision; the outcome is what came of it.
+const (
+	OutcomeConnected  = "connected"              // allowed, and connected
+	OutcomeDenied     = "denied"                 // the policy refused it: nothing was attempted
+	OutcomeBadRequest = "bad-request"            // not a proxy request the gateway serves (400)
+	OutcomeRefused    = "refused-by-destination" // allowed; the destination refused the connection
+	OutcomeDNSFailed  = "dns-failed"             // allowed; the name did not resolve
+	OutcomeTimedOut   = "timed-out"              // allowed; resolving or connecting timed out
+	OutcomeFailed     = "failed"                 // allowed; connecting failed otherwise (unreachable)
+)
 
 // unparsed marks a destination the gateway could not parse, as the client
 // wrote it, in the decision log.
@@ -333,9 +364,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		// The Host header is the client's claim, not a destination.
 		g.refuse(w, r, verdict{
-			dest:   unparsed + r.Host,
-			status: http.StatusBadRequest,
-			reason: fmt.Sprintf("%s %s is not a proxy request; this is an HTTP proxy: send CONNECT host:port, or an absolute URL (GET http://host/path)", clip(r.Method, 20), clip(r.RequestURI, 100)),
+			dest:    unparsed + r.Host,
+			status:  http.StatusBadRequest,
+			outcome: OutcomeBadRequest,
+			reason:  fmt.Sprintf("%s %s is not a proxy request; this is an HTTP proxy: send CONNECT host:port, or an absolute URL (GET http://host/path)", clip(r.Method, 20), clip(r.RequestURI, 100)),
 		})
 	}
 }
@@ -346,6 +378,8 @@ type verdict struct {
 	rule    string
 	allowed bool
 	status  int    // when not served: 400 or 403 (refused), 502 (failed)
+	outcome string // an Outcome constant
+	serial  uint64 // of the allowlist that decided
 	reason  string // why, or what happened
 	addrs   []netip.Addr
 	port    int
@@ -392,10 +426,14 @@ func parseTarget(host, port string) (target, error) {
 // when a rule allows it.
 func (g *Gateway) decide(ctx context.Context, t target) verdict {
 	rs := g.current()
-	v := verdict{dest: t.String(), port: t.port}
+	v := verdict{dest: t.String(), port: t.port, serial: rs.serial}
 	rule, ok := matchKey(rs.rules, t.host, t.port)
 	if !ok {
-		v.status = http.StatusForbidden
+		v.status, v.outcome = http.StatusForbidden, OutcomeDenied
+		if slices.Contains(rs.sidecars, t.host.name) {
+			v.reason = fmt.Sprintf("%s is a sidecar of this bottle: connect to %s directly, not through the proxy (the client ignored NO_PROXY, which names it)", t.host.name, v.dest)
+			return v
+		}
 		v.reason = fmt.Sprintf("%s is not in the allowlist%s%s", v.dest, g.of(rs), portHint(rs.rules, t))
 		return v
 	}
@@ -412,7 +450,10 @@ func (g *Gateway) decide(ctx context.Context, t target) verdict {
 		}
 		if err != nil {
 			v.allowed = true
-			v.status = http.StatusBadGateway
+			v.status, v.outcome = http.StatusBadGateway, OutcomeDNSFailed
+			if timedOut(err) {
+				v.outcome = OutcomeTimedOut
+			}
 			v.reason = fmt.Sprintf("cannot resolve %s: %v", t.host.name, err)
 			return v
 		}
@@ -422,7 +463,7 @@ func (g *Gateway) decide(ctx context.Context, t target) verdict {
 	for _, a := range addrs {
 		a = a.Unmap().WithZone("")
 		if why := g.checkAddr(a, t.port, rs.rules); why != "" {
-			v.status = http.StatusForbidden
+			v.status, v.outcome = http.StatusForbidden, OutcomeDenied
 			if t.host.addr.IsValid() {
 				v.reason = fmt.Sprintf("%s is %s", v.dest, why)
 			} else {
@@ -532,19 +573,42 @@ func (g *Gateway) admit(w http.ResponseWriter, r *http.Request, t target) (net.C
 	}
 	c, ap, err := g.dial(r.Context(), v)
 	if err != nil {
-		v.status = http.StatusBadGateway
+		v.status, v.outcome = http.StatusBadGateway, dialOutcome(err)
 		v.reason = fmt.Sprintf("cannot connect to %s: %v", v.dest, err)
 		g.fail(w, r, v)
 		return nil, netip.AddrPort{}
 	}
-	v.reason = "connected to " + ap.String()
+	v.reason, v.outcome = "connected to "+ap.String(), OutcomeConnected
 	g.logDecision(r, v)
 	return c, ap
+}
+
+// dialOutcome classifies a failed connection.
+func dialOutcome(err error) string {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return OutcomeRefused
+	case timedOut(err):
+		return OutcomeTimedOut
+	default:
+		return OutcomeFailed
+	}
+}
+
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // refuse logs a refusal and answers it.
 func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, v verdict) {
 	v.allowed = false
+	if v.outcome == "" {
+		v.outcome = OutcomeDenied
+		if v.status == http.StatusBadRequest {
+			v.outcome = OutcomeBadRequest
+		}
+	}
 	g.logDecision(r, v)
 	g.answer(w, v.status, v.reason)
 }
@@ -578,7 +642,12 @@ func (g *Gateway) logDecision(r *http.Request, v verdict) {
 		Destination: v.dest,
 		Rule:        v.rule,
 		Allowed:     v.allowed,
+		Outcome:     v.outcome,
 		Reason:      v.reason,
+		Serial:      v.serial,
+	}
+	if d.Serial == 0 {
+		d.Serial = g.current().serial // refused before the rules were consulted
 	}
 	if v.status != 0 {
 		ok, left := g.refusals.allow(r.RemoteAddr, now)
@@ -655,10 +724,15 @@ func (g *Gateway) serveConnect(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) serveForward(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Scheme != "http" {
 		reason := fmt.Sprintf("%s:// URLs are not proxied", r.URL.Scheme)
+		dest := unparsed + r.URL.Host
 		if r.URL.Scheme == "https" {
-			reason = "https:// URLs go through CONNECT (set HTTPS_PROXY, not a plain request to the proxy)"
+			reason = fmt.Sprintf("the client must use CONNECT for https:// URLs: it sent %s %s as a plain request to the proxy; CONNECT %s opens a tunnel (clients do so when HTTPS_PROXY is set)",
+				clip(r.Method, 20), clip(r.URL.Scheme+"://"+r.URL.Host, 200), clip(withPort(r.URL.Host, "443"), 200))
+			if t, err := parseTarget(r.URL.Hostname(), portOr(r.URL.Port(), "443")); err == nil {
+				dest = t.String()
+			}
 		}
-		g.refuse(w, r, verdict{dest: unparsed + r.URL.Host, status: http.StatusBadRequest, reason: reason})
+		g.refuse(w, r, verdict{dest: dest, status: http.StatusBadRequest, reason: reason})
 		return
 	}
 	port := r.URL.Port()
@@ -751,6 +825,21 @@ type idleBody struct {
 func (b *idleBody) Read(p []byte) (int, error) {
 	b.rc.SetReadDeadline(time.Now().Add(b.idle))
 	return b.ReadCloser.Read(p)
+}
+
+// withPort is host with def as its port when it has none.
+func withPort(host, def string) string {
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return host
+	}
+	return net.JoinHostPort(strings.Trim(host, "[]"), def)
+}
+
+func portOr(port, def string) string {
+	if port == "" {
+		return def
+	}
+	return port
 }
 
 func (g *Gateway) now() time.Time {

@@ -404,7 +404,7 @@ func TestNotAProxyRequest(t *testing.T) {
 		{"GET / HTTP/1.1\r\nHost: gateway\r\n\r\n", "GET / is not a proxy request; this is an HTTP proxy"},
 		{"POST /x HTTP/1.1\r\nHost: gateway\r\nContent-Length: 0\r\n\r\n", "POST /x is not a proxy request"},
 		{"OPTIONS * HTTP/1.1\r\nHost: gateway\r\n\r\n", "OPTIONS * is not a proxy request"},
-		{"GET https://github.com/ HTTP/1.1\r\nHost: github.com\r\n\r\n", "https:// URLs go through CONNECT"},
+		{"GET https://github.com/ HTTP/1.1\r\nHost: github.com\r\n\r\n", "the client must use CONNECT for https:// URLs"},
 		{"GET ftp://github.com/ HTTP/1.1\r\nHost: github.com\r\n\r\n", "ftp:// URLs are not proxied"},
 		{"CONNECT github.com HTTP/1.1\r\nHost: github.com\r\n\r\n", `CONNECT needs host:port, not "github.com"`},
 		{"CONNECT github.com:0 HTTP/1.1\r\nHost: github.com\r\n\r\n", "port 0 is out of range"},
@@ -457,7 +457,7 @@ func TestDecisionJSONShape(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	if strings.Join(keys, ",") != "allowed,destination,reason,rule,source,time" {
+	if strings.Join(keys, ",") != "allowed,destination,outcome,reason,rule,serial,source,time" {
 		t.Fatalf("keys %q in %s", keys, line)
 	}
 	if m["time"] != "2025-01-02T03:04:05.123456789Z" {

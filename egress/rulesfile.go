@@ -24,6 +24,9 @@ import (
 type RulesFile struct {
 	Agent string   `json:"agent"`
 	Allow []string `json:"allow"`
+	// Sidecars names the bottle's sidecars: a request for one is refused
+	// with advice to connect to it directly (the client ignored NO_PROXY).
+	Sidecars []string `json:"sidecars,omitempty"`
 }
 
 // maxRulesFileSize bounds what the watcher reads.
@@ -63,8 +66,9 @@ func (f RulesFile) Marshal() ([]byte, error) {
 // "allow", trailing data and invalid rules are errors.
 func UnmarshalRulesFile(data []byte) (RulesFile, error) {
 	var raw struct {
-		Agent string    `json:"agent"`
-		Allow *[]string `json:"allow"`
+		Agent    string    `json:"agent"`
+		Allow    *[]string `json:"allow"`
+		Sidecars []string  `json:"sidecars"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -77,7 +81,7 @@ func UnmarshalRulesFile(data []byte) (RulesFile, error) {
 	if raw.Allow == nil {
 		return RulesFile{}, errors.New(`rules file: missing "allow" (use [] to allow nothing)`)
 	}
-	f := RulesFile{Agent: raw.Agent, Allow: *raw.Allow}
+	f := RulesFile{Agent: raw.Agent, Allow: *raw.Allow, Sidecars: raw.Sidecars}
 	if _, err := f.Rules(); err != nil {
 		return RulesFile{}, fmt.Errorf("rules file: %w", err)
 	}
@@ -158,6 +162,7 @@ type RulesEvent struct {
 	File   string    `json:"file"`
 	Agent  string    `json:"agent,omitempty"`
 	Allow  []string  `json:"allow"`            // the rules in force after the event
+	Serial uint64    `json:"serial,omitempty"` // their serial, as decisions carry it
 	Forbid []string  `json:"forbid,omitempty"` // forbid-loaded: the prefixes loaded
 	// TunnelsClosed counts the open tunnels the new rules or prefixes no
 	// longer allow, which the gateway closed.
@@ -246,7 +251,7 @@ func newRulesWatcher(rulesPath, forbidPath string, g *Gateway, log io.Writer) *r
 				return RulesEvent{}, err
 			}
 			rules, _ := f.Rules() // checked by UnmarshalRulesFile
-			return RulesEvent{Agent: f.Agent, TunnelsClosed: g.setRuleset(f.Agent, rules)}, nil
+			return RulesEvent{Agent: f.Agent, TunnelsClosed: g.setRuleset(f.Agent, rules, f.Sidecars)}, nil
 		}})
 	}
 	return w
@@ -307,6 +312,7 @@ func (w *rulesWatcher) emit(f *watchedFile, ev RulesEvent) {
 	ev.Time = w.g.now().UTC()
 	ev.File = f.path
 	ev.Allow = NewRulesFile("", rs.rules).Allow
+	ev.Serial = rs.serial
 	line, err := json.Marshal(ev)
 	if err != nil {
 		return

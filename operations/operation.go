@@ -118,6 +118,9 @@ func (op *Operation) Plan(ctx context.Context, opts planner.Options) (*planner.P
 	if p != nil && before != nil {
 		op.OutputChanges = outputChanges(op.Config.OutputNames(), before, op.outputValues(), opts.Destroy)
 	}
+	if p != nil && !diags.HasErrors() && !opts.NoRefresh {
+		op.whatIf(ctx, p)
+	}
 	return p, withSuggestions(diags)
 }
 

@@ -25,6 +25,10 @@ type Change struct {
 	// Reasons say, in words, why an action not driven by the configuration
 	// is needed (drift, deletion out of band, an interrupted apply).
 	Reasons []string
+	// WhatIf, for a change of an egress allowlist, says what the gateway's
+	// recent decisions would have been under the new rules (filled in by
+	// operations, which reads the gateway's log).
+	WhatIf []string
 	// Changed names the attributes whose desired value differs from the
 	// recorded one; Forcing is the subset that forces replacement.
 	Changed []string

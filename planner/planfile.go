@@ -42,6 +42,7 @@ type SavedChange struct {
 	Runtime string                     `json:"runtime"`
 	Action  string                     `json:"action"`
 	Reasons []string                   `json:"reasons,omitempty"`
+	WhatIf  []string                   `json:"what_if,omitempty"`
 	Changed []string                   `json:"changed,omitempty"`
 	Forcing []string                   `json:"forcing,omitempty"`
 	Hash    string                     `json:"config_hash,omitempty"`
@@ -77,7 +78,7 @@ func Save(p *Plan, config map[string]string, vars map[string]json.RawMessage) *S
 		}
 		s.Changes = append(s.Changes, SavedChange{
 			Addr: c.Addr, Kind: c.Kind, Runtime: c.Runtime, Action: c.Action.String(),
-			Reasons: c.Reasons, Changed: c.Changed, Forcing: c.Forcing, Hash: c.Fingerprint.Hash,
+			Reasons: c.Reasons, WhatIf: c.WhatIf, Changed: c.Changed, Forcing: c.Forcing, Hash: c.Fingerprint.Hash,
 			Before: c.Before, After: c.After, Live: c.Live, DependsOn: deps, StateOnly: c.StateOnly,
 			WaitFor: c.WaitFor, DeleteAfter: c.DeleteAfter, SnapshotFirst: c.SnapshotFirst,
 			BootFrom: c.BootFrom, MoveTo: c.MoveTo, Stray: c.Stray, Twin: c.Twin, DeleteRuntime: deleteRuntime,
@@ -155,7 +156,7 @@ func (s *SavedPlan) Plan() *Plan {
 		action, _ := ParseAction(sc.Action) // checked by DecodePlanFile
 		p.Changes = append(p.Changes, &Change{
 			Addr: sc.Addr, Kind: sc.Kind, Runtime: sc.Runtime, Action: action,
-			Reasons: sc.Reasons, Changed: sc.Changed, Forcing: sc.Forcing, Before: sc.Before, After: sc.After,
+			Reasons: sc.Reasons, WhatIf: sc.WhatIf, Changed: sc.Changed, Forcing: sc.Forcing, Before: sc.Before, After: sc.After,
 			Live: sc.Live, Fingerprint: Fingerprint{Hash: sc.Hash}, StateOnly: sc.StateOnly,
 			Object:  drivers.Object{Addr: sc.Addr, Kind: sc.Kind, DependsOn: sc.DependsOn},
 			WaitFor: sc.WaitFor, DeleteAfter: sc.DeleteAfter, SnapshotFirst: sc.SnapshotFirst,

@@ -26,7 +26,7 @@ declare -A allowed=(
   [drivers/drivertest]="drivers planner/dag"
   [planner]="lang planner/dag drivers state units"
   [executor]="planner planner/dag drivers lang state"
-  [operations]="executor planner planner/dag lang drivers state dockersave"
+  [operations]="executor planner planner/dag lang drivers state dockersave egress"
   # Commands parse flags, call operations and render: never drivers or
   # state, which operations opens and configures for them.
   [cmd/bottlefile/command]="operations executor planner planner/dag lang units"

@@ -194,11 +194,12 @@ type gatewaySpec struct {
 	name          string // the container's name
 	agent         string // the agent's address
 	allow         []string
-	version       string // the planned gatewayVersion
-	network       string // engine name of the bottle network
-	egressNetwork string // engine name of the egress network
-	managed       bool   // the egress network is bottlefile's own
-	egressAddr    string // its address, when managed
+	sidecars      []string // the bottle's sidecar names
+	version       string   // the planned gatewayVersion
+	network       string   // engine name of the bottle network
+	egressNetwork string   // engine name of the egress network
+	managed       bool     // the egress network is bottlefile's own
+	egressAddr    string   // its address, when managed
 	dns           []string
 }
 
@@ -212,6 +213,9 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 	}
 	if s.allow, err = drivers.Strings(attr(o, "allow")); err != nil {
 		return s, fmt.Errorf("allow: %w", err)
+	}
+	if s.sidecars, err = drivers.Strings(attr(o, "sidecars")); err != nil {
+		return s, fmt.Errorf("sidecars: %w", err)
 	}
 	if s.version, err = drivers.String(attr(o, "version")); err != nil {
 		return s, fmt.Errorf("version: %w", err)
@@ -249,12 +253,14 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 
 // rulesTar is a tar holding the gateway's forbid file and rules file, for
 // CopyToContainer into rulesDir.
-func rulesTar(agent string, allow []string, forbid []netip.Prefix) ([]byte, error) {
+func rulesTar(agent string, allow, sidecars []string, forbid []netip.Prefix) ([]byte, error) {
 	rules, err := egress.ParseRules(allow)
 	if err != nil {
 		return nil, err
 	}
-	data, err := egress.NewRulesFile(agent, rules).Marshal()
+	f := egress.NewRulesFile(agent, rules)
+	f.Sidecars = sidecars
+	data, err := f.Marshal()
 	if err != nil {
 		return nil, err
 	}
@@ -359,7 +365,7 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 		managed, _ = netip.ParsePrefix(out.IPAM.Config[0].Subnet)
 	}
 	forbid := d.gatewayForbid(ctx, nets, pool, managed)
-	tarball, err := rulesTar(spec.agent, spec.allow, forbid)
+	tarball, err := rulesTar(spec.agent, spec.allow, spec.sidecars, forbid)
 	if err != nil {
 		return fail("rules: %v", err)
 	}
@@ -494,7 +500,11 @@ func (d *Driver) updateGateway(ctx context.Context, api dockerAPI, req drivers.A
 		return fail("listing networks: %v", err)
 	}
 	forbid := d.gatewayForbid(ctx, nets, pool, netip.Prefix{})
-	tarball, err := rulesTar(agentOf(addr), allow, forbid)
+	sidecars, err := drivers.Strings(attr(req.Object, "sidecars"))
+	if err != nil {
+		return fail("sidecars: %v", err)
+	}
+	tarball, err := rulesTar(agentOf(addr), allow, sidecars, forbid)
 	if err != nil {
 		return fail("rules: %v", err)
 	}

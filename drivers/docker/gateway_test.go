@@ -416,7 +416,7 @@ func TestCheckGatewayBinary(t *testing.T) {
 
 func TestRulesTar(t *testing.T) {
 	forbid := []netip.Prefix{netip.MustParsePrefix("10.213.0.0/16"), netip.MustParsePrefix("172.17.0.1/32")}
-	b, err := rulesTar("agent.coder", []string{"GitHub.com:443", "github.com:443"}, forbid)
+	b, err := rulesTar("agent.coder", []string{"GitHub.com:443", "github.com:443"}, nil, forbid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,11 +444,11 @@ func TestRulesTar(t *testing.T) {
 	if json.Unmarshal(data, &raw) != nil {
 		t.Error("not JSON")
 	}
-	if _, err := rulesTar("agent.coder", []string{"https://x"}, nil); err == nil {
+	if _, err := rulesTar("agent.coder", []string{"https://x"}, nil, nil); err == nil {
 		t.Error("an invalid rule made a rules file")
 	}
 	// An empty allowlist is a rules file that allows nothing.
-	b, _ = rulesTar("agent.coder", nil, forbid)
+	b, _ = rulesTar("agent.coder", nil, nil, forbid)
 	tr = tar.NewReader(bytes.NewReader(b))
 	tr.Next()
 	if h, err := tr.Next(); err != nil || h.Name != "rules.json" {

@@ -26,6 +26,8 @@ func Commands(meta *Meta) map[string]cli.CommandFactory {
 		"logs":            cmd(&LogsCommand{Meta: meta}),
 		"status":          cmd(&StatusCommand{Meta: meta}),
 		"exec":            cmd(&ExecCommand{Meta: meta}),
+		"egress":          cmd(&EgressCommand{Meta: meta}),
+		"egress denials":  cmd(&EgressDenialsCommand{Meta: meta}),
 		"snapshot":        cmd(&SnapshotCommand{Meta: meta}),
 		"snapshot export": cmd(&SnapshotExportCommand{Meta: meta}),
 		"snapshot import": cmd(&SnapshotImportCommand{Meta: meta}),

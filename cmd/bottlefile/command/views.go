@@ -40,6 +40,9 @@ func renderPlan(w io.Writer, p *planner.Plan, color bool) {
 		for _, r := range c.Reasons {
 			fmt.Fprintf(w, "  %s\n", paint.dim("# (because "+r+")"))
 		}
+		for _, r := range c.WhatIf {
+			fmt.Fprintf(w, "  %s\n", paint.dim("# (what-if: "+r+")"))
+		}
 		renderChange(w, c, paint)
 	}
 	renderKept(w, p.Kept)

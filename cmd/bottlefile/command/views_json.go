@@ -38,6 +38,7 @@ type jsonChange struct {
 	Runtime string                     `json:"runtime"`
 	Action  string                     `json:"action"`
 	Reasons []string                   `json:"reasons"`
+	WhatIf  []string                   `json:"what_if,omitempty"`
 	Changed []string                   `json:"changed,omitempty"`
 	Forcing []string                   `json:"forces_replacement,omitempty"`
 	Before  map[string]json.RawMessage `json:"before"`
@@ -49,7 +50,7 @@ func planDocument(p *planner.Plan) jsonPlan {
 	for _, c := range p.Changes {
 		jc := jsonChange{
 			Address: c.Addr, Kind: c.Kind, Runtime: c.Runtime, Action: c.Action.String(),
-			Reasons: append([]string{}, c.Reasons...), Changed: c.Changed, Forcing: c.Forcing,
+			Reasons: append([]string{}, c.Reasons...), WhatIf: c.WhatIf, Changed: c.Changed, Forcing: c.Forcing,
 			Before: c.Before, After: c.After,
 		}
 		if c.Action == planner.Create || c.Action == planner.Adopt {

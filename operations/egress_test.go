@@ -1,0 +1,72 @@
+package operations
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bottlefile/bottlefile/egress"
+)
+
+// decisionLog is a gateway's stdout: decisions, and a line that is not one.
+const decisionLog = `{"time":"2026-11-25T10:00:00Z","source":"10.0.0.2:1","destination":"pypi.org:443","rule":"","allowed":false,"outcome":"denied","reason":"pypi.org:443 is not in the allowlist of agent.coder","serial":1}
+not a decision
+{"time":"2026-11-25T10:01:00Z","source":"10.0.0.2:2","destination":"github.com:443","rule":"github.com:443","allowed":true,"outcome":"connected","reason":"connected to 140.82.121.4:443","serial":1}
+{"time":"2026-11-25T10:02:00Z","source":"10.0.0.2:3","destination":"pypi.org:443","rule":"","allowed":false,"outcome":"denied","reason":"pypi.org:443 is not in the allowlist of agent.coder","serial":2}
+{"time":"2026-11-25T10:03:00Z","source":"10.0.0.2:4","destination":"db:5432","rule":"","allowed":false,"outcome":"denied","reason":"db is a sidecar of this bottle: connect to db:5432 directly","serial":2}
+{"time":"2026-11-25T10:04:00Z","source":"10.0.0.2:5","destination":"github.com:443","rule":"github.com:443","allowed":true,"outcome":"refused-by-destination","reason":"cannot connect","serial":2}
+{"time":"2026-11-25T10:05:00Z","source":"10.0.0.2:6","destination":"(unparsed) x","rule":"","allowed":false,"outcome":"bad-request","reason":"GET / is not a proxy request","serial":2}
+{"time":"2026-11-25T09:00:00Z","source":"10.0.0.2:7","destination":"old.example:443","rule":"","allowed":false,"outcome":"denied","reason":"too old","serial":1}
+`
+
+func TestDenials(t *testing.T) {
+	decs, err := ParseDecisions(strings.NewReader(decisionLog), "agent.coder", time.Date(2026, 11, 25, 9, 30, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(decs) != 6 {
+		t.Fatalf("parsed %d decisions, want 6 (one line is none, one is too old)", len(decs))
+	}
+	got := Denials(decs)
+	want := []Denial{
+		{Agent: "agent.coder", Destination: "pypi.org:443", Count: 2, Last: time.Date(2026, 11, 25, 10, 2, 0, 0, time.UTC),
+			Reason: "pypi.org:443 is not in the allowlist of agent.coder", Outcome: "denied", Serial: 2, Rule: "pypi.org:443"},
+		{Agent: "agent.coder", Destination: "(unparsed) x", Count: 1, Last: time.Date(2026, 11, 25, 10, 5, 0, 0, time.UTC),
+			Reason: "GET / is not a proxy request", Outcome: "bad-request", Serial: 2},
+		{Agent: "agent.coder", Destination: "db:5432", Count: 1, Last: time.Date(2026, 11, 25, 10, 3, 0, 0, time.UTC),
+			Reason: "db is a sidecar of this bottle: connect to db:5432 directly", Outcome: "denied", Serial: 2},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("denials (-want +got):\n%s", diff)
+	}
+}
+
+// TestReplay: the what-if of an allowlist change over the gateway's recent
+// decisions says which refused destinations it would allow and which in
+// use it would deny, with counts.
+func TestReplay(t *testing.T) {
+	decs, err := ParseDecisions(strings.NewReader(decisionLog), "agent.coder", time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := egress.ParseRules([]string{"pypi.org:443", "old.example:443", "db:5432"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := Replay(decs, rules)
+	lines := w.Lines(DecisionsKept)
+	want := []string{
+		"of the destinations denied in the last 24 hours, the new allowlist would allow pypi.org:443 (2 requests), db:5432 (1 request), old.example:443 (1 request)",
+		"of the destinations in use in the last 24 hours, the new allowlist would deny github.com:443 (2 requests)",
+	}
+	if diff := cmp.Diff(want, lines); diff != "" {
+		t.Errorf("what-if lines (-want +got):\n%s", diff)
+	}
+	// Rules that change nothing the gateway saw say nothing.
+	same, _ := egress.ParseRules([]string{"github.com:443"})
+	if lines := Replay(decs, same).Lines(DecisionsKept); len(lines) != 0 {
+		t.Errorf("no change, yet: %q", lines)
+	}
+}
