@@ -105,6 +105,11 @@ type Fake struct {
 
 	CloseCalled bool
 
+	// ExecRequests holds every Exec request; ExecFn, when set, runs the
+	// command instead of exiting 0.
+	ExecRequests []drivers.ExecRequest
+	ExecFn       func(drivers.ExecRequest) (int, error)
+
 	// mu guards every field of the Fake: the hooks above while a call reads
 	// or records them, and the objects below.
 	mu       sync.Mutex
@@ -776,4 +781,27 @@ func (f *Fake) Logs(ctx context.Context, lineage string, obj drivers.LiveObject,
 		}
 	}
 	return nil
+}
+
+var _ drivers.Execer = (*Fake)(nil)
+
+// Exec runs ExecFn, when set, for a workload the fake has; without it the
+// command exits 0 and prints nothing. It records the request in
+// ExecRequests.
+func (f *Fake) Exec(ctx context.Context, lineage string, obj drivers.LiveObject, req drivers.ExecRequest) (int, error) {
+	f.mu.Lock()
+	f.ExecRequests = append(f.ExecRequests, req)
+	fn := f.ExecFn
+	o := f.lineageLocked(lineage).objects[obj.Addr]
+	f.mu.Unlock()
+	if o == nil || !o.workload {
+		return 0, fmt.Errorf("fake: exec in %s: no such workload", obj.Addr)
+	}
+	if !o.live.Running {
+		return 0, fmt.Errorf("fake: exec in %s: it is not running", obj.Addr)
+	}
+	if fn != nil {
+		return fn(req)
+	}
+	return 0, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/moby/term"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/operations"
 )
 
@@ -65,7 +66,7 @@ func (c *ExecCommand) Run(args []string) int {
 	if len(command) > 0 && command[0] == "--" {
 		command = command[1:]
 	}
-	if !strings.HasPrefix(addr, "agent.") || strings.HasSuffix(addr, ".gateway") || strings.HasSuffix(addr, ".network") {
+	if a, err := addrs.Parse(addr); err != nil || (a.Kind() != addrs.AgentKind && a.Kind() != addrs.SidecarKind) {
 		return m.fail("Not an agent or a sidecar", fmt.Errorf("%q is not the address of an agent or a sidecar (agent.NAME, agent.NAME.sidecar.NAME): commands run in those", addr))
 	}
 

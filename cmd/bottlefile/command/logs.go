@@ -155,8 +155,8 @@ func (c *LogsCommand) Run(args []string) int {
 
 // isAgent reports whether addr is an agent's own address (agent.NAME).
 func isAgent(addr string) bool {
-	name, ok := strings.CutPrefix(addr, "agent.")
-	return ok && name != "" && !strings.Contains(name, ".")
+	a, err := addrs.Parse(addr)
+	return err == nil && a.IsAgent()
 }
 
 // logPrinter prints merged log lines: "WORKLOAD | TIME TEXT", or the text
