@@ -91,11 +91,11 @@ func TestWrapperCallsThrough(t *testing.T) {
 	if err := ex.ExportSnapshot(context.Background(), "nothing", &bytes.Buffer{}); err == nil {
 		t.Error("ExportSnapshot of an unknown snapshot through the wrapper succeeded")
 	}
-	if _, ok := drivers.As[drivers.Execer](w); ok {
-		t.Error("As[Execer] found one through a wrapped fake, which has none")
+	if _, ok := drivers.As[drivers.ExitDescriber](w); ok {
+		t.Error("As[ExitDescriber] found one through a wrapped fake, which has none")
 	}
-	if _, err := w.Exec(context.Background(), "l", drivers.LiveObject{}, drivers.ExecRequest{Command: []string{"true"}}); err == nil {
-		t.Error("Exec through a wrapper of a driver without exec succeeded")
+	if _, err := w.DescribeExit(context.Background(), "l", drivers.LiveObject{}); err == nil {
+		t.Error("DescribeExit through a wrapper of a driver without it succeeded")
 	}
 	_, _ = w.Apply(context.Background(), drivers.ApplyRequest{Op: drivers.OpDelete, Lineage: "l", Object: drivers.Object{Addr: "agent.a", Kind: drivertest.KindContainer}})
 	if len(seen) != 1 || seen[0] != drivers.OpDelete || f.ApplyCalls != 1 {

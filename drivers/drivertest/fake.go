@@ -188,6 +188,7 @@ func FakeDeclaration() drivers.Declaration {
 			},
 			Snapshots: drivers.SnapshotCapabilities{Take: true, Format: drivers.FormatImage, Export: true, Import: true},
 			Logs:      true,
+			Exec:      true,
 		},
 	}
 }
