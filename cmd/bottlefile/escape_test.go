@@ -1135,6 +1135,11 @@ agent "one" {
 agent "two" {
   image   = %[1]q
   command = ["sleep", "600"]
+  # An empty allowlist still has a gateway (it refuses and logs);
+  # without an egress block there would be none.
+  egress {
+    allow = []
+  }
 }
 `
 	writeBottlefile(t, dir, config, img)
@@ -1194,7 +1199,7 @@ agent "two" {
 	if dyn := dynamicBinary(); dyn != "" {
 		dir2 := t.TempDir()
 		writeBottlefile(t, dir2, "runtime \"local\" {\n  driver = \"docker\"\n  gateway_binary = %q\n}\n"+
-			"agent \"x\" {\n  runtime = runtime.local\n  image = %q\n  command = [\"sleep\", \"600\"]\n}\n", dyn, img)
+			"agent \"x\" {\n  runtime = runtime.local\n  image = %q\n  command = [\"sleep\", \"600\"]\n  egress {\n    allow = []\n  }\n}\n", dyn, img)
 		res := bottlefile(t, dir2, "apply", "-auto-approve")
 		lineageOf(t, cli, dir2)
 		if res.code != 1 || !strings.Contains(res.stderr, "CGO_ENABLED=0, as make build does") {
