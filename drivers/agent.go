@@ -5,41 +5,233 @@ import (
 	"fmt"
 
 	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
 )
 
 // AgentSpec is one evaluated agent block. Values are cty values so that
 // unknowns (known after apply) and sensitive marks survive the boundary;
-// drivers copy them into Object.Attrs and decode them with the helpers below.
+// drivers copy them into Object.Attrs (WorkloadAttrs) and decode them once
+// (DecodeWorkload).
 type AgentSpec struct {
 	Addr string // "agent.coder"
 	Name string // "coder"
 
-	Image      cty.Value // string, or null when Build is set
-	Build      *BuildSpec
-	Command    cty.Value // list of string, or null for the image's default
-	Entrypoint cty.Value // list of string, or null
-	Env        cty.Value // map of string, or null
-	Workdir    cty.Value // string, or null
-	User       cty.Value // string, or null
-	CPUs       cty.Value // number, or null
-	Memory     cty.Value // number of bytes, or null
-	Labels     cty.Value // map of string, or null
-	// Egress is the allowlist, a list of rule strings ("host",
-	// "host:port", "*.suffix:port"); null when there is no egress block.
-	// Null and empty both mean the agent reaches nothing outside its bottle.
-	Egress cty.Value
+	// Workload is what runs and how: an object of WorkloadType, checked by
+	// the configuration language (memory is a number of bytes, a build
+	// context an absolute path).
+	Workload cty.Value
 	// Sidecars are helper workloads in the agent's bottle, reachable from
 	// the agent by name, in declaration order.
 	Sidecars []SidecarSpec
 }
 
 // SidecarSpec is one evaluated sidecar block; its address is
-// "agent.AGENT.sidecar.NAME". Fields mean what they mean on AgentSpec.
+// "agent.AGENT.sidecar.NAME". Workload means what it means on AgentSpec.
 type SidecarSpec struct {
-	Addr, Name                                                            string
-	Image                                                                 cty.Value
-	Build                                                                 *BuildSpec
-	Command, Entrypoint, Env, Workdir, User, CPUs, Memory, Labels, Egress cty.Value
+	Addr, Name string
+	Workload   cty.Value
+}
+
+// WorkloadType is the type of AgentSpec.Workload and SidecarSpec.Workload:
+// one attribute per row of workloadAttrs, each null when the configuration
+// leaves it out.
+var WorkloadType = func() cty.Type {
+	types := map[string]cty.Type{}
+	for _, a := range workloadAttrs {
+		types[a.name] = a.ty
+	}
+	return cty.Object(types)
+}()
+
+// workloadAttrs are the attributes of a workload object: each one's type,
+// and how DecodeWorkload decodes it (the value unmarked).
+var workloadAttrs = []struct {
+	name   string
+	ty     cty.Type
+	decode func(w *Workload, v cty.Value) error
+}{
+	{"image", cty.String, func(w *Workload, v cty.Value) (err error) { w.Image, err = String(v); return }}, // or null when build is set
+	{"build", buildType, func(w *Workload, v cty.Value) (err error) { w.Build, err = DecodeBuild(v); return }},
+	{"command", cty.List(cty.String), func(w *Workload, v cty.Value) (err error) { w.Command, err = Strings(v); return }},
+	{"entrypoint", cty.List(cty.String), func(w *Workload, v cty.Value) (err error) { w.Entrypoint, err = stringsOrEmpty(v); return }},
+	{"env", cty.Map(cty.String), func(w *Workload, v cty.Value) (err error) { w.Env, err = StringMap(v); return }},
+	{"workdir", cty.String, func(w *Workload, v cty.Value) (err error) { w.Workdir, err = String(v); return }},
+	{"user", cty.String, func(w *Workload, v cty.Value) (err error) { w.User, err = String(v); return }},
+	{"cpus", cty.Number, func(w *Workload, v cty.Value) (err error) { w.CPUs, err = Float(v); return }},
+	{"memory", cty.Number, func(w *Workload, v cty.Value) (err error) { w.Memory, err = Int(v); return }}, // bytes
+	{"labels", cty.Map(cty.String), func(w *Workload, v cty.Value) (err error) { w.Labels, err = StringMap(v); return }},
+	{"egress", cty.List(cty.String), func(w *Workload, v cty.Value) (err error) { w.Egress, err = stringsOrEmpty(v); return }},
+}
+
+var buildType = cty.Object(map[string]cty.Type{
+	"context":    cty.String, // absolute path
+	"dockerfile": cty.String, // relative to context
+})
+
+// Workload is a workload decoded into Go values.
+type Workload struct {
+	Image      string
+	Build      *BuildSpec // nil without a build block
+	Command    []string
+	Entrypoint []string // non-nil and empty for an explicit empty list
+	Env        map[string]string
+	Workdir    string
+	User       string
+	CPUs       float64 // 0: no limit
+	Memory     int64   // bytes; 0: no limit
+	Labels     map[string]string
+	// Egress is the allowlist, rule strings ("host", "host:port",
+	// "*.suffix:port"); nil when there is no egress block, non-nil and
+	// empty for a block that allows nothing. Both mean the workload
+	// reaches nothing outside its bottle.
+	Egress []string
+}
+
+// DecodeWorkload decodes a workload object: an AgentSpec's or SidecarSpec's
+// Workload, or a planned object's attributes (ObjectAttrs), where an
+// attribute the object does not record decodes to its zero value. A value
+// still unknown, or of the wrong type, is an error naming the attribute.
+// Sensitive values are unmarked: never log them.
+func DecodeWorkload(w cty.Value) (Workload, error) {
+	var out Workload
+	for _, a := range workloadAttrs {
+		if err := a.decode(&out, WorkloadAttr(w, a.name)); err != nil {
+			return out, fmt.Errorf("%s: %w", a.name, err)
+		}
+	}
+	return out, nil
+}
+
+// stringsOrEmpty is Strings, but an empty list gives an empty slice, not
+// nil.
+func stringsOrEmpty(v cty.Value) ([]string, error) {
+	out, err := Strings(v)
+	if err == nil && out == nil && !v.IsNull() {
+		out = []string{}
+	}
+	return out, err
+}
+
+// DecodeBuild decodes a workload's build attribute, known at plan time;
+// null gives nil.
+func DecodeBuild(b cty.Value) (*BuildSpec, error) {
+	b, _ = b.UnmarkDeep()
+	if b.IsNull() {
+		return nil, nil
+	}
+	if !b.IsWhollyKnown() {
+		return nil, errors.New("value is not known yet")
+	}
+	var out BuildSpec
+	var err error
+	if !b.Type().IsObjectType() || !b.Type().HasAttribute("context") || !b.Type().HasAttribute("dockerfile") {
+		return nil, fmt.Errorf("want an object with context and dockerfile, got %s", b.Type().FriendlyName())
+	}
+	if out.Context, err = String(b.GetAttr("context")); err != nil {
+		return nil, fmt.Errorf("context: %w", err)
+	}
+	if out.Dockerfile, err = String(b.GetAttr("dockerfile")); err != nil {
+		return nil, fmt.Errorf("dockerfile: %w", err)
+	}
+	return &out, nil
+}
+
+// WorkloadAttr is one attribute of a workload object (or of its build
+// object), marks and unknowns kept; a null when the object is null or has
+// no such attribute.
+func WorkloadAttr(w cty.Value, name string) cty.Value {
+	if w == cty.NilVal {
+		w = cty.NullVal(WorkloadType)
+	}
+	w, marks := w.Unmark()
+	if w.IsNull() || !w.Type().IsObjectType() || !w.Type().HasAttribute(name) {
+		if ty, ok := WorkloadType.AttributeTypes()[name]; ok {
+			return cty.NullVal(ty)
+		}
+		return cty.NullVal(cty.DynamicPseudoType)
+	}
+	if !w.IsKnown() {
+		return cty.UnknownVal(w.Type().AttributeType(name)).WithMarks(marks)
+	}
+	return w.GetAttr(name).WithMarks(marks)
+}
+
+// WorkloadAttrs is the named attributes of a workload object, for a
+// planned object's Attrs: each as the configuration gave it, unknowns and
+// sensitive marks kept, a typed null when unset. A driver names the
+// attributes its object records: adding one to a driver's list changes
+// the config hash of every object it plans.
+func WorkloadAttrs(w cty.Value, names ...string) map[string]cty.Value {
+	attrs := make(map[string]cty.Value, len(names))
+	for _, name := range names {
+		attrs[name] = WorkloadAttr(w, name)
+	}
+	return attrs
+}
+
+// ObjectAttrs makes a planned object's attributes a workload object for
+// DecodeWorkload.
+func ObjectAttrs(o Object) cty.Value {
+	attrs := make(map[string]cty.Value, len(o.Attrs))
+	for k, v := range o.Attrs {
+		if v != cty.NilVal {
+			attrs[k] = v
+		}
+	}
+	return cty.ObjectVal(attrs)
+}
+
+// NewWorkload makes a workload object of WorkloadType from the attributes
+// given (converted to their types); the others are null. It is for drivers'
+// tests and callers that build a spec by hand; the planner hands drivers
+// what the configuration language evaluated.
+func NewWorkload(attrs map[string]cty.Value) (cty.Value, error) {
+	vals := map[string]cty.Value{}
+	for name, ty := range WorkloadType.AttributeTypes() {
+		v, ok := attrs[name]
+		if !ok || v == cty.NilVal {
+			vals[name] = cty.NullVal(ty)
+			continue
+		}
+		cv, err := convert.Convert(v, ty)
+		if err != nil {
+			return cty.NilVal, fmt.Errorf("%s: %w", name, err)
+		}
+		vals[name] = cv
+	}
+	for name := range attrs {
+		if !WorkloadType.HasAttribute(name) {
+			return cty.NilVal, fmt.Errorf("%s: not a workload attribute", name)
+		}
+	}
+	return cty.ObjectVal(vals), nil
+}
+
+// WithWorkloadAttr is the workload object w with one attribute set to v.
+func WithWorkloadAttr(w cty.Value, name string, v cty.Value) cty.Value {
+	attrs := map[string]cty.Value{}
+	for n := range WorkloadType.AttributeTypes() {
+		attrs[n] = WorkloadAttr(w, n)
+	}
+	if v == cty.NilVal {
+		v = WorkloadAttr(cty.NilVal, name)
+	}
+	attrs[name] = v
+	return cty.ObjectVal(attrs)
+}
+
+// MustWorkload is NewWorkload for literal attributes: it panics on an error.
+func MustWorkload(attrs map[string]cty.Value) cty.Value {
+	w, err := NewWorkload(attrs)
+	if err != nil {
+		panic(err)
+	}
+	return w
+}
+
+// BuildValue is the build attribute of a workload object.
+func BuildValue(context, dockerfile string) cty.Value {
+	return cty.ObjectVal(map[string]cty.Value{"context": cty.StringVal(context), "dockerfile": cty.StringVal(dockerfile)})
 }
 
 // RuleError is a driver's complaint about one egress rule, so the planner

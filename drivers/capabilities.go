@@ -94,8 +94,17 @@ const (
 )
 
 // WorkloadAttributes are the attributes of an agent or sidecar block that
-// Capabilities.Attributes may name.
-var WorkloadAttributes = []string{"image", "command", "entrypoint", "env", "workdir", "user", "cpus", "memory", "labels"}
+// Capabilities.Attributes may name: the workload's (WorkloadType) but its
+// blocks, build and egress, which capabilities name otherwise.
+var WorkloadAttributes = func() []string {
+	var out []string
+	for _, a := range workloadAttrs {
+		if a.name != "build" && a.name != "egress" {
+			out = append(out, a.name)
+		}
+	}
+	return out
+}()
 
 // Refusal is one thing an agent asks for that its runtime's driver
 // cannot do. The fields say where it is asked, so that the planner and
@@ -124,14 +133,14 @@ func (r Refusal) Error() string { return r.Message }
 // not checked: the planner checks them again once they are.
 func CheckAgent(driver string, c Capabilities, a AgentSpec) []Refusal {
 	var out []Refusal
-	out = append(out, c.checkWorkload(driver, "", workloadOf(a))...)
+	out = append(out, c.checkWorkload(driver, "", a.Workload)...)
 	for _, sc := range a.Sidecars {
 		if !c.Sidecars {
 			out = append(out, Refusal{Sidecar: sc.Name, Block: "sidecar",
 				Message: fmt.Sprintf("sidecar %q cannot run on %s: the %s driver does not run sidecars; run this agent on a runtime whose driver does (docker), or drop the sidecar", sc.Name, driver, driver)})
 			continue
 		}
-		out = append(out, c.checkWorkload(driver, sc.Name, sc)...)
+		out = append(out, c.checkWorkload(driver, sc.Name, sc.Workload)...)
 	}
 	return out
 }
@@ -149,33 +158,24 @@ func Err(refusals []Refusal) error {
 	return r
 }
 
-func workloadOf(a AgentSpec) SidecarSpec {
-	return SidecarSpec{Addr: a.Addr, Name: a.Name, Image: a.Image, Build: a.Build, Command: a.Command, Entrypoint: a.Entrypoint,
-		Env: a.Env, Workdir: a.Workdir, User: a.User, CPUs: a.CPUs, Memory: a.Memory, Labels: a.Labels, Egress: a.Egress}
-}
-
-func (c Capabilities) checkWorkload(driver, sidecar string, w SidecarSpec) []Refusal {
+func (c Capabilities) checkWorkload(driver, sidecar string, w cty.Value) []Refusal {
 	var out []Refusal
 	what := "the agent"
 	if sidecar != "" {
 		what = fmt.Sprintf("sidecar %q", sidecar)
 	}
-	if w.Build != nil && !c.Build {
+	if !WorkloadAttr(w, "build").IsNull() && !c.Build {
 		out = append(out, Refusal{Sidecar: sidecar, Block: "build",
 			Message: fmt.Sprintf("%s cannot build images: give %s an image instead of a build block, or run it on a runtime whose driver builds (docker)", driver, what)})
 	}
-	attrs := map[string]cty.Value{
-		"image": w.Image, "command": w.Command, "entrypoint": w.Entrypoint, "env": w.Env, "workdir": w.Workdir,
-		"user": w.User, "cpus": w.CPUs, "memory": w.Memory, "labels": w.Labels,
-	}
 	for _, name := range WorkloadAttributes {
-		if slices.Contains(c.Attributes, name) || !isSet(attrs[name]) {
+		if slices.Contains(c.Attributes, name) || !isSet(WorkloadAttr(w, name)) {
 			continue
 		}
 		out = append(out, Refusal{Sidecar: sidecar, Attr: name,
 			Message: fmt.Sprintf("%s cannot be honoured: %s has no %s setting, so %s would run without it; remove %s or run it on a runtime whose driver has one (docker)", name, driver, name, what, name)})
 	}
-	out = append(out, c.Egress.check(driver, sidecar, w.Egress)...)
+	out = append(out, c.Egress.check(driver, sidecar, WorkloadAttr(w, "egress"))...)
 	return out
 }
 

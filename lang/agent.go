@@ -17,14 +17,13 @@ type Agent struct {
 	RuntimeName  string    // from `runtime = runtime.X`; DefaultRuntime when omitted; "" when invalid (an error was reported)
 	RuntimeRange hcl.Range // the runtime expression; the block header when omitted
 
-	// The workload, as written; nil when absent. Scope.EvalAgent evaluates
-	// and type-checks them.
-	Image, Command, Entrypoint, Env, Workdir, User, CPUs, Memory, Labels hcl.Expression
-	Build                                                                *Build // exactly one of Image and Build is set
+	// Workload is what the agent runs, as written; Scope.EvalAgent decodes
+	// and checks it. It has an image or a build block, not both (or
+	// neither, with FromSnapshot).
+	Workload
 
 	DependsOn []hcl.Traversal // agent.X and snapshot.X, from depends_on
 
-	Egress         *Egress         // nil: the agent reaches nothing outside its bottle
 	Sidecars       []*Sidecar      // in declaration order
 	SnapshotPolicy *SnapshotPolicy // nil: no automatic snapshots
 	Lifecycle      Lifecycle       // the zero value when there is no lifecycle block
@@ -53,9 +52,7 @@ type Sidecar struct {
 	Name      string
 	AgentName string
 
-	Image, Command, Entrypoint, Env, Workdir, User, CPUs, Memory, Labels hcl.Expression
-	Build                                                                *Build
-	Egress                                                               *Egress
+	Workload // exactly one of image and build
 
 	DeclRange hcl.Range
 }
@@ -115,7 +112,14 @@ func (a *Agent) refs() []*reference {
 	if a.refCache != nil {
 		return a.refCache
 	}
-	refs := exprRefs(a.exprs()...)
+	refs := a.Workload.references()
+	for _, s := range a.Sidecars {
+		refs = append(refs, s.Workload.references()...)
+	}
+	refs = append(refs, exprRefs(a.Resume)...)
+	if p := a.SnapshotPolicy; p != nil {
+		refs = append(refs, exprRefs(p.Before, p.KeepLast, p.MaxAge, p.MaxTotalSize)...)
+	}
 	for _, t := range a.DependsOn {
 		if ref, _ := parseReference(t); ref != nil {
 			refs = append(refs, ref)
@@ -126,23 +130,15 @@ func (a *Agent) refs() []*reference {
 
 // exprs is every expression of the agent, sidecars included.
 func (a *Agent) exprs() []hcl.Expression {
-	exprs := a.workload().exprs()
+	exprs := a.Workload.exprs()
 	exprs = append(exprs, a.Resume)
 	if p := a.SnapshotPolicy; p != nil {
 		exprs = append(exprs, p.Before, p.KeepLast, p.MaxAge, p.MaxTotalSize)
 	}
 	for _, s := range a.Sidecars {
-		exprs = append(exprs, s.workload().exprs()...)
+		exprs = append(exprs, s.Workload.exprs()...)
 	}
 	return exprs
-}
-
-func (a *Agent) workload() workload {
-	return workload{a.Image, a.Command, a.Entrypoint, a.Env, a.Workdir, a.User, a.CPUs, a.Memory, a.Labels, a.Build, a.Egress}
-}
-
-func (s *Sidecar) workload() workload {
-	return workload{s.Image, s.Command, s.Entrypoint, s.Env, s.Workdir, s.User, s.CPUs, s.Memory, s.Labels, s.Build, s.Egress}
 }
 
 var agentSchema = &hcl.BodySchema{
@@ -151,17 +147,12 @@ var agentSchema = &hcl.BodySchema{
 		{Name: "depends_on"},
 		{Name: "resume"},
 		{Name: "from_snapshot"},
-	}, workloadAttributes...),
+	}, workloadSchema.Attributes...),
 	Blocks: append([]hcl.BlockHeaderSchema{
 		{Type: "sidecar", LabelNames: []string{"name"}},
 		{Type: "snapshot_policy"},
 		{Type: "lifecycle"},
-	}, workloadBlocks...),
-}
-
-var sidecarSchema = &hcl.BodySchema{
-	Attributes: workloadAttributes,
-	Blocks:     workloadBlocks,
+	}, workloadSchema.Blocks...),
 }
 
 var snapshotPolicySchema = &hcl.BodySchema{
@@ -180,10 +171,6 @@ var lifecycleSchema = &hcl.BodySchema{
 	},
 }
 
-// IgnorableAttributes are the agent attributes lifecycle.ignore_changes may
-// name.
-var IgnorableAttributes = []string{"build", "command", "cpus", "egress", "entrypoint", "env", "image", "labels", "memory", "sidecar", "user", "workdir"}
-
 func decodeAgentBlock(block *hcl.Block) (*Agent, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	a := &Agent{
@@ -201,8 +188,7 @@ func decodeAgentBlock(block *hcl.Block) (*Agent, hcl.Diagnostics) {
 	_, forks := content.Attributes["from_snapshot"]
 	w, moreDiags := decodeWorkload("agent", block, content, forks)
 	diags = append(diags, moreDiags...)
-	a.Image, a.Command, a.Entrypoint, a.Env, a.Workdir, a.User, a.CPUs, a.Memory, a.Labels = w.Image, w.Command, w.Entrypoint, w.Env, w.Workdir, w.User, w.CPUs, w.Memory, w.Labels
-	a.Build, a.Egress = w.Build, w.Egress
+	a.Workload = w
 
 	if attr, ok := content.Attributes["runtime"]; ok {
 		a.RuntimeRange = attr.Expr.Range()
@@ -266,12 +252,11 @@ func decodeSidecarBlock(agent string, block *hcl.Block) (*Sidecar, hcl.Diagnosti
 	var diags hcl.Diagnostics
 	s := &Sidecar{Name: block.Labels[0], AgentName: agent, DeclRange: block.DefRange}
 	diags = append(diags, checkName("sidecar", s.Name, labelRange(block, 0))...)
-	content, moreDiags := block.Body.Content(sidecarSchema)
+	content, moreDiags := block.Body.Content(workloadSchema)
 	diags = append(diags, moreDiags...)
 	w, moreDiags := decodeWorkload("sidecar", block, content, false)
 	diags = append(diags, moreDiags...)
-	s.Image, s.Command, s.Entrypoint, s.Env, s.Workdir, s.User, s.CPUs, s.Memory, s.Labels = w.Image, w.Command, w.Entrypoint, w.Env, w.Workdir, w.User, w.CPUs, w.Memory, w.Labels
-	s.Build, s.Egress = w.Build, w.Egress
+	s.Workload = w
 	return s, diags
 }
 

@@ -20,25 +20,16 @@ import (
 	"github.com/zclconf/go-cty/cty/convert"
 )
 
-// AgentValue is an agent evaluated: every attribute converted to its type,
-// cty.NullVal of that type when absent. Values may be unknown (they depend
-// on something known only after apply) and keep their Sensitive marks.
+// AgentValue is an agent evaluated. Values may be unknown (they depend on
+// something known only after apply) and keep their Sensitive marks.
 type AgentValue struct {
-	Image      cty.Value // string
-	Command    cty.Value // list(string)
-	Entrypoint cty.Value // list(string)
-	Env        cty.Value // map(string)
-	Workdir    cty.Value // string, an absolute path
-	User       cty.Value // string
-	CPUs       cty.Value // number, > 0
-	Memory     cty.Value // number of bytes, from "512MiB", "4GiB", "1g" or a number
-	Labels     cty.Value // map(string)
-	Build      *BuildValue
-
-	// Egress is the allowlist, a list(string) of rules (host, host:port,
-	// *.suffix:port); null when there is no egress block, which means the
-	// agent reaches nothing outside its bottle, as does an empty list.
-	Egress cty.Value
+	// Workload is an object with one attribute per row of the workload
+	// schema (workload.go), each converted to its type and checked, null
+	// when absent: memory is a number of bytes; build is null or an object
+	// with an absolute context and a dockerfile ("Dockerfile" by default);
+	// egress is the allow list, null without an egress block (the agent
+	// reaches nothing outside its bottle, as with an empty list).
+	Workload cty.Value
 
 	Sidecars       []SidecarValue       // in declaration order
 	SnapshotPolicy *SnapshotPolicyValue // nil without a snapshot_policy block
@@ -47,16 +38,8 @@ type AgentValue struct {
 
 // SidecarValue is a sidecar evaluated, like AgentValue.
 type SidecarValue struct {
-	Name                                                                 string
-	Image, Command, Entrypoint, Env, Workdir, User, CPUs, Memory, Labels cty.Value
-	Build                                                                *BuildValue
-	Egress                                                               cty.Value
-}
-
-// BuildValue is a build block evaluated.
-type BuildValue struct {
-	Context    string // absolute; a relative context is resolved against the configuration's directory
-	Dockerfile string // relative to Context; "Dockerfile" by default
+	Name     string
+	Workload cty.Value
 }
 
 // SnapshotPolicyValue is a snapshot_policy block evaluated. Its values are
@@ -91,18 +74,13 @@ func (s *Scope) EvalAgent(a *Agent) (AgentValue, hcl.Diagnostics) {
 	ctx, moreDiags := s.evalContext(a.refs(), nil)
 	diags = append(diags, moreDiags...)
 
-	w, moreDiags := s.evalWorkload(ctx, a.workload())
+	w, moreDiags := s.evalWorkload(ctx, &a.Workload)
 	diags = append(diags, moreDiags...)
-	av := AgentValue{
-		Image: w.Image, Command: w.Command, Entrypoint: w.Entrypoint, Env: w.Env, Workdir: w.Workdir,
-		User: w.User, CPUs: w.CPUs, Memory: w.Memory, Labels: w.Labels, Build: w.Build, Egress: w.Egress,
-		Resume: true,
-	}
+	av := AgentValue{Workload: w, Resume: true}
 	for _, sc := range a.Sidecars {
-		w, moreDiags := s.evalWorkload(ctx, sc.workload())
+		w, moreDiags := s.evalWorkload(ctx, &sc.Workload)
 		diags = append(diags, moreDiags...)
-		w.Name = sc.Name
-		av.Sidecars = append(av.Sidecars, w)
+		av.Sidecars = append(av.Sidecars, SidecarValue{Name: sc.Name, Workload: w})
 	}
 
 	if a.Resume != nil {
@@ -196,136 +174,6 @@ func (s *Scope) EvalRuntime(r *Runtime, spec hcldec.Spec) (cty.Value, hcl.Diagno
 	v, moreDiags := hcldec.Decode(body, spec, ctx)
 	diags = append(diags, moreDiags...)
 	return v, s.redact.redact(diags)
-}
-
-// evalWorkload evaluates and checks what agents and sidecars share.
-func (s *Scope) evalWorkload(ctx *hcl.EvalContext, w workload) (SidecarValue, hcl.Diagnostics) {
-	var diags hcl.Diagnostics
-	var out SidecarValue
-	attr := func(expr hcl.Expression, name string, ty cty.Type) cty.Value {
-		v, moreDiags := s.evalAttr(ctx, expr, name, ty)
-		diags = append(diags, moreDiags...)
-		return v
-	}
-	out.Image = attr(w.Image, "image", cty.String)
-	out.Command = attr(w.Command, "command", listOfString)
-	out.Entrypoint = attr(w.Entrypoint, "entrypoint", listOfString)
-	out.Env = attr(w.Env, "env", mapOfString)
-	out.Workdir = attr(w.Workdir, "workdir", cty.String)
-	out.User = attr(w.User, "user", cty.String)
-	out.CPUs = attr(w.CPUs, "cpus", cty.Number)
-	out.Labels = attr(w.Labels, "labels", mapOfString)
-
-	diags = append(diags, checkString(out.Image, w.Image, "image", func(s string) string {
-		if strings.TrimSpace(s) == "" || strings.ContainsAny(s, " \t\n") {
-			return "An image is a reference like \"alpine:3.20\" or \"ghcr.io/acme/agent@sha256:...\", without spaces."
-		}
-		return ""
-	})...)
-	diags = append(diags, checkString(out.Workdir, w.Workdir, "workdir", func(s string) string {
-		if !strings.HasPrefix(s, "/") {
-			return "The working directory must be an absolute path inside the workload, like \"/workspace\"."
-		}
-		return ""
-	})...)
-	diags = append(diags, checkElements(out.Command, w.Command, "command", nil)...)
-	diags = append(diags, checkElements(out.Entrypoint, w.Entrypoint, "entrypoint", nil)...)
-	diags = append(diags, checkElements(out.Env, w.Env, "env", func(k string) string {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return "Environment variable names cannot be empty or contain \"=\"."
-		}
-		return ""
-	})...)
-	diags = append(diags, checkElements(out.Labels, w.Labels, "labels", func(k string) string {
-		if k == "" {
-			return "Label names cannot be empty."
-		}
-		return ""
-	})...)
-	if v, _ := out.CPUs.Unmark(); v.IsKnown() && !v.IsNull() && v.LessThanOrEqualTo(cty.Zero).True() {
-		diags = append(diags, &hcl.Diagnostic{
-			Severity: hcl.DiagError,
-			Summary:  "Invalid cpus value",
-			Detail:   "cpus is the number of CPUs the workload may use, like 2 or 0.5; it must be more than zero.",
-			Subject:  w.CPUs.Range().Ptr(),
-		})
-	}
-
-	out.Memory = cty.NullVal(cty.Number)
-	if w.Memory != nil && s.cfg.invalid[w.Memory.Range()] {
-		out.Memory = cty.UnknownVal(cty.Number)
-	} else if w.Memory != nil {
-		v, moreDiags := w.Memory.Value(ctx)
-		diags = append(diags, withExpr(moreDiags, w.Memory, ctx)...)
-		if moreDiags.HasErrors() {
-			out.Memory = cty.UnknownVal(cty.Number)
-		} else {
-			m, moreDiags := memoryValue(v, w.Memory)
-			diags = append(diags, moreDiags...)
-			out.Memory = m
-		}
-	}
-
-	if w.Build != nil {
-		b, moreDiags := s.evalBuild(ctx, w.Build)
-		diags = append(diags, moreDiags...)
-		out.Build = b
-	}
-
-	out.Egress = cty.NullVal(listOfString)
-	if w.Egress != nil {
-		out.Egress = cty.ListValEmpty(cty.String)
-		if w.Egress.Allow != nil {
-			out.Egress = attr(w.Egress.Allow, "allow", listOfString)
-			diags = append(diags, checkElements(out.Egress, w.Egress.Allow, "allow", nil)...)
-			diags = append(diags, checkEgressRules(out.Egress, w.Egress.Allow)...)
-		}
-	}
-	return out, diags
-}
-
-func (s *Scope) evalBuild(ctx *hcl.EvalContext, b *Build) (*BuildValue, hcl.Diagnostics) {
-	var diags hcl.Diagnostics
-	bv := &BuildValue{Dockerfile: "Dockerfile"}
-	if b.Context != nil {
-		v, moreDiags := s.evalAttr(ctx, b.Context, "context", cty.String)
-		diags = append(diags, moreDiags...)
-		v = unmarkDeep(v)
-		switch {
-		case moreDiags.HasErrors():
-		case !v.IsKnown():
-			diags = append(diags, s.mustBeKnown("context", b.Context)...)
-		case v.IsNull() || v.AsString() == "":
-			diags = append(diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Invalid build context",
-				Detail:   "The build context is a directory, like \"./agent\"; it cannot be empty.",
-				Subject:  b.Context.Range().Ptr(),
-			})
-		default:
-			bv.Context = s.cfg.resolvePath(v.AsString())
-		}
-	}
-	if b.Dockerfile != nil {
-		v, moreDiags := s.evalAttr(ctx, b.Dockerfile, "dockerfile", cty.String)
-		diags = append(diags, moreDiags...)
-		v = unmarkDeep(v)
-		switch {
-		case moreDiags.HasErrors():
-		case !v.IsKnown():
-			diags = append(diags, s.mustBeKnown("dockerfile", b.Dockerfile)...)
-		case v.IsNull() || v.AsString() == "":
-			diags = append(diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Invalid dockerfile",
-				Detail:   "dockerfile is a file name relative to the build context, like \"Dockerfile.agent\"; it cannot be empty.",
-				Subject:  b.Dockerfile.Range().Ptr(),
-			})
-		default:
-			bv.Dockerfile = v.AsString()
-		}
-	}
-	return bv, diags
 }
 
 // resolvePath makes a path from the configuration absolute, relative to its

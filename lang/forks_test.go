@@ -63,8 +63,8 @@ snapshot "own" {
 	if got := v.SnapshotPolicy.MaxTotalSize; got != 3<<29 {
 		t.Errorf("max_total_size = %d bytes, want %d", got, 3<<29)
 	}
-	if v, _ := scope.EvalAgent(cfg.Agents["reviewer"]); !v.Image.IsNull() {
-		t.Errorf("a fork without image has image %#v", v.Image)
+	if v, _ := scope.EvalAgent(cfg.Agents["reviewer"]); !v.Workload.GetAttr("image").IsNull() {
+		t.Errorf("a fork without image has image %#v", v.Workload.GetAttr("image"))
 	}
 }
 

@@ -69,13 +69,13 @@ agent "db" {
 		t.Errorf("implicit runtime = %+v", rt)
 	}
 	coder := cfg.Agents["coder"]
-	if coder.Addr() != "agent.coder" || coder.RuntimeName != "default" || coder.Image == nil || coder.Build != nil {
+	if coder.Addr() != "agent.coder" || coder.RuntimeName != "default" || !coder.Has("image") || coder.Has("build") {
 		t.Errorf("coder = %+v", coder)
 	}
 	if len(coder.DependsOn) != 1 || traversalString(coder.DependsOn[0]) != "agent.db" {
 		t.Errorf("DependsOn = %v", coder.DependsOn)
 	}
-	if db := cfg.Agents["db"]; db.Build == nil || db.Image != nil || db.Build.Context == nil || db.Build.Dockerfile != nil {
+	if db := cfg.Agents["db"]; !db.Has("build") || db.Has("image") || db.expr("build", "context") == nil || db.expr("build", "dockerfile") != nil {
 		t.Errorf("db = %+v", db)
 	}
 	if got := coder.DeclRange.Filename; got != "proj/Bottlefile" {
@@ -172,8 +172,8 @@ agent "bare" {
 		"egress":     cty.ListVal([]cty.Value{cty.StringVal("api.anthropic.com:443"), cty.StringVal("github.com:443")}),
 	}
 	got := map[string]cty.Value{
-		"image": av.Image, "command": av.Command, "entrypoint": av.Entrypoint, "env": av.Env, "workdir": av.Workdir,
-		"user": av.User, "cpus": av.CPUs, "memory": av.Memory, "labels": av.Labels, "egress": av.Egress,
+		"image": av.Workload.GetAttr("image"), "command": av.Workload.GetAttr("command"), "entrypoint": av.Workload.GetAttr("entrypoint"), "env": av.Workload.GetAttr("env"), "workdir": av.Workload.GetAttr("workdir"),
+		"user": av.Workload.GetAttr("user"), "cpus": av.Workload.GetAttr("cpus"), "memory": av.Workload.GetAttr("memory"), "labels": av.Workload.GetAttr("labels"), "egress": av.Workload.GetAttr("egress"),
 	}
 	for k, w := range want {
 		if !got[k].RawEquals(w) {
@@ -190,10 +190,10 @@ agent "bare" {
 		t.Fatalf("Sidecars = %+v", av.Sidecars)
 	}
 	sc := av.Sidecars[0]
-	if diff := cmp.Diff(&BuildValue{Context: "proj/db", Dockerfile: "Dockerfile.db"}, sc.Build); diff != "" {
-		t.Errorf("sidecar Build (-want +got):\n%s", diff)
+	if want := buildVal("proj/db", "Dockerfile.db"); !sc.Workload.GetAttr("build").RawEquals(want) {
+		t.Errorf("sidecar build = %#v, want %#v", sc.Workload.GetAttr("build"), want)
 	}
-	if !sc.Memory.RawEquals(cty.NumberIntVal(1<<20)) || !sc.Image.RawEquals(cty.NullVal(cty.String)) || !sc.Egress.IsNull() {
+	if !sc.Workload.GetAttr("memory").RawEquals(cty.NumberIntVal(1<<20)) || !sc.Workload.GetAttr("image").RawEquals(cty.NullVal(cty.String)) || !sc.Workload.GetAttr("egress").IsNull() {
 		t.Errorf("sidecar = %+v", sc)
 	}
 
@@ -205,16 +205,16 @@ agent "bare" {
 		v  cty.Value
 		ty cty.Type
 	}{
-		"command": {bare.Command, cty.List(cty.String)}, "env": {bare.Env, cty.Map(cty.String)},
-		"cpus": {bare.CPUs, cty.Number}, "memory": {bare.Memory, cty.Number}, "egress": {bare.Egress, cty.List(cty.String)},
-		"workdir": {bare.Workdir, cty.String}, "labels": {bare.Labels, cty.Map(cty.String)},
+		"command": {bare.Workload.GetAttr("command"), cty.List(cty.String)}, "env": {bare.Workload.GetAttr("env"), cty.Map(cty.String)},
+		"cpus": {bare.Workload.GetAttr("cpus"), cty.Number}, "memory": {bare.Workload.GetAttr("memory"), cty.Number}, "egress": {bare.Workload.GetAttr("egress"), cty.List(cty.String)},
+		"workdir": {bare.Workload.GetAttr("workdir"), cty.String}, "labels": {bare.Workload.GetAttr("labels"), cty.Map(cty.String)},
 	}
 	for k, n := range nulls {
 		if !n.v.RawEquals(cty.NullVal(n.ty)) {
 			t.Errorf("bare %s = %#v, want null %s", k, n.v, n.ty.FriendlyName())
 		}
 	}
-	if !bare.Resume || bare.Build != nil || bare.SnapshotPolicy != nil || bare.Sidecars != nil {
+	if !bare.Resume || !bare.Workload.GetAttr("build").IsNull() || bare.SnapshotPolicy != nil || bare.Sidecars != nil {
 		t.Errorf("bare = %+v", bare)
 	}
 }
@@ -241,11 +241,11 @@ agent "abs" {
 	s, _ := cfg.NewScope(nil)
 	rel, _ := s.EvalAgent(cfg.Agents["rel"])
 	abs, _ := s.EvalAgent(cfg.Agents["abs"])
-	if want := filepath.Join(dir, "agent"); rel.Build.Context != want || rel.Build.Dockerfile != "Dockerfile" {
-		t.Errorf("rel build = %+v, want context %s", rel.Build, want)
+	if want := buildVal(filepath.Join(dir, "agent"), "Dockerfile"); !rel.Workload.GetAttr("build").RawEquals(want) {
+		t.Errorf("rel build = %#v, want %#v", rel.Workload.GetAttr("build"), want)
 	}
-	if abs.Build.Context != "/srv/ctx" {
-		t.Errorf("abs build = %+v", abs.Build)
+	if want := buildVal("/srv/ctx", "Dockerfile"); !abs.Workload.GetAttr("build").RawEquals(want) {
+		t.Errorf("abs build = %#v", abs.Workload.GetAttr("build"))
 	}
 }
 
@@ -274,8 +274,8 @@ agent "app" {
 	if len(diags) > 0 {
 		t.Fatal(diags)
 	}
-	if av.Env.IsWhollyKnown() {
-		t.Errorf("env before the db exists = %#v, want unknown parts", av.Env)
+	if av.Workload.GetAttr("env").IsWhollyKnown() {
+		t.Errorf("env before the db exists = %#v, want unknown parts", av.Workload.GetAttr("env"))
 	}
 
 	s.SetAgent("db", cty.ObjectVal(map[string]cty.Value{
@@ -294,8 +294,8 @@ agent "app" {
 		"DB_ID":  cty.StringVal("c0ffee"),
 		"BACKUP": cty.StringVal("b4ck"),
 	})
-	if !av.Env.RawEquals(want) {
-		t.Errorf("env = %#v, want %#v", av.Env, want)
+	if !av.Workload.GetAttr("env").RawEquals(want) {
+		t.Errorf("env = %#v, want %#v", av.Workload.GetAttr("env"), want)
 	}
 }
 
@@ -435,8 +435,8 @@ agent "a" {
 		"HASNOT": cty.StringVal("no"),
 		"LEN":    cty.StringVal("5"),
 	})
-	if !av.Env.RawEquals(want) {
-		t.Errorf("env = %#v", av.Env)
+	if !av.Workload.GetAttr("env").RawEquals(want) {
+		t.Errorf("env = %#v", av.Workload.GetAttr("env"))
 	}
 }
 
@@ -634,10 +634,10 @@ output "token" {
 	if len(diags) > 0 {
 		t.Fatal(diags)
 	}
-	if !IsSensitive(av.Env) || !IsSensitive(av.Labels) {
-		t.Errorf("derived values lost the mark: env %#v labels %#v", av.Env, av.Labels)
+	if !IsSensitive(av.Workload.GetAttr("env")) || !IsSensitive(av.Workload.GetAttr("labels")) {
+		t.Errorf("derived values lost the mark: env %#v labels %#v", av.Workload.GetAttr("env"), av.Workload.GetAttr("labels"))
 	}
-	env, _ := av.Env.Unmark()
+	env, _ := av.Workload.GetAttr("env").Unmark()
 	if IsSensitive(env.Index(cty.StringVal("PLAIN"))) {
 		t.Error("PLAIN is marked though it does not depend on the secret")
 	}
@@ -645,7 +645,7 @@ output "token" {
 		t.Error("AUTH or UP is not marked")
 	}
 	bv, _ := s.EvalAgent(cfg.Agents["b"])
-	if !IsSensitive(bv.CPUs) {
+	if !IsSensitive(bv.Workload.GetAttr("cpus")) {
 		t.Error("a value computed from a secret is not marked")
 	}
 	out, diags := s.EvalOutput(cfg.Outputs["token"])
@@ -873,8 +873,8 @@ func TestScopeConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 	av, _ := s.EvalAgent(cfg.Agents["a5"])
-	if want := cty.MapVal(map[string]cty.Value{"FIRST": cty.StringVal("id-root")}); !av.Env.RawEquals(want) {
-		t.Errorf("env = %#v", av.Env)
+	if want := cty.MapVal(map[string]cty.Value{"FIRST": cty.StringVal("id-root")}); !av.Workload.GetAttr("env").RawEquals(want) {
+		t.Errorf("env = %#v", av.Workload.GetAttr("env"))
 	}
 }
 
@@ -939,13 +939,22 @@ func TestEgressRuleRange(t *testing.T) {
 		"proj/Bottlefile":       "agent \"a\" {\n  image = \"alpine:3\"\n  egress {\n    allow = [\n      \"a.example.com\",\n      \"b.example.com\",\n    ]\n  }\n}\nagent \"c\" {\n  image = \"alpine:3\"\n  egress {\n    allow = concat([\"x.example.com\"], [])\n  }\n}\n",
 		"proj/more.bottle.json": "{\"agent\": {\"b\": {\"image\": \"alpine:3\", \"egress\": {\"allow\": [\n\"a.example.com\",\n\"b.example.com\"]}}}}",
 	})
-	if got := cfg.Agents["a"].Egress.RuleRange(1).Start.Line; got != 6 {
+	if got := ruleLine(cfg.Agents["a"], 1); got != 6 {
 		t.Errorf("native rule 1 on line %d, want 6", got)
 	}
-	if got := cfg.Agents["b"].Egress.RuleRange(1).Start.Line; got != 3 {
+	if got := ruleLine(cfg.Agents["b"], 1); got != 3 {
 		t.Errorf("JSON rule 1 on line %d, want 3", got)
 	}
-	if got := cfg.Agents["c"].Egress.RuleRange(0).Start.Line; got != 13 {
+	if got := ruleLine(cfg.Agents["c"], 0); got != 13 {
 		t.Errorf("computed list rule on line %d, want the expression's line 13", got)
 	}
+}
+
+func ruleLine(a *Agent, i int) int {
+	rng, _ := a.EgressRuleRange(i)
+	return rng.Start.Line
+}
+
+func buildVal(context, dockerfile string) cty.Value {
+	return cty.ObjectVal(map[string]cty.Value{"context": cty.StringVal(context), "dockerfile": cty.StringVal(dockerfile)})
 }

@@ -2,129 +2,312 @@ package lang
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/zclconf/go-cty/cty"
 )
 
-// Build is a `build` block: an image built from a local context directory.
-type Build struct {
-	Context    hcl.Expression // string, a directory; relative to the Bottlefile's directory
-	Dockerfile hcl.Expression // string, relative to Context; nil for "Dockerfile"
-	DeclRange  hcl.Range
+// The workload schema: what agents and sidecars share, what runs and how.
+// Each attribute and nested block is one row below, with its type and the
+// check that runs on its decoded value. WorkloadSpec, the block schemas,
+// lifecycle.ignore_changes's names and the evaluated value are all made
+// from these rows: adding an attribute is adding a row (and teaching the
+// drivers, which receive the evaluated object, what to do with it).
+
+// workloadCheck checks an attribute's decoded value and may normalise it
+// (memory becomes a number of bytes). expr is the attribute's expression,
+// nil when the attribute is absent; diagnostics point into it.
+type workloadCheck func(s *Scope, v cty.Value, expr hcl.Expression) (cty.Value, hcl.Diagnostics)
+
+// workloadField is one attribute: its name, its type as written (what
+// hcldec converts to), and its check (nil for none). A check that changes
+// the type names the type it gives (checked; ty when unset).
+type workloadField struct {
+	name     string
+	ty       cty.Type
+	checked  cty.Type
+	required bool
+	check    workloadCheck
 }
 
-// Egress is an `egress` block: the destinations a workload may reach.
-// Without one, a workload reaches nothing outside its bottle.
-type Egress struct {
-	Allow     hcl.Expression // list(string) of rules: host, host:port, *.suffix:port; nil for none
-	DeclRange hcl.Range
+// workloadBlock is a nested block, at most one of each: its attributes,
+// and its value in the evaluated workload, made from their checked values
+// (present is false without the block).
+type workloadBlock struct {
+	name   string
+	fields []workloadField
+	value  func(attrs map[string]cty.Value, present bool) cty.Value
 }
 
-// workload is what agents and sidecars share: what runs, and how.
-type workload struct {
-	Image, Command, Entrypoint, Env, Workdir, User, CPUs, Memory, Labels hcl.Expression
-	Build                                                                *Build
-	Egress                                                               *Egress
+var workloadFields = []workloadField{
+	{name: "image", ty: cty.String, check: checkStringAttr("image", func(s string) string {
+		if strings.TrimSpace(s) == "" || strings.ContainsAny(s, " \t\n") {
+			return "An image is a reference like \"alpine:3.20\" or \"ghcr.io/acme/agent@sha256:...\", without spaces."
+		}
+		return ""
+	})},
+	{name: "command", ty: listOfString, check: checkElementsAttr("command", nil)},
+	{name: "entrypoint", ty: listOfString, check: checkElementsAttr("entrypoint", nil)},
+	{name: "env", ty: mapOfString, check: checkElementsAttr("env", func(k string) string {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return "Environment variable names cannot be empty or contain \"=\"."
+		}
+		return ""
+	})},
+	{name: "workdir", ty: cty.String, check: checkStringAttr("workdir", func(s string) string {
+		if !strings.HasPrefix(s, "/") {
+			return "The working directory must be an absolute path inside the workload, like \"/workspace\"."
+		}
+		return ""
+	})},
+	{name: "user", ty: cty.String},
+	{name: "cpus", ty: cty.Number, check: checkCPUs},
+	// A size string or a number of bytes; evaluated, a number of bytes.
+	{name: "memory", ty: cty.DynamicPseudoType, checked: cty.Number, check: checkMemory},
+	{name: "labels", ty: mapOfString, check: checkElementsAttr("labels", func(k string) string {
+		if k == "" {
+			return "Label names cannot be empty."
+		}
+		return ""
+	})},
 }
 
-func (w workload) exprs() []hcl.Expression {
-	exprs := []hcl.Expression{w.Image, w.Command, w.Entrypoint, w.Env, w.Workdir, w.User, w.CPUs, w.Memory, w.Labels}
-	if w.Build != nil {
-		exprs = append(exprs, w.Build.Context, w.Build.Dockerfile)
-	}
-	if w.Egress != nil {
-		exprs = append(exprs, w.Egress.Allow)
-	}
-	return exprs
-}
-
-var workloadAttributes = []hcl.AttributeSchema{
-	{Name: "image"},
-	{Name: "command"},
-	{Name: "entrypoint"},
-	{Name: "env"},
-	{Name: "workdir"},
-	{Name: "user"},
-	{Name: "cpus"},
-	{Name: "memory"},
-	{Name: "labels"},
-}
-
-var workloadBlocks = []hcl.BlockHeaderSchema{
-	{Type: "build"},
-	{Type: "egress"},
-}
-
-var buildSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{
-		{Name: "context", Required: true},
-		{Name: "dockerfile"},
+var workloadBlocks = []workloadBlock{
+	{
+		// An image built from a local context directory. Evaluated: an
+		// object with the absolute context and the dockerfile's name.
+		name: "build",
+		fields: []workloadField{
+			{name: "context", ty: cty.String, required: true, check: checkBuildPath("context", "Invalid build context",
+				"The build context is a directory, like \"./agent\"; it cannot be empty.")},
+			{name: "dockerfile", ty: cty.String, check: checkBuildPath("dockerfile", "Invalid dockerfile",
+				"dockerfile is a file name relative to the build context, like \"Dockerfile.agent\"; it cannot be empty.")},
+		},
+		value: func(attrs map[string]cty.Value, present bool) cty.Value {
+			if !present {
+				return cty.NullVal(buildType)
+			}
+			if attrs["dockerfile"].IsNull() {
+				attrs["dockerfile"] = cty.StringVal("Dockerfile")
+			}
+			return cty.ObjectVal(attrs)
+		},
+	},
+	{
+		// The destinations the workload may reach. Evaluated: the allow
+		// list; null without the block (the workload reaches nothing
+		// outside its bottle), empty for a block without allow.
+		name:   "egress",
+		fields: []workloadField{{name: "allow", ty: listOfString, check: checkAllow}},
+		value: func(attrs map[string]cty.Value, present bool) cty.Value {
+			switch {
+			case !present:
+				return cty.NullVal(listOfString)
+			case attrs["allow"].IsNull():
+				return cty.ListValEmpty(cty.String)
+			}
+			return attrs["allow"]
+		},
 	},
 }
 
-var egressSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{
-		{Name: "allow"},
-	},
+var buildType = cty.Object(map[string]cty.Type{"context": cty.String, "dockerfile": cty.String})
+
+// WorkloadSpec decodes a workload's attributes and blocks. Scope.EvalAgent
+// decodes each agent and sidecar with it once, in the agent's evaluation
+// context, and then runs the checks.
+var WorkloadSpec = func() hcldec.ObjectSpec {
+	spec := hcldec.ObjectSpec{}
+	attrs := func(fields []workloadField) hcldec.ObjectSpec {
+		out := hcldec.ObjectSpec{}
+		for _, f := range fields {
+			out[f.name] = &hcldec.AttrSpec{Name: f.name, Type: f.ty, Required: f.required}
+		}
+		return out
+	}
+	for k, v := range attrs(workloadFields) {
+		spec[k] = v
+	}
+	for _, b := range workloadBlocks {
+		spec[b.name] = &hcldec.BlockSpec{TypeName: b.name, Nested: attrs(b.fields)}
+	}
+	return spec
+}()
+
+// workloadSchema is WorkloadSpec's body schema, in the rows' order (so
+// hcl's "Did you mean" suggestions do not depend on map order).
+var workloadSchema = &hcl.BodySchema{Attributes: fieldSchemas(workloadFields), Blocks: func() []hcl.BlockHeaderSchema {
+	var out []hcl.BlockHeaderSchema
+	for _, b := range workloadBlocks {
+		out = append(out, hcl.BlockHeaderSchema{Type: b.name})
+	}
+	return out
+}()}
+
+func fieldSchemas(fields []workloadField) []hcl.AttributeSchema {
+	var out []hcl.AttributeSchema
+	for _, f := range fields {
+		out = append(out, hcl.AttributeSchema{Name: f.name, Required: f.required})
+	}
+	return out
+}
+
+// IgnorableAttributes are the agent attributes lifecycle.ignore_changes may
+// name: the workload's, and sidecar.
+var IgnorableAttributes = func() []string {
+	names := []string{"sidecar"}
+	for _, f := range workloadFields {
+		names = append(names, f.name)
+	}
+	for _, b := range workloadBlocks {
+		names = append(names, b.name)
+	}
+	slices.Sort(names)
+	return names
+}()
+
+// Workload is what agents and sidecars share, as written: the attributes
+// and blocks of WorkloadSpec. Its structure (unknown and missing arguments,
+// duplicate blocks) is checked when the configuration is loaded;
+// Scope.EvalAgent decodes and checks its values.
+type Workload struct {
+	body    hcl.Body                    // the agent's or sidecar's block body
+	content *hcl.BodyContent            // the workload attributes, and the first block of each type
+	nested  map[string]*hcl.BodyContent // the content of those blocks, by type
+}
+
+// Has reports whether the workload sets the named attribute or has the
+// named block.
+func (w *Workload) Has(name string) bool {
+	_, ok := w.Range(name)
+	return ok
+}
+
+// Range is the range of the named attribute's expression, or of the named
+// block's header; false when the workload has neither.
+func (w *Workload) Range(name string) (hcl.Range, bool) {
+	if w.content == nil {
+		return hcl.Range{}, false
+	}
+	if a, ok := w.content.Attributes[name]; ok {
+		return a.Expr.Range(), true
+	}
+	if b := w.block(name); b != nil {
+		return b.DefRange, true
+	}
+	return hcl.Range{}, false
+}
+
+func (w *Workload) block(name string) *hcl.Block {
+	if w.content == nil {
+		return nil
+	}
+	for _, b := range w.content.Blocks {
+		if b.Type == name {
+			return b
+		}
+	}
+	return nil
+}
+
+// expr is the expression of an attribute of the workload (block "") or of
+// one of its blocks; nil when absent.
+func (w *Workload) expr(block, name string) hcl.Expression {
+	c := w.content
+	if block != "" {
+		c = w.nested[block]
+	}
+	if c == nil {
+		return nil
+	}
+	if a, ok := c.Attributes[name]; ok {
+		return a.Expr
+	}
+	return nil
+}
+
+// exprs is every expression of the workload, in the schema's order.
+func (w *Workload) exprs() []hcl.Expression {
+	var out []hcl.Expression
+	for _, f := range workloadFields {
+		if e := w.expr("", f.name); e != nil {
+			out = append(out, e)
+		}
+	}
+	for _, b := range workloadBlocks {
+		for _, f := range b.fields {
+			if e := w.expr(b.name, f.name); e != nil {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// references are what the workload's expressions refer to, from
+// hcldec.Variables.
+func (w *Workload) references() []*reference {
+	if w.body == nil {
+		return nil
+	}
+	var refs []*reference
+	for _, t := range hcldec.Variables(w.body, WorkloadSpec) {
+		if ref, _ := parseReference(t); ref != nil {
+			refs = append(refs, ref)
+		}
+	}
+	return refs
 }
 
 // decodeWorkload takes the workload attributes and blocks out of the content
-// of an agent or sidecar block (kind names it in messages). imageOptional
-// allows neither image nor build: an agent that boots from a snapshot.
-func decodeWorkload(kind string, block *hcl.Block, content *hcl.BodyContent, imageOptional bool) (workload, hcl.Diagnostics) {
+// of an agent or sidecar block (kind names it in messages), checking the
+// nested blocks' structure. imageOptional allows neither image nor build:
+// an agent that boots from a snapshot.
+func decodeWorkload(kind string, block *hcl.Block, content *hcl.BodyContent, imageOptional bool) (Workload, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
-	var w workload
-	get := func(name string) hcl.Expression {
-		if attr, ok := content.Attributes[name]; ok {
-			return attr.Expr
-		}
-		return nil
+	w := Workload{
+		body:    block.Body,
+		content: &hcl.BodyContent{Attributes: hcl.Attributes{}, MissingItemRange: content.MissingItemRange},
+		nested:  map[string]*hcl.BodyContent{},
 	}
-	w.Image = get("image")
-	w.Command = get("command")
-	w.Entrypoint = get("entrypoint")
-	w.Env = get("env")
-	w.Workdir = get("workdir")
-	w.User = get("user")
-	w.CPUs = get("cpus")
-	w.Memory = get("memory")
-	w.Labels = get("labels")
-
+	for _, f := range workloadFields {
+		if a, ok := content.Attributes[f.name]; ok {
+			w.content.Attributes[f.name] = a
+		}
+	}
 	for _, b := range content.Blocks {
-		switch b.Type {
-		case "build":
-			if w.Build != nil {
-				diags = append(diags, duplicateNested(kind, b, w.Build.DeclRange))
-				continue
-			}
-			bd, moreDiags := decodeBuildBlock(b)
-			diags = append(diags, moreDiags...)
-			w.Build = bd
-		case "egress":
-			if w.Egress != nil {
-				diags = append(diags, duplicateNested(kind, b, w.Egress.DeclRange))
-				continue
-			}
-			eg, moreDiags := decodeEgressBlock(b)
-			diags = append(diags, moreDiags...)
-			w.Egress = eg
+		i := slices.IndexFunc(workloadBlocks, func(wb workloadBlock) bool { return wb.name == b.Type })
+		if i < 0 {
+			continue
 		}
+		if prev := w.block(b.Type); prev != nil {
+			diags = append(diags, duplicateNested(kind, b, prev.DefRange))
+			continue
+		}
+		nc, moreDiags := b.Body.Content(&hcl.BodySchema{Attributes: fieldSchemas(workloadBlocks[i].fields)})
+		diags = append(diags, moreDiags...)
+		w.content.Blocks = append(w.content.Blocks, b)
+		w.nested[b.Type] = nc
 	}
 
+	build := w.block("build")
 	switch {
-	case w.Image == nil && w.Build == nil && !imageOptional:
+	case !w.Has("image") && build == nil && !imageOptional:
 		diags = append(diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
 			Summary:  "Missing image or build",
 			Detail:   fmt.Sprintf("The %s %q needs what to run: an image attribute, like image = \"alpine:3\", or a build block%s.", kind, block.Labels[0], map[bool]string{true: ", or a from_snapshot to boot from", false: ""}[kind == "agent"]),
 			Subject:  block.DefRange.Ptr(),
 		})
-	case w.Image != nil && w.Build != nil:
+	case w.Has("image") && build != nil:
 		diags = append(diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
 			Summary:  "Conflicting image and build",
 			Detail:   fmt.Sprintf("The %s %q has both an image attribute and a build block; it takes exactly one of them.", kind, block.Labels[0]),
-			Subject:  w.Build.DeclRange.Ptr(),
+			Subject:  build.DefRange.Ptr(),
 		})
 	}
 	return w, diags
@@ -141,27 +324,211 @@ func duplicateNested(kind string, b *hcl.Block, prev hcl.Range) *hcl.Diagnostic 
 	}
 }
 
-func decodeBuildBlock(block *hcl.Block) (*Build, hcl.Diagnostics) {
-	var diags hcl.Diagnostics
-	b := &Build{DeclRange: block.DefRange}
-	content, moreDiags := block.Body.Content(buildSchema)
-	diags = append(diags, moreDiags...)
-	if attr, ok := content.Attributes["context"]; ok {
-		b.Context = attr.Expr
+// evalWorkload decodes a workload with WorkloadSpec in ctx and checks its
+// values: an object with one attribute per row, unknowns and sensitive
+// marks kept.
+func (s *Scope) evalWorkload(ctx *hcl.EvalContext, w *Workload) (cty.Value, hcl.Diagnostics) {
+	e := &workloadEval{scope: s, diags: map[string]hcl.Diagnostics{}}
+	raw, diags := hcldec.Decode(e.body(w.content, w.nested, ""), WorkloadSpec, ctx)
+
+	// What evaluating reported, in the rows' order, then the checks.
+	for _, f := range workloadFields {
+		diags = append(diags, e.diags[f.name]...)
 	}
-	if attr, ok := content.Attributes["dockerfile"]; ok {
-		b.Dockerfile = attr.Expr
+	for _, b := range workloadBlocks {
+		for _, f := range b.fields {
+			diags = append(diags, e.diags[b.name+"."+f.name]...)
+		}
 	}
-	return b, diags
+	// A value whose evaluation failed is unknown, and not checked.
+	check := func(key string, f workloadField, v cty.Value, expr hcl.Expression) cty.Value {
+		if e.diags[key].HasErrors() && f.checked != cty.NilType {
+			return cty.UnknownVal(f.checked)
+		}
+		if f.check == nil || e.diags[key].HasErrors() {
+			return v
+		}
+		v, moreDiags := f.check(s, v, expr)
+		diags = append(diags, moreDiags...)
+		return v
+	}
+	vals := map[string]cty.Value{}
+	for _, f := range workloadFields {
+		vals[f.name] = check(f.name, f, raw.GetAttr(f.name), w.expr("", f.name))
+	}
+	for _, b := range workloadBlocks {
+		bv := raw.GetAttr(b.name)
+		attrs := map[string]cty.Value{}
+		for _, f := range b.fields {
+			v := cty.NullVal(f.ty)
+			if !bv.IsNull() {
+				v = bv.GetAttr(f.name)
+			}
+			attrs[f.name] = check(b.name+"."+f.name, f, v, w.expr(b.name, f.name))
+		}
+		vals[b.name] = b.value(attrs, w.block(b.name) != nil)
+	}
+	return cty.ObjectVal(vals), diags
 }
 
-func decodeEgressBlock(block *hcl.Block) (*Egress, hcl.Diagnostics) {
-	var diags hcl.Diagnostics
-	e := &Egress{DeclRange: block.DefRange}
-	content, moreDiags := block.Body.Content(egressSchema)
-	diags = append(diags, moreDiags...)
-	if attr, ok := content.Attributes["allow"]; ok {
-		e.Allow = attr.Expr
+// workloadEval is one decoding of a workload. hcldec.Decode reads the
+// workload's body through loadedBody, which gives it the content checked
+// when the configuration was loaded (so nothing structural is reported
+// twice) with each expression evaluated as Scope.evalAttr does: an
+// expression with an invalid reference is unknown, a wrong type names the
+// path inside the value. What evaluating reports is kept by attribute
+// (hcldec decodes in map order) and put in the rows' order.
+type workloadEval struct {
+	scope *Scope
+	diags map[string]hcl.Diagnostics // by "name" or "block.name"
+}
+
+func (e *workloadEval) body(content *hcl.BodyContent, nested map[string]*hcl.BodyContent, block string) hcl.Body {
+	return &loadedBody{e: e, content: content, nested: nested, block: block}
+}
+
+type loadedBody struct {
+	e       *workloadEval
+	content *hcl.BodyContent
+	nested  map[string]*hcl.BodyContent
+	block   string // "" for the workload, or the nested block's type
+}
+
+var _ hcl.Body = (*loadedBody)(nil)
+
+func (b *loadedBody) Content(schema *hcl.BodySchema) (*hcl.BodyContent, hcl.Diagnostics) {
+	c, _, diags := b.PartialContent(schema)
+	return c, diags
+}
+
+func (b *loadedBody) PartialContent(schema *hcl.BodySchema) (*hcl.BodyContent, hcl.Body, hcl.Diagnostics) {
+	out := &hcl.BodyContent{Attributes: hcl.Attributes{}}
+	if b.content == nil {
+		return out, hcl.EmptyBody(), nil
 	}
-	return e, diags
+	out.MissingItemRange = b.content.MissingItemRange
+	fields := workloadFields
+	if b.block != "" {
+		fields = workloadBlocks[slices.IndexFunc(workloadBlocks, func(wb workloadBlock) bool { return wb.name == b.block })].fields
+	}
+	for _, as := range schema.Attributes {
+		a, ok := b.content.Attributes[as.Name]
+		i := slices.IndexFunc(fields, func(f workloadField) bool { return f.name == as.Name })
+		if !ok || i < 0 {
+			continue
+		}
+		key := as.Name
+		if b.block != "" {
+			key = b.block + "." + as.Name
+		}
+		cp := *a
+		cp.Expr = &evalExpr{Expression: a.Expr, e: b.e, key: key, name: as.Name, ty: fields[i].ty}
+		out.Attributes[as.Name] = &cp
+	}
+	for _, bs := range schema.Blocks {
+		for _, blk := range b.content.Blocks {
+			if blk.Type != bs.Type || b.nested[blk.Type] == nil {
+				continue
+			}
+			cp := *blk
+			cp.Body = b.e.body(b.nested[blk.Type], nil, blk.Type)
+			out.Blocks = append(out.Blocks, &cp)
+		}
+	}
+	return out, hcl.EmptyBody(), nil
+}
+
+func (b *loadedBody) JustAttributes() (hcl.Attributes, hcl.Diagnostics) {
+	c, _, diags := b.PartialContent(&hcl.BodySchema{Attributes: fieldSchemas(workloadFields)})
+	return c.Attributes, diags
+}
+
+func (b *loadedBody) MissingItemRange() hcl.Range {
+	if b.content == nil {
+		return hcl.Range{}
+	}
+	return b.content.MissingItemRange
+}
+
+// evalExpr is an attribute's expression evaluated and converted to its
+// row's type as Scope.evalAttr does, its diagnostics kept aside.
+type evalExpr struct {
+	hcl.Expression
+	e    *workloadEval
+	key  string
+	name string
+	ty   cty.Type
+}
+
+func (x *evalExpr) Value(ctx *hcl.EvalContext) (cty.Value, hcl.Diagnostics) {
+	v, diags := x.e.scope.evalAttr(ctx, x.Expression, x.name, x.ty)
+	x.e.diags[x.key] = append(x.e.diags[x.key], diags...)
+	return v, nil
+}
+
+// The checks of the rows.
+
+func checkStringAttr(name string, check func(string) string) workloadCheck {
+	return func(_ *Scope, v cty.Value, expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
+		return v, checkString(v, expr, name, check)
+	}
+}
+
+func checkElementsAttr(name string, checkKey func(string) string) workloadCheck {
+	return func(_ *Scope, v cty.Value, expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
+		return v, checkElements(v, expr, name, checkKey)
+	}
+}
+
+func checkCPUs(_ *Scope, v cty.Value, expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
+	if u, _ := v.Unmark(); expr != nil && u.IsKnown() && !u.IsNull() && u.LessThanOrEqualTo(cty.Zero).True() {
+		return v, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid cpus value",
+			Detail:   "cpus is the number of CPUs the workload may use, like 2 or 0.5; it must be more than zero.",
+			Subject:  expr.Range().Ptr(),
+		}}
+	}
+	return v, nil
+}
+
+func checkMemory(_ *Scope, v cty.Value, expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
+	if expr == nil {
+		return cty.NullVal(cty.Number), nil
+	}
+	return memoryValue(v, expr)
+}
+
+func checkAllow(_ *Scope, v cty.Value, expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
+	diags := checkElements(v, expr, "allow", nil)
+	if expr != nil {
+		diags = append(diags, checkEgressRules(v, expr)...)
+	}
+	return v, diags
+}
+
+// checkBuildPath checks a build block's path, which must be known when the
+// plan is made (the driver hashes the context then): a non-empty string.
+// A context is made absolute, relative to the configuration's directory.
+// Evaluated, it is unmarked.
+func checkBuildPath(name, summary, detail string) workloadCheck {
+	return func(s *Scope, v cty.Value, expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
+		v = unmarkDeep(v)
+		switch {
+		case expr == nil:
+			return cty.NullVal(cty.String), nil
+		case !v.IsKnown():
+			return v, s.mustBeKnown(name, expr)
+		case v.IsNull() || v.AsString() == "":
+			return cty.UnknownVal(cty.String), hcl.Diagnostics{{
+				Severity: hcl.DiagError,
+				Summary:  summary,
+				Detail:   detail,
+				Subject:  expr.Range().Ptr(),
+			}}
+		case name == "context":
+			return cty.StringVal(s.cfg.resolvePath(v.AsString())), nil
+		}
+		return v, nil
+	}
 }

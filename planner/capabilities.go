@@ -46,19 +46,13 @@ func ValidateCapabilities(scope *lang.Scope, a *lang.Agent, runtime, driver stri
 func refusalDiag(a *lang.Agent, r drivers.Refusal, runtime, driver string) *hcl.Diagnostic {
 	addr := a.Addr()
 	subject := a.DeclRange
-	var build *lang.Build
-	var eg *lang.Egress
-	attr := func(name string) hcl.Expression { return agentAttr(a, name) }
+	w := &a.Workload
 	if r.Sidecar != "" {
-		sc := a.Sidecar(r.Sidecar)
-		if sc != nil {
+		if sc := a.Sidecar(r.Sidecar); sc != nil {
 			addr = sc.Addr()
 			subject = sc.DeclRange
-			build, eg = sc.Build, sc.Egress
-			attr = func(name string) hcl.Expression { return sidecarAttr(sc, name) }
+			w = &sc.Workload
 		}
-	} else {
-		build, eg = a.Build, a.Egress
 	}
 	on := fmt.Sprintf("%s runs on runtime %q (driver %s)", addr, runtime, driver)
 	d := &hcl.Diagnostic{Severity: hcl.DiagError}
@@ -69,73 +63,38 @@ func refusalDiag(a *lang.Agent, r drivers.Refusal, runtime, driver string) *hcl.
 	case "build":
 		d.Summary = "Build not supported by this runtime"
 		d.Detail = fmt.Sprintf("%s: %s.", on, r.Message)
-		if build != nil {
-			subject = build.DeclRange
+		if rng, ok := w.Range("build"); ok {
+			subject = rng
 		}
 	case "egress":
 		d.Summary = "Egress rule not supported by this runtime"
 		d.Detail = fmt.Sprintf("%s: egress rule %q: %s.", on, r.RuleText, r.Message)
-		if eg != nil {
-			subject = eg.RuleRange(r.Rule)
+		if rng, ok := w.EgressRuleRange(r.Rule); ok {
+			subject = rng
 		}
 	default:
 		d.Summary = "Attribute not supported by this runtime"
 		d.Detail = fmt.Sprintf("%s: %s.", on, r.Message)
-		if e := attr(r.Attr); e != nil {
-			subject = e.Range()
+		if rng, ok := w.Range(r.Attr); ok {
+			subject = rng
 		}
 	}
 	d.Subject = subject.Ptr()
 	return d
 }
 
-// agentSpec is the evaluated agent as its driver plans it.
+// agentSpec is the evaluated agent as its driver plans it: its workload
+// as the configuration language evaluated it.
 func agentSpec(a *lang.Agent, val lang.AgentValue) drivers.AgentSpec {
-	spec := drivers.AgentSpec{
-		Addr: a.Addr(), Name: a.Name,
-		Image: val.Image, Command: val.Command, Entrypoint: val.Entrypoint, Env: val.Env,
-		Workdir: val.Workdir, User: val.User, CPUs: val.CPUs, Memory: val.Memory, Labels: val.Labels,
-		Egress: val.Egress,
-	}
-	if val.Build != nil {
-		spec.Build = &drivers.BuildSpec{Context: val.Build.Context, Dockerfile: val.Build.Dockerfile}
-	} else if a.FromSnapshot != "" && val.Image.IsNull() {
+	spec := drivers.AgentSpec{Addr: a.Addr(), Name: a.Name, Workload: val.Workload}
+	if a.FromSnapshot != "" && val.Workload.GetAttr("image").IsNull() && val.Workload.GetAttr("build").IsNull() {
 		// A fork has no image of its own: it always boots from the
 		// snapshot, and its image names that snapshot, so the plan shows
 		// it and the fork stays put when the snapshot is taken again.
-		spec.Image = cty.StringVal(a.FromSnapshot)
+		spec.Workload = drivers.WithWorkloadAttr(val.Workload, "image", cty.StringVal(a.FromSnapshot))
 	}
 	for _, sc := range val.Sidecars {
-		ss := drivers.SidecarSpec{
-			Addr: addrs.Sidecar(a.Name, sc.Name).String(), Name: sc.Name,
-			Image: sc.Image, Command: sc.Command, Entrypoint: sc.Entrypoint, Env: sc.Env, Workdir: sc.Workdir,
-			User: sc.User, CPUs: sc.CPUs, Memory: sc.Memory, Labels: sc.Labels, Egress: sc.Egress,
-		}
-		if sc.Build != nil {
-			ss.Build = &drivers.BuildSpec{Context: sc.Build.Context, Dockerfile: sc.Build.Dockerfile}
-		}
-		spec.Sidecars = append(spec.Sidecars, ss)
+		spec.Sidecars = append(spec.Sidecars, drivers.SidecarSpec{Addr: addrs.Sidecar(a.Name, sc.Name).String(), Name: sc.Name, Workload: sc.Workload})
 	}
 	return spec
-}
-
-// agentAttr is the expression of an agent's workload attribute; nil when
-// it is not written.
-func agentAttr(a *lang.Agent, name string) hcl.Expression {
-	return workloadAttr(name, a.Image, a.Command, a.Entrypoint, a.Env, a.Workdir, a.User, a.CPUs, a.Memory, a.Labels)
-}
-
-func sidecarAttr(s *lang.Sidecar, name string) hcl.Expression {
-	return workloadAttr(name, s.Image, s.Command, s.Entrypoint, s.Env, s.Workdir, s.User, s.CPUs, s.Memory, s.Labels)
-}
-
-// workloadAttr picks one of the expressions in drivers.WorkloadAttributes
-// order.
-func workloadAttr(name string, exprs ...hcl.Expression) hcl.Expression {
-	for i, n := range drivers.WorkloadAttributes {
-		if n == name && i < len(exprs) {
-			return exprs[i]
-		}
-	}
-	return nil
 }

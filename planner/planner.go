@@ -721,8 +721,11 @@ func SetKnown(scope *lang.Scope, records []state.Record) {
 func planError(a *lang.Agent, err error) *hcl.Diagnostic {
 	subject := a.DeclRange.Ptr()
 	var re *drivers.RuleError
-	if errors.As(err, &re) && a.Egress != nil {
-		subject = a.Egress.RuleRange(re.Index).Ptr()
+	if !errors.As(err, &re) {
+		return errorDiag(fmt.Sprintf("Cannot plan %s", a.Addr()), err.Error(), subject)
+	}
+	if rng, ok := a.EgressRuleRange(re.Index); ok {
+		subject = rng.Ptr()
 		return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Egress rule not supported by this runtime",
 			Detail: fmt.Sprintf("%s runs on runtime %q: %v", a.Addr(), a.RuntimeName, err), Subject: subject}
 	}

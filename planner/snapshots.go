@@ -472,7 +472,7 @@ func resume(changes map[string]*Change, ofAgent []*Change, ap *agentPlan, w *Cha
 		}
 		if gone == "" {
 			// booting from it, below
-		} else if ap.val.Image.IsNull() && ap.val.Build == nil {
+		} else if ap.val.Workload.GetAttr("image").IsNull() && ap.val.Workload.GetAttr("build").IsNull() {
 			return &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Snapshot to boot from is missing",

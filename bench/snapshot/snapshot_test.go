@@ -61,15 +61,21 @@ func BenchmarkSnapshotVsCommit(b *testing.B) {
 		}
 		return resp
 	}
-	agent := &drivers.AgentSpec{Addr: "agent.bench", Name: "bench", Image: cty.StringVal(img),
-		Command: cty.ListVal([]cty.Value{cty.StringVal("sleep"), cty.StringVal("3600")}),
-		Env:     cty.MapVal(map[string]cty.Value{"ROLE": cty.StringVal("bench")}),
-		Workdir: cty.StringVal("/workspace")}
+	agent := &drivers.AgentSpec{
+		Addr: "agent.bench",
+		Name: "bench",
+		Workload: drivers.MustWorkload(map[string]cty.Value{
+			"image":   cty.StringVal(img),
+			"command": cty.ListVal([]cty.Value{cty.StringVal("sleep"), cty.StringVal("3600")}),
+			"env":     cty.MapVal(map[string]cty.Value{"ROLE": cty.StringVal("bench")}),
+			"workdir": cty.StringVal("/workspace"),
+		}),
+	}
 	netObj := drivers.Object{Addr: "agent.bench.network", Kind: "network", Attrs: map[string]cty.Value{"internal": cty.True}}
 	apply(drivers.ApplyRequest{Op: drivers.OpCreate, Object: netObj})
 	ctr := apply(drivers.ApplyRequest{Op: drivers.OpCreate, Object: drivers.Object{
 		Addr: "agent.bench", Kind: "container", Workload: true, DependsOn: []string{netObj.Addr},
-		Attrs: map[string]cty.Value{"image": agent.Image, "command": agent.Command, "env": agent.Env, "workdir": agent.Workdir, "network": cty.StringVal(netObj.Addr)},
+		Attrs: map[string]cty.Value{"image": drivers.WorkloadAttr(agent.Workload, "image"), "command": drivers.WorkloadAttr(agent.Workload, "command"), "env": drivers.WorkloadAttr(agent.Workload, "env"), "workdir": drivers.WorkloadAttr(agent.Workload, "workdir"), "network": cty.StringVal(netObj.Addr)},
 	}})
 	write(b, cli, ctr.ID, "head -c 1048576 /dev/urandom > /workspace/base")
 

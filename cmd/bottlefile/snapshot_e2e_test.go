@@ -658,11 +658,18 @@ func snapMigrateDriverSteps(t *testing.T, cli, cli2 *client.Client, host string)
 		}
 		return resp
 	}
-	agent := &drivers.AgentSpec{Addr: "agent.coder", Name: "coder", Image: cty.StringVal(img),
-		Command: cty.ListVal([]cty.Value{cty.StringVal("sleep"), cty.StringVal("600")}), Workdir: cty.StringVal("/workspace")}
+	agent := &drivers.AgentSpec{
+		Addr: "agent.coder",
+		Name: "coder",
+		Workload: drivers.MustWorkload(map[string]cty.Value{
+			"image":   cty.StringVal(img),
+			"command": cty.ListVal([]cty.Value{cty.StringVal("sleep"), cty.StringVal("600")}),
+			"workdir": cty.StringVal("/workspace"),
+		}),
+	}
 	netObj := drivers.Object{Addr: "agent.coder.network", Kind: "network", Attrs: map[string]cty.Value{"internal": cty.True}}
 	ctrObj := drivers.Object{Addr: "agent.coder", Kind: "container", Workload: true, DependsOn: []string{netObj.Addr}, Attrs: map[string]cty.Value{
-		"image": agent.Image, "command": agent.Command, "workdir": agent.Workdir, "network": cty.StringVal(netObj.Addr)}}
+		"image": drivers.WorkloadAttr(agent.Workload, "image"), "command": drivers.WorkloadAttr(agent.Workload, "command"), "workdir": drivers.WorkloadAttr(agent.Workload, "workdir"), "network": cty.StringVal(netObj.Addr)}}
 	snapObj := drivers.Object{Addr: "agent.coder.snapshot.1", Kind: drivers.KindSnapshot, Attrs: map[string]cty.Value{
 		"agent": cty.StringVal("agent.coder"), "description": cty.StringVal("before migrate"), "triggers": cty.NullVal(cty.Map(cty.String)), "policy": cty.True}}
 

@@ -75,7 +75,7 @@ func (d *Driver) planBottle(ctx context.Context, a drivers.AgentSpec, addr, netA
 		}
 	}
 
-	if hasEgressBlock(a.Egress) {
+	if hasEgressBlock(drivers.WorkloadAttr(a.Workload, "egress")) {
 		egressNet, err := d.planEgressNetwork()
 		if err != nil {
 			return nil, fmt.Errorf("%s: egress network: %w", addr, err)
@@ -141,50 +141,17 @@ func (d *Driver) planSidecar(a drivers.AgentSpec, sc drivers.SidecarSpec, agentA
 	case strings.EqualFold(sc.Name, "localhost"):
 		return nil, fmt.Errorf("a sidecar cannot be named %q", sc.Name)
 	}
-	if _, err := addrPart(addr, kindContainer); err != nil {
+	if err := checkSidecarEgress(drivers.WorkloadAttr(a.Workload, "egress"), drivers.WorkloadAttr(sc.Workload, "egress")); err != nil {
 		return nil, err
 	}
-	if err := checkLabels(sc.Labels); err != nil {
-		return nil, fmt.Errorf("labels: %w", err)
-	}
-	if err := checkLimits(sc.CPUs, sc.Memory); err != nil {
+	objects, err := d.planWorkload(addr, netAddr, sc.Workload)
+	if err != nil {
 		return nil, err
 	}
-	if err := checkSidecarEgress(a.Egress, sc.Egress); err != nil {
-		return nil, err
-	}
-	ctr := workloadObject(addr, netAddr, sc)
+	ctr := &objects[len(objects)-1]
 	ctr.Attrs["alias"] = cty.StringVal(sc.Name)
 	ctr.Attrs["sidecars"] = sidecarsValue(names)
-	var objects []drivers.Object
-	if sc.Build != nil {
-		bc, err := resolveBuildContext(sc.Build.Context, sc.Build.Dockerfile)
-		if err != nil {
-			return nil, fmt.Errorf("build: %w", err)
-		}
-		sum, err := hashContext(bc)
-		if err != nil {
-			return nil, fmt.Errorf("build: %w", err)
-		}
-		imgAddr := addr + ".image"
-		objects = append(objects, drivers.Object{
-			Addr: imgAddr,
-			Kind: kindImage,
-			Attrs: map[string]cty.Value{
-				"context":      cty.StringVal(sc.Build.Context),
-				"dockerfile":   cty.StringVal(bc.dockerfile),
-				"context_hash": cty.StringVal(sum),
-			},
-		})
-		ctr.Attrs["image"] = cty.NullVal(cty.String)
-		ctr.Attrs["build_hash"] = cty.StringVal(sum)
-		ctr.DependsOn = append(ctr.DependsOn, imgAddr)
-	} else if sc.Image == cty.NilVal || sc.Image.IsNull() {
-		return nil, fmt.Errorf("needs an image or a build block")
-	} else if s, err := drivers.String(sc.Image); err == nil && strings.TrimSpace(s) == "" {
-		return nil, fmt.Errorf("image is empty")
-	}
-	return append(objects, ctr), nil
+	return objects, nil
 }
 
 // checkSidecarEgress accepts a sidecar's egress block only when its agent's

@@ -22,17 +22,10 @@ var dnsOptions = []string{"timeout:1", "attempts:1"}
 
 // containerSpec is a container object's attributes, decoded.
 type containerSpec struct {
-	image      string // reference, or the tag of the built image
-	built      bool
-	command    []string
-	entrypoint []string
-	env        map[string]string
-	workdir    string
-	user       string
-	nanoCPUs   int64
-	memory     int64
-	labels     map[string]string
-	network    string // engine name of the agent's network
+	drivers.Workload        // Image: the reference, or the tag of the built image
+	built            bool   // Image is built or a snapshot: never pulled
+	nanoCPUs         int64  // CPUs, as the engine takes them
+	network          string // engine name of the agent's network
 }
 
 // decodeContainer reads a container object's attributes. Values that are
@@ -44,15 +37,15 @@ func decodeContainer(req drivers.ApplyRequest) (containerSpec, error) {
 	var err error
 	wrap := func(name string, e error) error { return fmt.Errorf("%s: %w", name, e) }
 
-	if s.image, err = drivers.String(attr(o, "image")); err != nil {
-		return s, wrap("image", err)
+	if s.Workload, err = drivers.DecodeWorkload(drivers.ObjectAttrs(o)); err != nil {
+		return s, err
 	}
 	buildHash, err := drivers.String(attr(o, "build_hash"))
 	if err != nil {
 		return s, wrap("build_hash", err)
 	}
 	if buildHash != "" {
-		if s.image, err = imageTag(req.Lineage, o.Addr, buildHash); err != nil {
+		if s.Image, err = imageTag(req.Lineage, o.Addr, buildHash); err != nil {
 			return s, err
 		}
 		s.built = true
@@ -60,35 +53,17 @@ func decodeContainer(req drivers.ApplyRequest) (containerSpec, error) {
 	if req.BootImage != "" {
 		// Resume or migration: boot from the snapshot image, which is on
 		// the engine (never pulled), with the agent's config as declared.
-		s.image, s.built = req.BootImage, true
+		s.Image, s.built = req.BootImage, true
 	}
-	if s.image == "" {
+	if s.Image == "" {
 		return s, errors.New("no image: set image or a build block")
 	}
-	if s.command, err = drivers.Strings(attr(o, "command")); err != nil {
-		return s, wrap("command", err)
-	}
-	if s.entrypoint, err = drivers.Strings(attr(o, "entrypoint")); err != nil {
-		return s, wrap("entrypoint", err)
-	}
-	if v := attr(o, "entrypoint"); !v.IsNull() && len(s.entrypoint) == 0 {
+	if s.Entrypoint != nil && len(s.Entrypoint) == 0 {
 		// An empty list clears the image's entrypoint, as --entrypoint "" does.
-		s.entrypoint = []string{""}
+		s.Entrypoint = []string{""}
 	}
-	if s.env, err = drivers.StringMap(attr(o, "env")); err != nil {
-		return s, wrap("env", err)
-	}
-	if s.workdir, err = drivers.String(attr(o, "workdir")); err != nil {
-		return s, wrap("workdir", err)
-	}
-	if s.user, err = drivers.String(attr(o, "user")); err != nil {
-		return s, wrap("user", err)
-	}
-	if s.nanoCPUs, s.memory, err = decodeLimits(o); err != nil {
+	if s.nanoCPUs, s.Memory, err = decodeLimits(o); err != nil {
 		return s, err
-	}
-	if s.labels, err = drivers.StringMap(attr(o, "labels")); err != nil {
-		return s, wrap("labels", err)
 	}
 	netAddr, err := drivers.String(attr(o, "network"))
 	if err != nil {
@@ -135,7 +110,7 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 	if err != nil {
 		return fail("%v", err)
 	}
-	if _, err := d.ensureImage(ctx, api, addr, spec.image, spec.built); err != nil {
+	if _, err := d.ensureImage(ctx, api, addr, spec.Image, spec.built); err != nil {
 		return fail("%v", err)
 	}
 
@@ -156,24 +131,24 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 	}
 
 	labels := map[string]string{}
-	for k, v := range spec.labels {
+	for k, v := range spec.Labels {
 		labels[k] = v
 	}
 	for k, v := range ownLabels(req) {
 		labels[k] = v
 	}
 	var env []string
-	for _, k := range sortedKeys(spec.env) {
-		env = append(env, k+"="+spec.env[k])
+	for _, k := range sortedKeys(spec.Env) {
+		env = append(env, k+"="+spec.Env[k])
 	}
 	useInit := true
 	cfg := &container.Config{
-		Image:      spec.image,
-		Cmd:        spec.command,
-		Entrypoint: spec.entrypoint,
+		Image:      spec.Image,
+		Cmd:        spec.Command,
+		Entrypoint: spec.Entrypoint,
 		Env:        env,
-		WorkingDir: spec.workdir,
-		User:       spec.user,
+		WorkingDir: spec.Workdir,
+		User:       spec.User,
 		Labels:     labels,
 	}
 	hostCfg := &container.HostConfig{
@@ -182,9 +157,9 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 		DNSOptions:  dnsOptions,
 		Resources:   container.Resources{NanoCPUs: spec.nanoCPUs},
 	}
-	if spec.memory > 0 {
+	if spec.Memory > 0 {
 		// No swap beyond the limit: memory means what it says.
-		hostCfg.Memory, hostCfg.MemorySwap = spec.memory, spec.memory
+		hostCfg.Memory, hostCfg.MemorySwap = spec.Memory, spec.Memory
 	}
 	netCfg := &network.NetworkingConfig{
 		EndpointsConfig: map[string]*network.EndpointSettings{spec.network: {}},
@@ -207,7 +182,7 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 		}
 		return drivers.ApplyResponse{}, fmt.Errorf("starting container %s for %s: %w", name, addr, err)
 	}
-	d.log.Info("created container", "addr", addr, "name", name, "id", shortID(created.ID), "image", spec.image)
+	d.log.Info("created container", "addr", addr, "name", name, "id", shortID(created.ID), "image", spec.Image)
 	return d.containerResponse(ctx, api, addr, created.ID, spec.network)
 }
 

@@ -503,13 +503,15 @@ func TestPlan(t *testing.T) {
 	d := fakeDriver(t, api, DefaultSubnetPool)
 	secret := cty.MapVal(map[string]cty.Value{"KEY": cty.StringVal("s3cret")}).Mark("sensitive")
 	resp, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: drivers.AgentSpec{
-		Addr:    "agent.coder",
-		Name:    "coder",
-		Image:   cty.StringVal("busybox:1"),
-		Command: cty.ListVal([]cty.Value{cty.StringVal("sleep"), cty.StringVal("60")}),
-		Env:     secret,
-		Workdir: cty.UnknownVal(cty.String),
-		CPUs:    cty.NumberFloatVal(1.5),
+		Addr: "agent.coder",
+		Name: "coder",
+		Workload: drivers.MustWorkload(map[string]cty.Value{
+			"image":   cty.StringVal("busybox:1"),
+			"command": cty.ListVal([]cty.Value{cty.StringVal("sleep"), cty.StringVal("60")}),
+			"env":     secret,
+			"workdir": cty.UnknownVal(cty.String),
+			"cpus":    cty.NumberFloatVal(1.5),
+		}),
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -561,13 +563,13 @@ func TestPlanErrors(t *testing.T) {
 		want  string
 	}{
 		{"no image", drivers.AgentSpec{Addr: "agent.a", Name: "a"}, "needs an image or a build block"},
-		{"null image", drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: cty.NullVal(cty.String)}, "needs an image"},
-		{"bad name", drivers.AgentSpec{Addr: "agent.a b", Name: "a b", Image: img}, "cannot name"},
-		{"reserved label", drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: img, Labels: cty.MapVal(map[string]cty.Value{"io.bottlefile.lineage": cty.StringVal("x")})}, "reserved"},
-		{"negative cpus", drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: img, CPUs: cty.NumberIntVal(-1)}, "cpus"},
-		{"missing context", drivers.AgentSpec{Addr: "agent.a", Name: "a", Build: &drivers.BuildSpec{Context: filepath.Join(t.TempDir(), "nope")}}, "build context"},
-		{"missing dockerfile", drivers.AgentSpec{Addr: "agent.a", Name: "a", Build: &drivers.BuildSpec{Context: t.TempDir()}}, "dockerfile"},
-		{"escaping dockerfile", drivers.AgentSpec{Addr: "agent.a", Name: "a", Build: &drivers.BuildSpec{Context: t.TempDir(), Dockerfile: "../Dockerfile"}}, "inside the build context"},
+		{"null image", drivers.AgentSpec{Addr: "agent.a", Name: "a", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.NullVal(cty.String)})}, "needs an image"},
+		{"bad name", drivers.AgentSpec{Addr: "agent.a b", Name: "a b", Workload: drivers.MustWorkload(map[string]cty.Value{"image": img})}, "cannot name"},
+		{"reserved label", drivers.AgentSpec{Addr: "agent.a", Name: "a", Workload: drivers.MustWorkload(map[string]cty.Value{"image": img, "labels": cty.MapVal(map[string]cty.Value{"io.bottlefile.lineage": cty.StringVal("x")})})}, "reserved"},
+		{"negative cpus", drivers.AgentSpec{Addr: "agent.a", Name: "a", Workload: drivers.MustWorkload(map[string]cty.Value{"image": img, "cpus": cty.NumberIntVal(-1)})}, "cpus"},
+		{"missing context", drivers.AgentSpec{Addr: "agent.a", Name: "a", Workload: drivers.MustWorkload(map[string]cty.Value{"build": drivers.BuildValue(filepath.Join(t.TempDir(), "nope"), "")})}, "build context"},
+		{"missing dockerfile", drivers.AgentSpec{Addr: "agent.a", Name: "a", Workload: drivers.MustWorkload(map[string]cty.Value{"build": drivers.BuildValue(t.TempDir(), "")})}, "dockerfile"},
+		{"escaping dockerfile", drivers.AgentSpec{Addr: "agent.a", Name: "a", Workload: drivers.MustWorkload(map[string]cty.Value{"build": drivers.BuildValue(t.TempDir(), "../Dockerfile")})}, "inside the build context"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -150,7 +150,7 @@ func allowValue(v cty.Value) (cty.Value, error) {
 
 // planGateway is an agent's gateway object.
 func (d *Driver) planGateway(a drivers.AgentSpec, agentAddr, netAddr string, egressNet *drivers.Object) (drivers.Object, error) {
-	allow, err := allowValue(a.Egress)
+	allow, err := allowValue(drivers.WorkloadAttr(a.Workload, "egress"))
 	if err != nil {
 		return drivers.Object{}, err
 	}

@@ -85,8 +85,12 @@ func TestPlanGateway(t *testing.T) {
 	api := listing(isolatingEngine())
 	d := egressDriver(t, api, nil)
 	objs := planObjects(t, d, drivers.AgentSpec{
-		Addr: "agent.coder", Name: "coder", Image: cty.StringVal("x:1"),
-		Egress: cty.TupleVal([]cty.Value{cty.StringVal("GitHub.com."), cty.StringVal("*.PyPI.org:443"), cty.StringVal("github.com"), cty.StringVal("10.1.2.3:5432")}),
+		Addr: "agent.coder",
+		Name: "coder",
+		Workload: drivers.MustWorkload(map[string]cty.Value{
+			"image":  cty.StringVal("x:1"),
+			"egress": cty.TupleVal([]cty.Value{cty.StringVal("GitHub.com."), cty.StringVal("*.PyPI.org:443"), cty.StringVal("github.com"), cty.StringVal("10.1.2.3:5432")}),
+		}),
 	})
 	gw, ok := objs["agent.coder.gateway"]
 	if !ok {
@@ -124,7 +128,7 @@ func TestPlanGateway(t *testing.T) {
 
 	// A second plan on the same driver makes no second call, and hashes
 	// the binary once.
-	planObjects(t, d, drivers.AgentSpec{Addr: "agent.other", Name: "other", Image: cty.StringVal("x:1")})
+	planObjects(t, d, drivers.AgentSpec{Addr: "agent.other", Name: "other", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal("x:1")})})
 	if calls := api.calls(); !slices.Equal(calls, []string{"NetworkList"}) {
 		t.Errorf("two plans made calls %v, want one network list", calls)
 	}
@@ -162,7 +166,7 @@ func TestPlanGatewayAllowValues(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			objs := planObjects(t, d, drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1"), Egress: tt.egress})
+			objs := planObjects(t, d, drivers.AgentSpec{Addr: "agent.a", Name: "a", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal("x:1"), "egress": tt.egress})})
 			gw, ok := objs["agent.a.gateway"]
 			if tt.check == nil {
 				// No egress block: the bottle has no gateway, and needs
@@ -183,8 +187,12 @@ func TestPlanGatewayAllowValues(t *testing.T) {
 func TestPlanGatewayBadRule(t *testing.T) {
 	d := egressDriver(t, &fakeAPI{}, nil)
 	_, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: drivers.AgentSpec{
-		Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1"),
-		Egress: cty.TupleVal([]cty.Value{cty.StringVal("github.com:443"), cty.StringVal("*")}),
+		Addr: "agent.a",
+		Name: "a",
+		Workload: drivers.MustWorkload(map[string]cty.Value{
+			"image":  cty.StringVal("x:1"),
+			"egress": cty.TupleVal([]cty.Value{cty.StringVal("github.com:443"), cty.StringVal("*")}),
+		}),
 	}})
 	var re *drivers.RuleError
 	if !errors.As(err, &re) || re.Index != 1 || re.Rule != "*" {
@@ -198,7 +206,7 @@ func TestPlanExistingEgressNetwork(t *testing.T) {
 		"egress_network": cty.StringVal("corp-out"),
 		"gateway_dns":    cty.ListVal([]cty.Value{cty.StringVal("10.9.9.9")}),
 	})
-	objs := planObjects(t, d, drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1"), Egress: cty.ListValEmpty(cty.String)})
+	objs := planObjects(t, d, drivers.AgentSpec{Addr: "agent.a", Name: "a", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal("x:1"), "egress": cty.ListValEmpty(cty.String)})})
 	if _, ok := objs["runtime.local.egress"]; ok {
 		t.Error("an egress network is planned although the runtime names an existing one")
 	}
@@ -216,7 +224,7 @@ func TestPlanExistingEgressNetwork(t *testing.T) {
 		"is an internal": append(isolatingEngine(), network.Summary{Name: "corp-out", Driver: "bridge", Internal: true}),
 	} {
 		d := egressDriver(t, listing(nets), map[string]cty.Value{"egress_network": cty.StringVal("corp-out")})
-		_, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1"), Egress: cty.ListValEmpty(cty.String)}})
+		_, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: drivers.AgentSpec{Addr: "agent.a", Name: "a", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal("x:1"), "egress": cty.ListValEmpty(cty.String)})}})
 		if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "corp-out") {
 			t.Errorf("err = %v, want one saying the network %s", err, name)
 		}
@@ -239,7 +247,7 @@ func TestIsolationCheck(t *testing.T) {
 			api := listing(tt.nets)
 			d := egressDriver(t, api, nil)
 			for range 2 {
-				_, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1")}})
+				_, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: drivers.AgentSpec{Addr: "agent.a", Name: "a", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal("x:1")})}})
 				if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "cannot promise egress isolation") || !strings.Contains(err.Error(), `runtime "local"`) {
 					t.Fatalf("err = %v, want a refusal mentioning %q", err, tt.want)
 				}
@@ -254,7 +262,7 @@ func TestIsolationCheck(t *testing.T) {
 func TestIsolationCheckOptOut(t *testing.T) {
 	api := &fakeAPI{}
 	d := egressDriver(t, api, map[string]cty.Value{"insecure_skip_isolation_check": cty.True})
-	planObjects(t, d, drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1")})
+	planObjects(t, d, drivers.AgentSpec{Addr: "agent.a", Name: "a", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal("x:1")})})
 	if calls := api.calls(); len(calls) != 0 {
 		t.Errorf("calls = %v, want none: the runtime skips the check", calls)
 	}
@@ -263,11 +271,15 @@ func TestIsolationCheckOptOut(t *testing.T) {
 func TestPlanSidecars(t *testing.T) {
 	d := egressDriver(t, listing(isolatingEngine()), nil)
 	objs := planObjects(t, d, drivers.AgentSpec{
-		Addr: "agent.coder", Name: "coder", Image: cty.StringVal("x:1"),
-		Egress: cty.TupleVal([]cty.Value{cty.StringVal("github.com:443")}),
+		Addr: "agent.coder",
+		Name: "coder",
+		Workload: drivers.MustWorkload(map[string]cty.Value{
+			"image":  cty.StringVal("x:1"),
+			"egress": cty.TupleVal([]cty.Value{cty.StringVal("github.com:443")}),
+		}),
 		Sidecars: []drivers.SidecarSpec{
-			{Addr: "agent.coder.sidecar.git", Name: "git", Image: cty.StringVal("git:1"), CPUs: cty.NumberIntVal(1), Egress: cty.TupleVal([]cty.Value{cty.StringVal("GitHub.com:443")})},
-			{Addr: "agent.coder.sidecar.db", Name: "db", Image: cty.StringVal("db:1")},
+			{Addr: "agent.coder.sidecar.git", Name: "git", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal("git:1"), "cpus": cty.NumberIntVal(1), "egress": cty.TupleVal([]cty.Value{cty.StringVal("GitHub.com:443")})})},
+			{Addr: "agent.coder.sidecar.db", Name: "db", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal("db:1")})},
 		},
 	})
 	if got := strs(objs["agent.coder"].Attrs["sidecars"]); !slices.Equal(got, []string{"git", "db"}) {
@@ -293,13 +305,13 @@ func TestPlanSidecars(t *testing.T) {
 		sc   drivers.SidecarSpec
 		want string
 	}{
-		{drivers.SidecarSpec{Addr: "agent.a.sidecar.gateway", Name: "gateway", Image: cty.StringVal("x")}, "egress gateway"},
+		{drivers.SidecarSpec{Addr: "agent.a.sidecar.gateway", Name: "gateway", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal("x")})}, "egress gateway"},
 		{drivers.SidecarSpec{Addr: "agent.a.sidecar.s", Name: "s"}, "needs an image"},
-		{drivers.SidecarSpec{Addr: "agent.a.sidecar.s", Name: "s", Image: cty.StringVal("x"), Egress: cty.TupleVal([]cty.Value{cty.StringVal("evil.example:443")})}, "not in the agent's egress block"},
-		{drivers.SidecarSpec{Addr: "agent.a.sidecar.s", Name: "s", Image: cty.StringVal("x"), Labels: cty.MapVal(map[string]cty.Value{"io.bottlefile.address": cty.StringVal("x")})}, "reserved"},
+		{drivers.SidecarSpec{Addr: "agent.a.sidecar.s", Name: "s", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal("x"), "egress": cty.TupleVal([]cty.Value{cty.StringVal("evil.example:443")})})}, "not in the agent's egress block"},
+		{drivers.SidecarSpec{Addr: "agent.a.sidecar.s", Name: "s", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal("x"), "labels": cty.MapVal(map[string]cty.Value{"io.bottlefile.address": cty.StringVal("x")})})}, "reserved"},
 	}
 	for _, b := range bad {
-		_, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1"), Sidecars: []drivers.SidecarSpec{b.sc}}})
+		_, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: drivers.AgentSpec{Addr: "agent.a", Name: "a", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal("x:1")}), Sidecars: []drivers.SidecarSpec{b.sc}}})
 		if err == nil || !strings.Contains(err.Error(), b.want) || !strings.Contains(err.Error(), b.sc.Addr) {
 			t.Errorf("sidecar %+v: err = %v, want %q naming %s", b.sc, err, b.want, b.sc.Addr)
 		}
@@ -507,13 +519,13 @@ func TestPlanTooManySidecars(t *testing.T) {
 	var scs []drivers.SidecarSpec
 	for i := range 12 {
 		name := fmt.Sprintf("s%d", i)
-		scs = append(scs, drivers.SidecarSpec{Addr: "agent.a.sidecar." + name, Name: name, Image: cty.StringVal("x")})
+		scs = append(scs, drivers.SidecarSpec{Addr: "agent.a.sidecar." + name, Name: name, Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal("x")})})
 	}
-	_, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1"), Sidecars: scs}})
+	_, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: drivers.AgentSpec{Addr: "agent.a", Name: "a", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal("x:1")}), Sidecars: scs}})
 	if err == nil || !strings.Contains(err.Error(), "at most 11 sidecars") {
 		t.Errorf("12 sidecars: err = %v", err)
 	}
-	planObjects(t, d, drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1"), Sidecars: scs[:11]})
+	planObjects(t, d, drivers.AgentSpec{Addr: "agent.a", Name: "a", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal("x:1")}), Sidecars: scs[:11]})
 }
 
 func TestOneEgressNetwork(t *testing.T) {
@@ -587,7 +599,7 @@ func TestDeleteGatewaySweepsImages(t *testing.T) {
 func TestCloseWithoutGatewayDeleteSweepsNothing(t *testing.T) {
 	api := listing(isolatingEngine())
 	d := egressDriver(t, api, nil)
-	planObjects(t, d, drivers.AgentSpec{Addr: "agent.a", Name: "a", Image: cty.StringVal("x:1")})
+	planObjects(t, d, drivers.AgentSpec{Addr: "agent.a", Name: "a", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal("x:1")})})
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}

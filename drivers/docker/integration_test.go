@@ -220,15 +220,17 @@ func TestIntegrationLifecycle(t *testing.T) {
 	ctx := t.Context()
 
 	agent := drivers.AgentSpec{
-		Addr:    "agent.coder",
-		Name:    "coder",
-		Image:   cty.StringVal(img),
-		Command: strList("sleep", "600"),
-		Env:     cty.MapVal(map[string]cty.Value{"API_KEY": cty.StringVal("s3cret")}).Mark("sensitive"),
-		Workdir: cty.StringVal("/tmp"),
-		Labels:  cty.MapVal(map[string]cty.Value{"team": cty.StringVal("infra")}),
-		CPUs:    cty.NumberFloatVal(0.5),
-		Memory:  cty.NumberIntVal(64 * mib),
+		Addr: "agent.coder",
+		Name: "coder",
+		Workload: drivers.MustWorkload(map[string]cty.Value{
+			"image":   cty.StringVal(img),
+			"command": strList("sleep", "600"),
+			"env":     cty.MapVal(map[string]cty.Value{"API_KEY": cty.StringVal("s3cret")}).Mark("sensitive"),
+			"workdir": cty.StringVal("/tmp"),
+			"cpus":    cty.NumberFloatVal(0.5),
+			"memory":  cty.NumberIntVal(64 * mib),
+			"labels":  cty.MapVal(map[string]cty.Value{"team": cty.StringVal("infra")}),
+		}),
 	}
 	e.api.take()
 	objs := e.plan(agent)
@@ -396,7 +398,7 @@ func TestIntegrationBuild(t *testing.T) {
 		"junk/big.bin":  "never sent",
 		".dockerignore": "junk\n",
 	})
-	agent := drivers.AgentSpec{Addr: "agent.builder", Name: "builder", Build: &drivers.BuildSpec{Context: dir}}
+	agent := drivers.AgentSpec{Addr: "agent.builder", Name: "builder", Workload: drivers.MustWorkload(map[string]cty.Value{"build": drivers.BuildValue(dir, "")})}
 	e.api.take()
 	objs := e.plan(agent)
 	if calls := e.api.take(); len(calls) > 1 || calls["NetworkList"] > 1 {
@@ -479,7 +481,7 @@ func TestIntegrationBuildFailure(t *testing.T) {
 	img := dockertest.BusyboxImage(t, e.cli)
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"Dockerfile": "FROM " + img + "\nRUN [\"sh\", \"-c\", \"echo about to fail; exit 3\"]\n"})
-	objs := e.plan(drivers.AgentSpec{Addr: "agent.broken", Name: "broken", Build: &drivers.BuildSpec{Context: dir}})
+	objs := e.plan(drivers.AgentSpec{Addr: "agent.broken", Name: "broken", Workload: drivers.MustWorkload(map[string]cty.Value{"build": drivers.BuildValue(dir, "")})})
 	_, err := e.try(drivers.OpCreate, objs["agent.broken.image"], "")
 	if err == nil {
 		t.Fatal("a failing build succeeded")
@@ -495,7 +497,7 @@ func TestIntegrationMissingImage(t *testing.T) {
 	t.Parallel()
 	e := newEngineTest(t)
 	const ref = "bottlefile-test/does-not-exist:404"
-	objs := e.plan(drivers.AgentSpec{Addr: "agent.lost", Name: "lost", Image: cty.StringVal(ref)})
+	objs := e.plan(drivers.AgentSpec{Addr: "agent.lost", Name: "lost", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal(ref)})})
 	netResp := e.apply(drivers.OpCreate, objs["agent.lost.network"], "")
 	e.api.take()
 	_, err := e.try(drivers.OpCreate, objs["agent.lost"], "")
@@ -521,7 +523,7 @@ func TestIntegrationCrashBetweenCreateAndRecord(t *testing.T) {
 	e := newEngineTest(t)
 	img := dockertest.BusyboxImage(t, e.cli)
 	ctx := t.Context()
-	objs := e.plan(drivers.AgentSpec{Addr: "agent.crash", Name: "crash", Image: cty.StringVal(img), Command: strList("sleep", "600")})
+	objs := e.plan(drivers.AgentSpec{Addr: "agent.crash", Name: "crash", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal(img), "command": strList("sleep", "600")})})
 
 	// Both objects were created, and nothing was recorded: creating again
 	// adopts the network and replaces the container instead of failing on
@@ -629,7 +631,7 @@ func TestIntegrationGatewayImageSweep(t *testing.T) {
 	img := dockertest.BusyboxImage(t, e.cli)
 	objs := map[string]drivers.Object{}
 	for _, name := range []string{"a", "b"} {
-		maps.Copy(objs, e.plan(drivers.AgentSpec{Addr: "agent." + name, Name: name, Image: cty.StringVal(img), Command: strList("sleep", "600"), Egress: cty.ListValEmpty(cty.String)}))
+		maps.Copy(objs, e.plan(drivers.AgentSpec{Addr: "agent." + name, Name: name, Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal(img), "command": strList("sleep", "600"), "egress": cty.ListValEmpty(cty.String)})}))
 	}
 	ids := e.createAll(objs)
 	if n := images(); n != 1 {
@@ -672,11 +674,16 @@ func TestIntegrationSharedBuild(t *testing.T) {
 	})
 	all := map[string]drivers.Object{}
 	for _, a := range []drivers.AgentSpec{
-		{Addr: "agent.a", Name: "a", Build: &drivers.BuildSpec{Context: dir}},
-		{Addr: "agent.b", Name: "b", Build: &drivers.BuildSpec{Context: dir}, Sidecars: []drivers.SidecarSpec{
-			{Addr: "agent.b.sidecar.helper", Name: "helper", Build: &drivers.BuildSpec{Context: dir}},
-		}},
-		{Addr: "agent.c", Name: "c", Build: &drivers.BuildSpec{Context: dir, Dockerfile: "Dockerfile.other"}},
+		{Addr: "agent.a", Name: "a", Workload: drivers.MustWorkload(map[string]cty.Value{"build": drivers.BuildValue(dir, "")})},
+		{
+			Addr:     "agent.b",
+			Name:     "b",
+			Workload: drivers.MustWorkload(map[string]cty.Value{"build": drivers.BuildValue(dir, "")}),
+			Sidecars: []drivers.SidecarSpec{
+				{Addr: "agent.b.sidecar.helper", Name: "helper", Workload: drivers.MustWorkload(map[string]cty.Value{"build": drivers.BuildValue(dir, "")})},
+			},
+		},
+		{Addr: "agent.c", Name: "c", Workload: drivers.MustWorkload(map[string]cty.Value{"build": drivers.BuildValue(dir, "Dockerfile.other")})},
 	} {
 		maps.Copy(all, e.plan(a))
 	}

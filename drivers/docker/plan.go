@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -30,44 +31,57 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 	if a.Name == "" || !namePart.MatchString(a.Name) {
 		return drivers.PlanResponse{}, fmt.Errorf("%s: the agent name %q cannot name a docker container (use letters, digits, '_', '.', '-')", addr, a.Name)
 	}
-	if _, err := addrPart(addr, kindContainer); err != nil {
-		return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, err)
-	}
-	if err := checkLabels(a.Labels); err != nil {
-		return drivers.PlanResponse{}, fmt.Errorf("%s: labels: %w", addr, err)
-	}
-	if err := checkLimits(a.CPUs, a.Memory); err != nil {
-		return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, err)
-	}
-
 	netAddr := addr + ".network"
 	network := drivers.Object{
 		Addr:  netAddr,
 		Kind:  kindNetwork,
 		Attrs: map[string]cty.Value{"internal": cty.True},
 	}
+	objects, err := d.planWorkload(addr, netAddr, a.Workload)
+	if err != nil {
+		return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, err)
+	}
+	objects, err = d.planBottle(ctx, a, addr, netAddr, append([]drivers.Object{network}, objects...))
+	if err != nil {
+		return drivers.PlanResponse{}, err
+	}
+	return drivers.PlanResponse{Objects: objects}, nil
+}
 
-	ctr := workloadObject(addr, netAddr, drivers.SidecarSpec{
-		Image: a.Image, Command: a.Command, Entrypoint: a.Entrypoint, Env: a.Env,
-		Workdir: a.Workdir, User: a.User, CPUs: a.CPUs, Memory: a.Memory, Labels: a.Labels,
-	})
-	objects := []drivers.Object{network}
-
-	if a.Build != nil {
-		bc, err := resolveBuildContext(a.Build.Context, a.Build.Dockerfile)
+// planWorkload expands an agent's or a sidecar's workload: its image when
+// it is built, and its container on the bottle's network, last.
+func (d *Driver) planWorkload(addr, netAddr string, w cty.Value) ([]drivers.Object, error) {
+	if _, err := addrPart(addr, kindContainer); err != nil {
+		return nil, err
+	}
+	if err := checkLabels(drivers.WorkloadAttr(w, "labels")); err != nil {
+		return nil, fmt.Errorf("labels: %w", err)
+	}
+	if err := checkLimits(drivers.WorkloadAttr(w, "cpus"), drivers.WorkloadAttr(w, "memory")); err != nil {
+		return nil, err
+	}
+	ctr := workloadObject(addr, netAddr, w)
+	var objects []drivers.Object
+	image := drivers.WorkloadAttr(w, "image")
+	if build := drivers.WorkloadAttr(w, "build"); !build.IsNull() {
+		b, err := drivers.DecodeBuild(build)
 		if err != nil {
-			return drivers.PlanResponse{}, fmt.Errorf("%s: build: %w", addr, err)
+			return nil, fmt.Errorf("build: %w", err)
+		}
+		bc, err := resolveBuildContext(b.Context, b.Dockerfile)
+		if err != nil {
+			return nil, fmt.Errorf("build: %w", err)
 		}
 		sum, err := hashContext(bc)
 		if err != nil {
-			return drivers.PlanResponse{}, fmt.Errorf("%s: build: %w", addr, err)
+			return nil, fmt.Errorf("build: %w", err)
 		}
 		imgAddr := addr + ".image"
 		objects = append(objects, drivers.Object{
 			Addr: imgAddr,
 			Kind: kindImage,
 			Attrs: map[string]cty.Value{
-				"context":      cty.StringVal(a.Build.Context),
+				"context":      cty.StringVal(b.Context),
 				"dockerfile":   cty.StringVal(bc.dockerfile),
 				"context_hash": cty.StringVal(sum),
 			},
@@ -76,26 +90,12 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 		ctr.Attrs["build_hash"] = cty.StringVal(sum)
 		ctr.DependsOn = append(ctr.DependsOn, imgAddr)
 		d.log.Debug("hashed build context", "addr", imgAddr, "context", bc.dir, "hash", shortHash(sum))
-	} else if a.Image == cty.NilVal || a.Image.IsNull() {
-		return drivers.PlanResponse{}, fmt.Errorf("%s: needs an image or a build block", addr)
-	} else if s, err := drivers.String(a.Image); err == nil && strings.TrimSpace(s) == "" {
-		return drivers.PlanResponse{}, fmt.Errorf("%s: image is empty", addr)
+	} else if image.IsNull() {
+		return nil, errors.New("needs an image or a build block")
+	} else if s, err := drivers.String(image); err == nil && strings.TrimSpace(s) == "" {
+		return nil, errors.New("image is empty")
 	}
-	objects = append(objects, ctr)
-	objects, err := d.planBottle(ctx, a, addr, netAddr, objects)
-	if err != nil {
-		return drivers.PlanResponse{}, err
-	}
-	return drivers.PlanResponse{Objects: objects}, nil
-}
-
-// orNull gives a typed null for a value the core left unset (cty.NilVal),
-// and the value itself, marks and unknowns included, otherwise.
-func orNull(v cty.Value, ty cty.Type) cty.Value {
-	if v == cty.NilVal {
-		return cty.NullVal(ty)
-	}
-	return v
+	return append(objects, ctr), nil
 }
 
 // checkLabels rejects agent labels that would shadow bottlefile's own.
@@ -142,28 +142,24 @@ func checkLimits(cpus, memory cty.Value) error {
 	return nil
 }
 
+// containerAttrs are the workload attributes a container object records,
+// as the configuration wrote them. (build is recorded as the image object
+// and the container's build_hash; egress as the gateway's allow list.)
+var containerAttrs = []string{"image", "command", "entrypoint", "env", "workdir", "user", "cpus", "memory", "labels"}
+
 // workloadObject is the container object of an agent or a sidecar on the
-// bottle's network: the attributes both have, as the configuration wrote
+// bottle's network: its workload attributes as the configuration wrote
 // them (marks and unknowns kept), and the limits that change in place.
-func workloadObject(addr, netAddr string, w drivers.SidecarSpec) drivers.Object {
+func workloadObject(addr, netAddr string, w cty.Value) drivers.Object {
+	attrs := drivers.WorkloadAttrs(w, containerAttrs...)
+	attrs["build_hash"] = cty.NullVal(cty.String)
+	attrs["network"] = cty.StringVal(netAddr)
 	return drivers.Object{
 		Addr:      addr,
 		Kind:      kindContainer,
 		Workload:  true,
 		InPlace:   []string{"cpus", "memory"},
 		DependsOn: []string{netAddr},
-		Attrs: map[string]cty.Value{
-			"image":      orNull(w.Image, cty.String),
-			"build_hash": cty.NullVal(cty.String),
-			"command":    orNull(w.Command, cty.List(cty.String)),
-			"entrypoint": orNull(w.Entrypoint, cty.List(cty.String)),
-			"env":        orNull(w.Env, cty.Map(cty.String)),
-			"workdir":    orNull(w.Workdir, cty.String),
-			"user":       orNull(w.User, cty.String),
-			"cpus":       orNull(w.CPUs, cty.Number),
-			"memory":     orNull(w.Memory, cty.Number),
-			"labels":     orNull(w.Labels, cty.Map(cty.String)),
-			"network":    cty.StringVal(netAddr),
-		},
+		Attrs:     attrs,
 	}
 }

@@ -478,7 +478,7 @@ func snapshotObject(addr, agent string) drivers.Object {
 // intermediate is removed.
 func TestCreateSnapshotFlattenDecision(t *testing.T) {
 	const lineage = "12345678-0000-0000-0000-000000000000"
-	agent := &drivers.AgentSpec{Addr: "agent.coder", Name: "coder", Command: strList("sleep", "2"), Workdir: cty.StringVal("/w")}
+	agent := &drivers.AgentSpec{Addr: "agent.coder", Name: "coder", Workload: drivers.MustWorkload(map[string]cty.Value{"command": strList("sleep", "2"), "workdir": cty.StringVal("/w")})}
 	req := drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: lineage, Object: snapshotObject("agent.coder.snapshot.4", "agent.coder"), Hash: "h", Agent: agent}
 
 	d, f := newSnapFake(t, lineage, 3, 5) // 3 layers + 1 < 5: commit
@@ -701,11 +701,14 @@ func (e *snapEngine) apply(req drivers.ApplyRequest) drivers.ApplyResponse {
 
 func (e *snapEngine) agentSpec(name string) *drivers.AgentSpec {
 	return &drivers.AgentSpec{
-		Addr: "agent." + name, Name: name,
-		Image:   cty.StringVal(e.image),
-		Command: strList("sleep", "600"),
-		Env:     cty.MapVal(map[string]cty.Value{"ROLE": cty.StringVal("snap"), "Q": cty.StringVal(`a "b" $c \d`)}),
-		Workdir: cty.StringVal("/workspace"),
+		Addr: "agent." + name,
+		Name: name,
+		Workload: drivers.MustWorkload(map[string]cty.Value{
+			"image":   cty.StringVal(e.image),
+			"command": strList("sleep", "600"),
+			"env":     cty.MapVal(map[string]cty.Value{"ROLE": cty.StringVal("snap"), "Q": cty.StringVal(`a "b" $c \d`)}),
+			"workdir": cty.StringVal("/workspace"),
+		}),
 	}
 }
 
@@ -715,7 +718,7 @@ func agentObjects(a *drivers.AgentSpec) (drivers.Object, drivers.Object) {
 	netAddr := a.Addr + ".network"
 	return drivers.Object{Addr: netAddr, Kind: kindNetwork, Attrs: map[string]cty.Value{"internal": cty.True}},
 		drivers.Object{Addr: a.Addr, Kind: kindContainer, Workload: true, DependsOn: []string{netAddr}, Attrs: map[string]cty.Value{
-			"image": a.Image, "command": a.Command, "env": a.Env, "workdir": a.Workdir, "network": cty.StringVal(netAddr),
+			"image": drivers.WorkloadAttr(a.Workload, "image"), "command": drivers.WorkloadAttr(a.Workload, "command"), "env": drivers.WorkloadAttr(a.Workload, "env"), "workdir": drivers.WorkloadAttr(a.Workload, "workdir"), "network": cty.StringVal(netAddr),
 		}}
 }
 
@@ -754,7 +757,7 @@ func TestIntegrationSnapshotCommitAndFlatten(t *testing.T) {
 		t.Errorf("Written = %+v, %v: want at least the 300 kB written and the creation time", w, err)
 	}
 
-	a.Command = strList("sleep", "601") // declared now: the image boots like this
+	a.Workload = drivers.WithWorkloadAttr(a.Workload, "command", strList("sleep", "601")) // declared now: the image boots like this
 	committed := e.snapshot(a, "agent.coder.snapshot.1")
 	flat := newSnapEngine(t, 1) // every snapshot flattens
 	flat.lineage = e.lineage

@@ -76,13 +76,13 @@ func checkRefusals(t *testing.T, d drivers.Driver, caps drivers.Capabilities, im
 	var refused []feature
 	if !caps.Sidecars {
 		refused = append(refused, feature{"a sidecar", func(a *drivers.AgentSpec) {
-			a.Sidecars = []drivers.SidecarSpec{{Addr: a.Addr + ".sidecar.helper", Name: "helper", Image: cty.StringVal(image)}}
+			a.Sidecars = []drivers.SidecarSpec{{Addr: a.Addr + ".sidecar.helper", Name: "helper", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal(image)})}}
 		}})
 	}
 	if !caps.Build {
 		refused = append(refused, feature{"a build block", func(a *drivers.AgentSpec) {
-			a.Image = cty.NullVal(cty.String)
-			a.Build = &drivers.BuildSpec{Context: t.TempDir(), Dockerfile: "Dockerfile"}
+			a.Workload = drivers.WithWorkloadAttr(a.Workload, "image", cty.NullVal(cty.String))
+			a.Workload = drivers.WithWorkloadAttr(a.Workload, "build", drivers.BuildValue(t.TempDir(), "Dockerfile"))
 		}})
 	}
 	values := map[string]cty.Value{
@@ -96,12 +96,12 @@ func checkRefusals(t *testing.T, d drivers.Driver, caps drivers.Capabilities, im
 			continue
 		}
 		v := values[attr]
-		refused = append(refused, feature{"attribute " + attr, func(a *drivers.AgentSpec) { setAttr(a, attr, v) }})
+		refused = append(refused, feature{"attribute " + attr, func(a *drivers.AgentSpec) { a.Workload = drivers.WithWorkloadAttr(a.Workload, attr, v) }})
 	}
 	for _, k := range egressKinds {
 		if k.declared(caps.Egress) {
 			a := conformanceAgent(image)
-			a.Egress = cty.ListVal([]cty.Value{cty.StringVal(k.rule)})
+			a.Workload = drivers.WithWorkloadAttr(a.Workload, "egress", cty.ListVal([]cty.Value{cty.StringVal(k.rule)}))
 			if r := drivers.CheckAgent(name, caps, a); len(r) != 0 {
 				t.Errorf("egress rule %q is of a kind the %s driver declares, but the check refuses it: %v", k.rule, name, r)
 			}
@@ -109,7 +109,7 @@ func checkRefusals(t *testing.T, d drivers.Driver, caps drivers.Capabilities, im
 		}
 		rule := k.rule
 		refused = append(refused, feature{"egress rule " + rule, func(a *drivers.AgentSpec) {
-			a.Egress = cty.ListVal([]cty.Value{cty.StringVal("example.org"), cty.StringVal(rule)})
+			a.Workload = drivers.WithWorkloadAttr(a.Workload, "egress", cty.ListVal([]cty.Value{cty.StringVal("example.org"), cty.StringVal(rule)}))
 		}})
 	}
 	if len(refused) == 0 {
@@ -132,30 +132,6 @@ func checkRefusals(t *testing.T, d drivers.Driver, caps drivers.Capabilities, im
 		if _, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: a}); err == nil {
 			t.Errorf("%s is not declared, but Plan accepts it", f.what)
 		}
-	}
-}
-
-// setAttr sets one workload attribute of an agent by name.
-func setAttr(a *drivers.AgentSpec, name string, v cty.Value) {
-	switch name {
-	case "image":
-		a.Image = v
-	case "command":
-		a.Command = v
-	case "entrypoint":
-		a.Entrypoint = v
-	case "env":
-		a.Env = v
-	case "workdir":
-		a.Workdir = v
-	case "user":
-		a.User = v
-	case "cpus":
-		a.CPUs = v
-	case "memory":
-		a.Memory = v
-	case "labels":
-		a.Labels = v
 	}
 }
 

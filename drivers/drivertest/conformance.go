@@ -215,8 +215,12 @@ func TestDriver(t *testing.T, h Harness) {
 
 	t.Run("UpdateInPlace", func(t *testing.T) {
 		changes := map[string]func(a *drivers.AgentSpec){
-			"cpus":   func(a *drivers.AgentSpec) { a.CPUs = cty.NumberIntVal(1) },
-			"memory": func(a *drivers.AgentSpec) { a.Memory = cty.NumberIntVal(256 << 20) },
+			"cpus": func(a *drivers.AgentSpec) {
+				a.Workload = drivers.WithWorkloadAttr(a.Workload, "cpus", cty.NumberIntVal(1))
+			},
+			"memory": func(a *drivers.AgentSpec) {
+				a.Workload = drivers.WithWorkloadAttr(a.Workload, "memory", cty.NumberIntVal(256<<20))
+			},
 		}
 		tested := 0
 		for _, name := range caps.InPlace {
@@ -347,17 +351,12 @@ func TestDriver(t *testing.T, h Harness) {
 // "sleep 600", nothing else set.
 func conformanceAgent(image string) drivers.AgentSpec {
 	return drivers.AgentSpec{
-		Addr:       "agent.conformance",
-		Name:       "conformance",
-		Image:      cty.StringVal(image),
-		Command:    cty.ListVal([]cty.Value{cty.StringVal("sleep"), cty.StringVal("600")}),
-		Entrypoint: cty.NullVal(cty.List(cty.String)),
-		Env:        cty.NullVal(cty.Map(cty.String)),
-		Workdir:    cty.NullVal(cty.String),
-		User:       cty.NullVal(cty.String),
-		CPUs:       cty.NullVal(cty.Number),
-		Memory:     cty.NullVal(cty.Number),
-		Labels:     cty.NullVal(cty.Map(cty.String)),
+		Addr: "agent.conformance",
+		Name: "conformance",
+		Workload: drivers.MustWorkload(map[string]cty.Value{
+			"image":   cty.StringVal(image),
+			"command": cty.ListVal([]cty.Value{cty.StringVal("sleep"), cty.StringVal("600")}),
+		}),
 	}
 }
 

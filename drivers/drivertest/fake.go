@@ -275,36 +275,32 @@ func (f *Fake) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.PlanR
 }
 
 // Expand is what the Fake plans for an agent: the network "ADDR.network"
-// (internal) and the container ADDR on it, a workload whose attributes are the
-// agent's values as they are (a value left unset becomes a typed null), plus
-// "network", the network's address. cpus and memory change in place. A build
-// block adds "build_context" and "build_dockerfile".
+// (internal) and the container ADDR on it, a workload whose attributes are
+// the agent's values as they are (containerAttrs; a value left unset is a
+// typed null), plus "network", the network's address. cpus and memory
+// change in place. A build block adds "build_context" and
+// "build_dockerfile".
 func Expand(a drivers.AgentSpec) (drivers.PlanResponse, error) {
 	if a.Addr == "" {
 		return drivers.PlanResponse{}, errors.New("fake: plan: the agent has no address")
 	}
-	if a.Build == nil && (a.Image == cty.NilVal || a.Image.IsNull()) {
+	build := drivers.WorkloadAttr(a.Workload, "build")
+	if build.IsNull() && drivers.WorkloadAttr(a.Workload, "image").IsNull() {
 		return drivers.PlanResponse{}, fmt.Errorf("fake: plan: %s has neither an image nor a build", a.Addr)
 	}
 	network := a.Addr + ".network"
-	attrs := map[string]cty.Value{
-		"image":      orNull(a.Image, cty.String),
-		"command":    orNull(a.Command, cty.List(cty.String)),
-		"entrypoint": orNull(a.Entrypoint, cty.List(cty.String)),
-		"env":        orNull(a.Env, cty.Map(cty.String)),
-		"workdir":    orNull(a.Workdir, cty.String),
-		"user":       orNull(a.User, cty.String),
-		"cpus":       orNull(a.CPUs, cty.Number),
-		"memory":     orNull(a.Memory, cty.Number),
-		"labels":     orNull(a.Labels, cty.Map(cty.String)),
-		"network":    cty.StringVal(network),
-	}
-	if b := a.Build; b != nil {
-		dockerfile := b.Dockerfile
+	attrs := drivers.WorkloadAttrs(a.Workload, containerAttrs...)
+	attrs["network"] = cty.StringVal(network)
+	if !build.IsNull() {
+		w, err := drivers.DecodeWorkload(a.Workload)
+		if err != nil {
+			return drivers.PlanResponse{}, fmt.Errorf("fake: plan: %s: %w", a.Addr, err)
+		}
+		dockerfile := w.Build.Dockerfile
 		if dockerfile == "" {
 			dockerfile = "Dockerfile"
 		}
-		attrs["build_context"] = cty.StringVal(b.Context)
+		attrs["build_context"] = cty.StringVal(w.Build.Context)
 		attrs["build_dockerfile"] = cty.StringVal(dockerfile)
 	}
 	return drivers.PlanResponse{Objects: []drivers.Object{
@@ -324,13 +320,8 @@ func Expand(a drivers.AgentSpec) (drivers.PlanResponse, error) {
 	}}, nil
 }
 
-// orNull turns an unset value (cty.NilVal) into a null of type ty.
-func orNull(v cty.Value, ty cty.Type) cty.Value {
-	if v == cty.NilVal {
-		return cty.NullVal(ty)
-	}
-	return v
-}
+// containerAttrs are the workload attributes a fake container records.
+var containerAttrs = []string{"image", "command", "entrypoint", "env", "workdir", "user", "cpus", "memory", "labels"}
 
 // Apply performs one operation on the fake's objects.
 func (f *Fake) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {

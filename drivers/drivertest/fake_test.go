@@ -162,12 +162,14 @@ const lin = "0c7f1c1e-0000-4000-8000-000000000000"
 
 func agentSpec(name string) drivers.AgentSpec {
 	return drivers.AgentSpec{
-		Addr:    "agent." + name,
-		Name:    name,
-		Image:   cty.StringVal("acme/agent:1"),
-		Command: cty.ListVal([]cty.Value{cty.StringVal("claude")}),
-		CPUs:    cty.NumberIntVal(2),
-		Env:     cty.MapVal(map[string]cty.Value{"KEY": cty.StringVal("secret").Mark("sensitive")}),
+		Addr: "agent." + name,
+		Name: name,
+		Workload: drivers.MustWorkload(map[string]cty.Value{
+			"image":   cty.StringVal("acme/agent:1"),
+			"command": cty.ListVal([]cty.Value{cty.StringVal("claude")}),
+			"env":     cty.MapVal(map[string]cty.Value{"KEY": cty.StringVal("secret").Mark("sensitive")}),
+			"cpus":    cty.NumberIntVal(2),
+		}),
 	}
 }
 
@@ -205,13 +207,13 @@ func TestFakePlan(t *testing.T) {
 			DependsOn: []string{"agent.coder.network"},
 			InPlace:   []string{"cpus", "memory"},
 			Attrs: map[string]cty.Value{
-				"image":      spec.Image,
-				"command":    spec.Command,
+				"image":      drivers.WorkloadAttr(spec.Workload, "image"),
+				"command":    drivers.WorkloadAttr(spec.Workload, "command"),
 				"entrypoint": cty.NullVal(cty.List(cty.String)),
-				"env":        spec.Env, // still marked sensitive
+				"env":        drivers.WorkloadAttr(spec.Workload, "env"), // still marked sensitive
 				"workdir":    cty.NullVal(cty.String),
 				"user":       cty.NullVal(cty.String),
-				"cpus":       spec.CPUs,
+				"cpus":       drivers.WorkloadAttr(spec.Workload, "cpus"),
 				"memory":     cty.NullVal(cty.Number),
 				"labels":     cty.NullVal(cty.Map(cty.String)),
 				"network":    cty.StringVal("agent.coder.network"),
@@ -226,8 +228,7 @@ func TestFakePlan(t *testing.T) {
 	}
 
 	build := agentSpec("built")
-	build.Image = cty.NullVal(cty.String)
-	build.Build = &drivers.BuildSpec{Context: "/src/agent"}
+	build.Workload = drivers.MustWorkload(map[string]cty.Value{"build": drivers.BuildValue("/src/agent", "")})
 	resp, err = f.Plan(t.Context(), drivers.PlanRequest{Agent: build})
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +238,7 @@ func TestFakePlan(t *testing.T) {
 	}
 
 	noImage := agentSpec("bare")
-	noImage.Image = cty.NilVal
+	noImage.Workload = drivers.WithWorkloadAttr(noImage.Workload, "image", cty.NilVal)
 	if _, err := f.Plan(t.Context(), drivers.PlanRequest{Agent: noImage}); err == nil {
 		t.Error("Plan of an agent with neither image nor build succeeded")
 	}

@@ -39,17 +39,17 @@ func TestCallForms(t *testing.T) {
 	name := "bf-0f1e2d3c-coder"
 
 	a := agentSpec("coder", "ghcr.io/acme/agent:1.4")
-	a.Command = cty.ListVal([]cty.Value{cty.StringVal("claude"), cty.StringVal("--net")})
-	a.Entrypoint = cty.ListVal([]cty.Value{cty.StringVal("/bin/tini"), cty.StringVal("--")})
-	a.Env = cty.MapVal(map[string]cty.Value{
+	a.Workload = drivers.WithWorkloadAttr(a.Workload, "command", cty.ListVal([]cty.Value{cty.StringVal("claude"), cty.StringVal("--net")}))
+	a.Workload = drivers.WithWorkloadAttr(a.Workload, "entrypoint", cty.ListVal([]cty.Value{cty.StringVal("/bin/tini"), cty.StringVal("--")}))
+	a.Workload = drivers.WithWorkloadAttr(a.Workload, "env", cty.MapVal(map[string]cty.Value{
 		"B_PLAIN": cty.StringVal("two words"),
 		"A_PLAIN": cty.StringVal("1"),
 		"API_KEY": cty.StringVal("sk-very-secret").Mark(sensitive),
-	})
-	a.Workdir = cty.StringVal("/workspace")
-	a.CPUs = cty.NumberIntVal(2)
-	a.Memory = cty.NumberIntVal(4<<30 + 1) // rounds up to 4097 MiB
-	a.Labels = cty.MapVal(map[string]cty.Value{"team": cty.StringVal("infra")})
+	}))
+	a.Workload = drivers.WithWorkloadAttr(a.Workload, "workdir", cty.StringVal("/workspace"))
+	a.Workload = drivers.WithWorkloadAttr(a.Workload, "cpus", cty.NumberIntVal(2))
+	a.Workload = drivers.WithWorkloadAttr(a.Workload, "memory", cty.NumberIntVal(4<<30+1)) // rounds up to 4097 MiB
+	a.Workload = drivers.WithWorkloadAttr(a.Workload, "labels", cty.MapVal(map[string]cty.Value{"team": cty.StringVal("infra")}))
 	obj := planOne(t, d, a)
 
 	f.resetCalls(t)
@@ -104,10 +104,10 @@ func TestSecretsStayOffTheCommandLine(t *testing.T) {
 	f := newFake(t)
 	d := f.driver(t)
 	a := agentSpec("coder", "alpine:3")
-	a.Env = cty.MapVal(map[string]cty.Value{
+	a.Workload = drivers.WithWorkloadAttr(a.Workload, "env", cty.MapVal(map[string]cty.Value{
 		"TOKEN":  cty.StringVal("hunter2-token"),
 		"SECRET": cty.StringVal("hunter2-secret"),
-	}).Mark(sensitive) // the whole map is sensitive
+	}).Mark(sensitive)) // the whole map is sensitive
 	create(t, d, newLineage(), planOne(t, d, a))
 	for _, c := range f.calls(t) {
 		if strings.Contains(strings.Join(c, " "), "hunter2") {
@@ -132,7 +132,7 @@ func TestCreateFromLocalFiles(t *testing.T) {
 		t.Fatal("creating a source machine")
 	}
 	a := agentSpec("tar", "./agent.tar")
-	a.Command = cty.NullVal(cty.List(cty.String))
+	a.Workload = drivers.WithWorkloadAttr(a.Workload, "command", cty.NullVal(cty.List(cty.String)))
 	obj := planOne(t, d, a)
 	_, err := d.Apply(context.Background(), drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: newLineage(), Object: obj, Hash: "h"})
 	if err == nil || !strings.Contains(err.Error(), base+"/agent.tar: no such file") {

@@ -122,17 +122,19 @@ func (w testWriter) Write(p []byte) (int, error) {
 // agentSpec is a small agent for the tests.
 func agentSpec(name, image string) drivers.AgentSpec {
 	return drivers.AgentSpec{
-		Addr:       "agent." + name,
-		Name:       name,
-		Image:      cty.StringVal(image),
-		Command:    cty.ListVal([]cty.Value{cty.StringVal("sleep"), cty.StringVal("600")}),
-		Entrypoint: cty.NullVal(cty.List(cty.String)),
-		Env:        cty.NullVal(cty.Map(cty.String)),
-		Workdir:    cty.NullVal(cty.String),
-		User:       cty.NullVal(cty.String),
-		CPUs:       cty.NullVal(cty.Number),
-		Memory:     cty.NullVal(cty.Number),
-		Labels:     cty.NullVal(cty.Map(cty.String)),
+		Addr: "agent." + name,
+		Name: name,
+		Workload: drivers.MustWorkload(map[string]cty.Value{
+			"image":      cty.StringVal(image),
+			"command":    cty.ListVal([]cty.Value{cty.StringVal("sleep"), cty.StringVal("600")}),
+			"entrypoint": cty.NullVal(cty.List(cty.String)),
+			"env":        cty.NullVal(cty.Map(cty.String)),
+			"workdir":    cty.NullVal(cty.String),
+			"user":       cty.NullVal(cty.String),
+			"cpus":       cty.NullVal(cty.Number),
+			"memory":     cty.NullVal(cty.Number),
+			"labels":     cty.NullVal(cty.Map(cty.String)),
+		}),
 	}
 }
 

@@ -12,19 +12,17 @@ import (
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
-// machineSpec is a machine object's attributes, decoded.
+// machineSpec is a machine object's attributes, decoded: the workload
+// (its Egress is the allowlist: nil means no egress block, and so no
+// network at all), and what smolvm's flags take of it.
 type machineSpec struct {
+	drivers.Workload
 	image    string // --image: a registry reference or a docker-save tar
 	from     string // --from: a .smolmachine pack
 	workload []string
 	env      []envVar // sorted by key
-	workdir  string
-	cpus     int   // 0: smolvm's default
-	memMiB   int64 // 0: smolvm's default
-	labels   map[string]string
-	// allow is the egress allowlist, from the "egress" attribute; nil
-	// means no egress block, and so no network at all.
-	allow []string
+	cpus     int      // 0: smolvm's default
+	memMiB   int64    // 0: smolvm's default
 }
 
 // envVar is one environment variable; secret ones never go on a command
@@ -41,59 +39,30 @@ func decodeMachine(o drivers.Object, baseDir string) (machineSpec, error) {
 	var s machineSpec
 	wrap := func(name string, err error) error { return fmt.Errorf("%s: %w", name, err) }
 
-	img, err := drivers.String(attr(o, "image"))
-	if err != nil {
+	var err error
+	if s.Workload, err = drivers.DecodeWorkload(drivers.ObjectAttrs(o)); err != nil {
+		return s, err
+	}
+	w := s.Workload
+	if s.image, s.from, err = imageSource(w.Image, baseDir); err != nil {
 		return s, wrap("image", err)
-	}
-	if s.image, s.from, err = imageSource(img, baseDir); err != nil {
-		return s, wrap("image", err)
-	}
-	command, err := drivers.Strings(attr(o, "command"))
-	if err != nil {
-		return s, wrap("command", err)
-	}
-	entrypoint, err := drivers.Strings(attr(o, "entrypoint"))
-	if err != nil {
-		return s, wrap("entrypoint", err)
 	}
 	// smolvm has no entrypoint flag: the workload after "--" replaces the
 	// image's ENTRYPOINT and CMD together.
-	s.workload = append(append([]string{}, entrypoint...), command...)
+	s.workload = append(append([]string{}, w.Entrypoint...), w.Command...)
 
-	if s.env, err = decodeEnv(attr(o, "env")); err != nil {
+	if s.env, err = decodeEnv(attr(o, "env")); err != nil { // again, for which values are secret
 		return s, wrap("env", err)
 	}
-	if s.workdir, err = drivers.String(attr(o, "workdir")); err != nil {
-		return s, wrap("workdir", err)
-	}
-	cpus, err := drivers.Float(attr(o, "cpus"))
-	if err != nil {
-		return s, wrap("cpus", err)
-	}
-	if s.cpus, err = cpuCount(cpus); err != nil {
+	if s.cpus, err = cpuCount(w.CPUs); err != nil {
 		return s, err
 	}
-	mem, err := drivers.Int(attr(o, "memory"))
-	if err != nil {
-		return s, wrap("memory", err)
-	}
-	if s.memMiB, err = memoryMiB(mem); err != nil {
+	if s.memMiB, err = memoryMiB(w.Memory); err != nil {
 		return s, err
 	}
-	if s.labels, err = drivers.StringMap(attr(o, "labels")); err != nil {
-		return s, wrap("labels", err)
-	}
-	for k, v := range s.labels {
+	for k, v := range s.Labels {
 		if err := checkKey("labels", k, v, true); err != nil {
 			return s, err
-		}
-	}
-	if v := attr(o, "egress"); !v.IsNull() {
-		if s.allow, err = drivers.Strings(v); err != nil {
-			return s, wrap("egress", err)
-		}
-		if s.allow == nil {
-			s.allow = []string{} // an egress block that allows nothing
 		}
 	}
 	return s, nil
@@ -184,21 +153,21 @@ func createArgs(name string, s machineSpec, req drivers.ApplyRequest, warn func(
 	}
 	envFlags, env := envArgs(s.env, warn)
 	args = append(args, envFlags...)
-	if s.workdir != "" {
-		args = append(args, "-w", s.workdir)
+	if s.Workdir != "" {
+		args = append(args, "-w", s.Workdir)
 	}
-	egress, err := egressArgs(s.allow)
+	egress, err := egressArgs(s.Egress)
 	if err != nil {
 		return nil, nil, err
 	}
 	args = append(args, egress...)
-	keys := make([]string, 0, len(s.labels))
-	for k := range s.labels {
+	keys := make([]string, 0, len(s.Labels))
+	for k := range s.Labels {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		args = append(args, "--label", k+"="+s.labels[k])
+		args = append(args, "--label", k+"="+s.Labels[k])
 	}
 	args = append(args,
 		"--label", drivers.LabelLineage+"="+req.Lineage,

@@ -43,11 +43,13 @@ func (d *Driver) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 		}
 		return fail("%v", err)
 	}
-	if a.Image == cty.NilVal || a.Image.IsNull() {
+	attr := func(name string) cty.Value { return drivers.WorkloadAttr(a.Workload, name) }
+	image := attr("image")
+	if image.IsNull() {
 		return fail("needs an image: a registry reference, a docker-save tar or a .smolmachine")
 	}
-	if a.Image.IsWhollyKnown() {
-		s, err := drivers.String(a.Image)
+	if image.IsWhollyKnown() {
+		s, err := drivers.String(image)
 		if err != nil {
 			return fail("image: %v", err)
 		}
@@ -55,17 +57,17 @@ func (d *Driver) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 			return fail("image: %v", err)
 		}
 	}
-	if err := checkEgress(a.Egress); err != nil {
+	if err := checkEgress(attr("egress")); err != nil {
 		return drivers.PlanResponse{}, err // a *drivers.RuleError: the planner points at the rule
 	}
-	if err := checkKeys("labels", a.Labels, true); err != nil {
+	if err := checkKeys("labels", attr("labels"), true); err != nil {
 		return fail("%v", err)
 	}
-	if err := checkKeys("env", a.Env, false); err != nil {
+	if err := checkKeys("env", attr("env"), false); err != nil {
 		return fail("%v", err)
 	}
-	if a.CPUs != cty.NilVal && a.CPUs.IsWhollyKnown() {
-		f, err := drivers.Float(a.CPUs)
+	if cpus := attr("cpus"); cpus.IsWhollyKnown() {
+		f, err := drivers.Float(cpus)
 		if err != nil {
 			return fail("cpus: %v", err)
 		}
@@ -73,8 +75,8 @@ func (d *Driver) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 			return fail("%v", err)
 		}
 	}
-	if a.Memory != cty.NilVal && a.Memory.IsWhollyKnown() {
-		m, err := drivers.Int(a.Memory)
+	if memory := attr("memory"); memory.IsWhollyKnown() {
+		m, err := drivers.Int(memory)
 		if err != nil {
 			return fail("memory: %v", err)
 		}
@@ -91,28 +93,13 @@ func (d *Driver) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 		// machine and cannot change the image, workload or labels, so
 		// every change replaces the machine.
 		InPlace: nil,
-		Attrs: map[string]cty.Value{
-			"image":      orNull(a.Image, cty.String),
-			"command":    orNull(a.Command, cty.List(cty.String)),
-			"entrypoint": orNull(a.Entrypoint, cty.List(cty.String)),
-			"env":        orNull(a.Env, cty.Map(cty.String)),
-			"workdir":    orNull(a.Workdir, cty.String),
-			"cpus":       orNull(a.CPUs, cty.Number),
-			"memory":     orNull(a.Memory, cty.Number),
-			"labels":     orNull(a.Labels, cty.Map(cty.String)),
-			"egress":     orNull(a.Egress, cty.List(cty.String)),
-		},
+		Attrs:   drivers.WorkloadAttrs(a.Workload, machineAttrs...),
 	}}}, nil
 }
 
-// orNull gives a typed null for a value the core left unset (cty.NilVal),
-// and the value itself, marks and unknowns included, otherwise.
-func orNull(v cty.Value, ty cty.Type) cty.Value {
-	if v == cty.NilVal {
-		return cty.NullVal(ty)
-	}
-	return v
-}
+// machineAttrs are the workload attributes a machine object records. (user
+// is refused above; build too.)
+var machineAttrs = []string{"image", "command", "entrypoint", "env", "workdir", "cpus", "memory", "labels", "egress"}
 
 // checkKeys rejects map keys that cannot be passed as KEY=VALUE, and, for
 // labels, keys that would shadow bottlefile's own. Values still unknown

@@ -15,9 +15,9 @@ func TestPlanObject(t *testing.T) {
 	t.Parallel()
 	d := newDriver(nil, nil) // Plan needs neither Configure nor a runner
 	a := agentSpec("coder", "ghcr.io/acme/agent:1.4")
-	a.Env = cty.MapVal(map[string]cty.Value{"KEY": cty.StringVal("secret").Mark(sensitive)})
-	a.Workdir = cty.UnknownVal(cty.String)
-	a.Entrypoint = cty.NilVal // unset by the core: a typed null
+	a.Workload = drivers.WithWorkloadAttr(a.Workload, "env", cty.MapVal(map[string]cty.Value{"KEY": cty.StringVal("secret").Mark(sensitive)}))
+	a.Workload = drivers.WithWorkloadAttr(a.Workload, "workdir", cty.UnknownVal(cty.String))
+	a.Workload = drivers.WithWorkloadAttr(a.Workload, "entrypoint", cty.NilVal) // unset by the core: a typed null
 	obj := planOne(t, d, a)
 
 	if obj.Addr != "agent.coder" || obj.Kind != "machine" || !obj.Workload || len(obj.InPlace) != 0 || len(obj.DependsOn) != 0 {
@@ -51,22 +51,38 @@ func TestPlanErrors(t *testing.T) {
 		want string
 	}{
 		{"build", func(a *drivers.AgentSpec) {
-			a.Image = cty.NullVal(cty.String)
-			a.Build = &drivers.BuildSpec{Context: "/src"}
+			a.Workload = drivers.WithWorkloadAttr(a.Workload, "image", cty.NullVal(cty.String))
+			a.Workload = drivers.WithWorkloadAttr(a.Workload, "build", drivers.BuildValue("/src", ""))
 		}, "smolvm cannot build images"},
-		{"no image", func(a *drivers.AgentSpec) { a.Image = cty.NullVal(cty.String) }, "needs an image"},
-		{"empty image", func(a *drivers.AgentSpec) { a.Image = cty.StringVal(" ") }, "image: is empty"},
-		{"stdin image", func(a *drivers.AgentSpec) { a.Image = cty.StringVal("-") }, "standard input"},
-		{"user", func(a *drivers.AgentSpec) { a.User = cty.StringVal("agent") }, "user cannot be honoured: smolvm has no user setting"},
-		{"fractional cpus", func(a *drivers.AgentSpec) { a.CPUs = cty.NumberFloatVal(1.5) }, "whole vCPUs from 1 to 255; 1.5"},
-		{"too many cpus", func(a *drivers.AgentSpec) { a.CPUs = cty.NumberIntVal(256) }, "whole vCPUs"},
-		{"negative memory", func(a *drivers.AgentSpec) { a.Memory = cty.NumberIntVal(-1) }, "memory: must not be negative"},
-		{"huge memory", func(a *drivers.AgentSpec) { a.Memory = cty.NumberIntVal(1 << 53) }, "smolvm's limit"},
+		{"no image", func(a *drivers.AgentSpec) {
+			a.Workload = drivers.WithWorkloadAttr(a.Workload, "image", cty.NullVal(cty.String))
+		}, "needs an image"},
+		{"empty image", func(a *drivers.AgentSpec) {
+			a.Workload = drivers.WithWorkloadAttr(a.Workload, "image", cty.StringVal(" "))
+		}, "image: is empty"},
+		{"stdin image", func(a *drivers.AgentSpec) {
+			a.Workload = drivers.WithWorkloadAttr(a.Workload, "image", cty.StringVal("-"))
+		}, "standard input"},
+		{"user", func(a *drivers.AgentSpec) {
+			a.Workload = drivers.WithWorkloadAttr(a.Workload, "user", cty.StringVal("agent"))
+		}, "user cannot be honoured: smolvm has no user setting"},
+		{"fractional cpus", func(a *drivers.AgentSpec) {
+			a.Workload = drivers.WithWorkloadAttr(a.Workload, "cpus", cty.NumberFloatVal(1.5))
+		}, "whole vCPUs from 1 to 255; 1.5"},
+		{"too many cpus", func(a *drivers.AgentSpec) {
+			a.Workload = drivers.WithWorkloadAttr(a.Workload, "cpus", cty.NumberIntVal(256))
+		}, "whole vCPUs"},
+		{"negative memory", func(a *drivers.AgentSpec) {
+			a.Workload = drivers.WithWorkloadAttr(a.Workload, "memory", cty.NumberIntVal(-1))
+		}, "memory: must not be negative"},
+		{"huge memory", func(a *drivers.AgentSpec) {
+			a.Workload = drivers.WithWorkloadAttr(a.Workload, "memory", cty.NumberIntVal(1<<53))
+		}, "smolvm's limit"},
 		{"reserved label", func(a *drivers.AgentSpec) {
-			a.Labels = cty.MapVal(map[string]cty.Value{"io.bottlefile.lineage": cty.StringVal("x")})
+			a.Workload = drivers.WithWorkloadAttr(a.Workload, "labels", cty.MapVal(map[string]cty.Value{"io.bottlefile.lineage": cty.StringVal("x")}))
 		}, "reserved"},
 		{"env key with =", func(a *drivers.AgentSpec) {
-			a.Env = cty.MapVal(map[string]cty.Value{"A=B": cty.StringVal("x")})
+			a.Workload = drivers.WithWorkloadAttr(a.Workload, "env", cty.MapVal(map[string]cty.Value{"A=B": cty.StringVal("x")}))
 		}, "contains '='"},
 		{"dot in name", func(a *drivers.AgentSpec) { a.Name, a.Addr = "a.b", "" }, `contains '.'`},
 		{"trailing hyphen", func(a *drivers.AgentSpec) { a.Name, a.Addr = "coder-", "" }, "must not end with '-'"},
@@ -88,7 +104,9 @@ func TestPlanErrors(t *testing.T) {
 	}
 	// The longest name that fits, and unknown values, plan.
 	a := agentSpec(strings.Repeat("x", 116), "alpine:3")
-	a.CPUs, a.Memory, a.Image = cty.UnknownVal(cty.Number), cty.UnknownVal(cty.Number), cty.UnknownVal(cty.String)
+	for name, v := range map[string]cty.Value{"cpus": cty.UnknownVal(cty.Number), "memory": cty.UnknownVal(cty.Number), "image": cty.UnknownVal(cty.String)} {
+		a.Workload = drivers.WithWorkloadAttr(a.Workload, name, v)
+	}
 	if _, err := d.Plan(context.Background(), drivers.PlanRequest{Agent: a}); err != nil {
 		t.Errorf("Plan of a 116-character agent name with unknown values: %v", err)
 	}

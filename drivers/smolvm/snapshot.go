@@ -326,7 +326,7 @@ func (d *Driver) createSnapshot(ctx context.Context, run runner, req drivers.App
 	}
 	running := m.State == "running"
 	var secrets []envVar
-	vars, err := decodeEnv(req.Agent.Env)
+	vars, err := decodeEnv(drivers.WorkloadAttr(req.Agent.Workload, "env"))
 	if err != nil {
 		return fail("env: %v", err)
 	}

@@ -61,7 +61,7 @@ func TestSnapshotLifecycle(t *testing.T) {
 	name := "bf-0f1e2d3c-coder"
 
 	a := agentSpec("coder", "alpine:3")
-	a.Egress = cty.ListVal([]cty.Value{cty.StringVal("api.anthropic.com"), cty.StringVal("10.1.0.0/16")})
+	a.Workload = drivers.WithWorkloadAttr(a.Workload, "egress", cty.ListVal([]cty.Value{cty.StringVal("api.anthropic.com"), cty.StringVal("10.1.0.0/16")}))
 	obj := planOne(t, d, a)
 	create(t, d, lineage, obj)
 	if _, _, code := f.cli(t, "", "machine", "exec", "--name", name, "--", "touch", "/workspace/notes.md"); code != 0 {
@@ -389,7 +389,7 @@ func TestPlanRejectsSidecars(t *testing.T) {
 	t.Parallel()
 	d := newFake(t).driver(t)
 	a := agentSpec("coder", "alpine:3")
-	a.Sidecars = []drivers.SidecarSpec{{Addr: "agent.coder.sidecar.db", Name: "db", Image: cty.StringVal("postgres:16")}}
+	a.Sidecars = []drivers.SidecarSpec{{Addr: "agent.coder.sidecar.db", Name: "db", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal("postgres:16")})}}
 	_, err := d.Plan(context.Background(), drivers.PlanRequest{Agent: a})
 	if err == nil || !strings.Contains(err.Error(), `sidecar "db" cannot run on smolvm`) {
 		t.Errorf("Plan with a sidecar: %v", err)
@@ -554,7 +554,7 @@ func TestSnapshotPackHoldsNoSecret(t *testing.T) {
 	d := f.withState(t, "vm", dir)
 	lineage := newLineage()
 	a := agentSpec("coder", "alpine:3")
-	a.Env = cty.MapVal(map[string]cty.Value{"ROLE": cty.StringVal("packed"), "API_KEY": cty.StringVal(secret).Mark("sensitive")})
+	a.Workload = drivers.WithWorkloadAttr(a.Workload, "env", cty.MapVal(map[string]cty.Value{"ROLE": cty.StringVal("packed"), "API_KEY": cty.StringVal(secret).Mark("sensitive")}))
 	name := create(t, d, lineage, planOne(t, d, a)).ID
 	f.resetCalls(t)
 	resp, err := d.Apply(context.Background(), drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: lineage, Object: snapshotObject("agent.coder.snapshot.1", "agent.coder"), Hash: "h", Agent: &a})
