@@ -523,10 +523,6 @@ func resume(changes map[string]*Change, ofAgent []*Change, ap *agentPlan, w *Cha
 	return nil
 }
 
-// HumanBytes writes a size in binary units; units.FormatBytes owns the
-// format, and this stays for the commands that still call it.
-func HumanBytes(n int64) string { return units.FormatBytes(n) }
-
 // canMove reports whether a snapshot can move from one runtime to another.
 func (p *Planner) canMove(from, to string) bool {
 	f, t := p.Runtimes[from], p.Runtimes[to]

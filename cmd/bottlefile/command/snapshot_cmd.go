@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/cli"
 
 	"github.com/bottlefile/bottlefile/operations"
-	"github.com/bottlefile/bottlefile/planner"
+	"github.com/bottlefile/bottlefile/units"
 )
 
 // SnapshotCommand is the parent of the snapshot subcommands.
@@ -121,7 +121,7 @@ func (c *SnapshotExportCommand) Run(args []string) int {
 	if where == "-" {
 		where = "standard output"
 	}
-	fmt.Fprintf(info, "Exported %s (%s, from runtime %q) to %s: %s.\n", addr, exp.Image, exp.Runtime, where, planner.HumanBytes(n))
+	fmt.Fprintf(info, "Exported %s (%s, from runtime %q) to %s: %s.\n", addr, exp.Image, exp.Runtime, where, units.FormatBytes(n))
 	return 0
 }
 
@@ -202,7 +202,7 @@ func (c *SnapshotImportCommand) Run(args []string) int {
 	}
 	size := "size unknown"
 	if imp.Size >= 0 {
-		size = planner.HumanBytes(imp.Size)
+		size = units.FormatBytes(imp.Size)
 	}
 	fmt.Fprintf(m.Stdout, "Imported %s as %s on runtime %q (%s, %s) in %s.\n", file, imp.Addr, imp.Runtime, imp.Image, size, time.Since(start).Round(time.Millisecond))
 	if imp.AgentExists {

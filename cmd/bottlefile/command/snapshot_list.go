@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/bottlefile/bottlefile/operations"
-	"github.com/bottlefile/bottlefile/planner"
+	"github.com/bottlefile/bottlefile/units"
 )
 
 // now is the clock snapshot list measures ages with; tests fix it.
@@ -88,7 +88,7 @@ func renderSnapshots(w io.Writer, snaps []operations.Snapshot, addr string, at t
 	for _, s := range snaps {
 		size := "-"
 		if s.Size >= 0 {
-			size = planner.HumanBytes(s.Size)
+			size = units.FormatBytes(s.Size)
 		}
 		booted := "-"
 		if len(s.BootedBy) > 0 {

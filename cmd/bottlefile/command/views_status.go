@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/bottlefile/bottlefile/operations"
-	"github.com/bottlefile/bottlefile/planner"
+	"github.com/bottlefile/bottlefile/units"
 )
 
 // renderStatus writes one line per bottle and one per workload below it,
@@ -74,7 +74,7 @@ func written(n *int64) string {
 	if n == nil {
 		return "-"
 	}
-	return planner.HumanBytes(*n)
+	return units.FormatBytes(*n)
 }
 
 func bootedFrom(b operations.BottleStatus) string {
