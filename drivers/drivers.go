@@ -179,8 +179,8 @@ type ApplyRequest struct {
 	// created from it), and nothing sensitive.
 	Agent *AgentSpec
 	// BootImage, for a workload create, is the snapshot to boot from
-	// instead of the configured image (resume, migration): what a snapshot
-	// create returned as Computed["image"]. Empty means the configured image.
+	// instead of the configured image (resume, migration): the Image of
+	// what a snapshot create returned. Empty means the configured image.
 	BootImage string
 }
 
@@ -189,6 +189,10 @@ type ApplyResponse struct {
 	ID string
 	// Computed holds values known only after apply (address, subnet, image id).
 	Computed map[string]string
+	// Snapshot is what a snapshot create (or an import) made; nil for
+	// other objects. The state records it with Computed
+	// (RecordComputed).
+	Snapshot *SnapshotResult
 	// Notes are what apply shows the user about the step, beside its
 	// progress ("closed 1 open tunnel the new allowlist no longer allows").
 	Notes []string

@@ -230,15 +230,16 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 	if resp.ID == "" {
 		resp.ID = id
 	}
-	computed := resp.Computed
+	computed := resp.RecordComputed()
 	if op != drivers.OpCreate && c.Prior != nil && c.Prior.ID == resp.ID {
 		// A start or update keeps what the driver does not report again
 		// (a gateway's proxy address, say).
+		fresh := computed
 		computed = maps.Clone(c.Prior.Computed)
 		if computed == nil {
-			computed = resp.Computed
+			computed = fresh
 		}
-		maps.Copy(computed, resp.Computed)
+		maps.Copy(computed, fresh)
 	}
 	if req.BootImage != "" {
 		// Recorded, so that snapshot list can say what boots from which
@@ -292,8 +293,8 @@ func (e *Executor) snapshotImage(addr string) (string, error) {
 	}
 	for _, r := range records {
 		if r.Addr == addr {
-			if image := r.Computed["image"]; image != "" {
-				return image, nil
+			if snap, _ := drivers.RecordedSnapshot(r.Computed); snap.Image != "" {
+				return snap.Image, nil
 			}
 			return "", fmt.Errorf("snapshot %s has no image recorded", addr)
 		}
@@ -337,12 +338,14 @@ func (e *Executor) move(ctx context.Context, c *planner.Change) error {
 		return err
 	}
 	var taken *state.Record
+	var snap drivers.SnapshotResult
 	for i := range records {
 		if records[i].Addr == c.Addr {
 			taken = &records[i]
+			snap, _ = drivers.RecordedSnapshot(taken.Computed)
 		}
 	}
-	if taken == nil || taken.Computed["image"] == "" {
+	if taken == nil || snap.Image == "" {
 		return fmt.Errorf("moving %s: the snapshot is not recorded", c.Addr)
 	}
 	// Stream: the exporter writes into a pipe the importer reads, so no
@@ -350,7 +353,7 @@ func (e *Executor) move(ctx context.Context, c *planner.Change) error {
 	pr, pw := io.Pipe()
 	exportErr := make(chan error, 1)
 	go func() {
-		err := exporter.ExportSnapshot(ctx, taken.Computed["image"], pw)
+		err := exporter.ExportSnapshot(ctx, snap.Image, pw)
 		pw.CloseWithError(err)
 		exportErr <- err
 	}()
@@ -364,7 +367,7 @@ func (e *Executor) move(ctx context.Context, c *planner.Change) error {
 	}
 	moved := *taken
 	moved.Runtime, moved.Driver, moved.ID = c.MoveTo, to.Driver.Name(), resp.ID
-	moved.Computed = resp.Computed
+	moved.Computed = resp.RecordComputed()
 	if err := e.State.Put(moved); err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -86,18 +85,15 @@ func ListSnapshots(dir, addr string, lockTimeout time.Duration) ([]Snapshot, err
 }
 
 func snapshotOf(r state.Record) Snapshot {
+	snap, _ := drivers.RecordedSnapshot(r.Computed)
 	s := Snapshot{
 		Addr: r.Addr, Agent: attrString(r, "agent"), Description: attrString(r, "description"),
-		Runtime: r.Runtime, Image: r.Computed["image"], Size: -1,
+		Runtime: r.Runtime, Image: snap.Image, Size: snap.Size,
+		Taken: snap.Taken, // an import's: when it was taken elsewhere
 	}
-	if n, err := strconv.ParseInt(r.Computed["size"], 10, 64); err == nil {
-		s.Size = n
+	if s.Taken.IsZero() {
+		s.Taken = snap.Created
 	}
-	taken := r.Computed["taken"] // an import's: when it was taken elsewhere
-	if taken == "" {
-		taken = r.Computed["created"]
-	}
-	s.Taken, _ = time.Parse(time.RFC3339Nano, taken)
 	s.Trigger = trigger(r, s.Description)
 	return s
 }

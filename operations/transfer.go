@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -37,7 +36,8 @@ func (op *Operation) PrepareExport(addr string) (*Export, hcl.Diagnostics) {
 	if rec.Kind != drivers.KindSnapshot {
 		return nil, hcl.Diagnostics{errorDiag("Not a snapshot", fmt.Sprintf("%s is a %s, not a snapshot", addr, rec.Kind))}
 	}
-	image := rec.Computed["image"]
+	snap, _ := drivers.RecordedSnapshot(rec.Computed)
+	image := snap.Image
 	if image == "" {
 		return nil, hcl.Diagnostics{errorDiag("Snapshot has no image", fmt.Sprintf("the state records no image for %s; plan and apply to take it again", addr))}
 	}
@@ -146,13 +146,13 @@ func (op *Operation) ImportSnapshot(ctx context.Context, req ImportRequest) (Imp
 	}
 	if err := op.Store.Put(state.Record{
 		Addr: out.Addr, Kind: drivers.KindSnapshot, Driver: rt.Driver.Name(), Runtime: rt.Name, ID: resp.ID,
-		Hash: hash, Attrs: after, AttrHashes: attrHashes, Computed: resp.Computed,
+		Hash: hash, Attrs: after, AttrHashes: attrHashes, Computed: resp.RecordComputed(),
 	}); err != nil {
 		return fail("Cannot record the snapshot", fmt.Errorf("%w; the image was loaded but not recorded: the next plan removes it", err))
 	}
-	out.Image, out.Size = resp.Computed["image"], -1
-	if n, err := strconv.ParseInt(resp.Computed["size"], 10, 64); err == nil {
-		out.Size = n
+	out.Image, out.Size = "", -1
+	if s := resp.Snapshot; s != nil {
+		out.Image, out.Size = s.Image, s.Size
 	}
 	_, out.AgentExists, _ = op.Store.Get(out.Agent)
 	return out, nil

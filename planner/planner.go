@@ -708,8 +708,8 @@ func SetKnown(scope *lang.Scope, records []state.Record) {
 			scope.SetAgent(addr.Name(), cty.ObjectVal(attrs))
 		case r.Kind == drivers.KindSnapshot && addr.IsSnapshotBlock():
 			attrs := map[string]cty.Value{"id": cty.StringVal(r.ID)}
-			if image, ok := r.Computed["image"]; ok {
-				attrs["image"] = cty.StringVal(image)
+			if snap, ok := drivers.RecordedSnapshot(r.Computed); ok {
+				attrs["image"] = cty.StringVal(snap.Image)
 			}
 			scope.SetSnapshot(addr.Name(), cty.ObjectVal(attrs))
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -388,7 +387,7 @@ func prune(ofAgent []*Change, agentAddr string, policy *lang.SnapshotPolicyValue
 		var why string
 		if policy.KeepLast > 0 && i >= policy.KeepLast {
 			why = fmt.Sprintf("snapshot_policy.keep_last = %d, and %d newer snapshots are kept", policy.KeepLast, policy.KeepLast)
-		} else if created, err := time.Parse(time.RFC3339Nano, s.c.Prior.Computed["created"]); policy.MaxAge > 0 && err == nil && time.Since(created) > policy.MaxAge {
+		} else if created := recorded(s.c).Created; policy.MaxAge > 0 && !created.IsZero() && time.Since(created) > policy.MaxAge {
 			why = fmt.Sprintf("it is older than snapshot_policy.max_age (%s, taken %s)", policy.MaxAge, created.UTC().Format("2006-01-02 15:04 UTC"))
 		}
 		if why == "" {
@@ -424,14 +423,17 @@ func prune(ofAgent []*Change, agentAddr string, policy *lang.SnapshotPolicyValue
 // snapshotSize is a recorded snapshot's size in bytes; 0 when unknown (one
 // not taken yet, or recorded without a size).
 func snapshotSize(c *Change) int64 {
+	return max(recorded(c).Size, 0)
+}
+
+// recorded is the snapshot result the state records for a snapshot's
+// change; not known (Size -1, zero times) when it records none.
+func recorded(c *Change) drivers.SnapshotResult {
 	if c.Prior == nil {
-		return 0
+		return drivers.SnapshotResult{Size: -1}
 	}
-	n, err := strconv.ParseInt(c.Prior.Computed["size"], 10, 64)
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
+	s, _ := drivers.RecordedSnapshot(c.Prior.Computed)
+	return s
 }
 
 // BootFromKey is the computed value, on a workload's record, naming the
@@ -491,8 +493,8 @@ func resume(changes map[string]*Change, ofAgent []*Change, ap *agentPlan, w *Cha
 			if c.Prior == nil || c.Action == Delete || c.Action == Forget || snapshotAgent(c) != ap.agent.Addr() {
 				continue
 			}
-			created, err := time.Parse(time.RFC3339Nano, c.Prior.Computed["created"])
-			if err == nil && (from == nil || created.After(newest)) {
+			created := recorded(c).Created
+			if !created.IsZero() && (from == nil || created.After(newest)) {
 				from, newest = c, created
 			}
 		}
@@ -511,12 +513,12 @@ func resume(changes map[string]*Change, ofAgent []*Change, ap *agentPlan, w *Cha
 		}
 		if from.Prior == nil {
 			why += ", taken first"
-		} else if created, err := time.Parse(time.RFC3339Nano, from.Prior.Computed["created"]); err == nil {
+		} else if created := recorded(from).Created; !created.IsZero() {
 			why += ", taken " + created.UTC().Format("2006-01-02 15:04 UTC")
 		}
 		w.Reasons = append(w.Reasons, why)
 	case from.Prior != nil:
-		w.Reasons = append(w.Reasons, fmt.Sprintf("it resumes from %s, taken %s (set resume = false to start from the image)", from.Addr, from.Prior.Computed["created"]))
+		w.Reasons = append(w.Reasons, fmt.Sprintf("it resumes from %s, taken %s (set resume = false to start from the image)", from.Addr, formatCreated(recorded(from).Created)))
 	default:
 		w.Reasons = append(w.Reasons, fmt.Sprintf("it boots from %s", from.Addr))
 	}
@@ -571,12 +573,19 @@ func keptSnapshots(changes []*Change) []KeptSnapshot {
 		}
 		k := KeptSnapshot{Addr: c.Addr, Size: -1}
 		if c.Prior != nil && c.Action != Create {
-			if n, err := strconv.ParseInt(c.Prior.Computed["size"], 10, 64); err == nil {
-				k.Size = n
-			}
-			k.Created, _ = time.Parse(time.RFC3339Nano, c.Prior.Computed["created"])
+			r := recorded(c)
+			k.Size, k.Created = r.Size, r.Created
 		}
 		out = append(out, k)
 	}
 	return out
+}
+
+// formatCreated writes when a snapshot was made as the state records it;
+// "" when not known.
+func formatCreated(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
 }

@@ -354,17 +354,12 @@ func (d *Driver) snapshotResponse(ctx context.Context, api dockerAPI, ref, sourc
 	if err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("inspecting snapshot image %s: %w", ref, err)
 	}
-	created := info.Created
-	if t, err := time.Parse(time.RFC3339Nano, created); err == nil {
-		created = t.UTC().Format(time.RFC3339Nano)
-	}
-	return drivers.ApplyResponse{ID: info.ID, Computed: map[string]string{
-		"image":   ref,
-		"size":    strconv.FormatInt(info.Size, 10),
-		"created": created,
-		"source":  source,
-		"depth":   strconv.Itoa(len(info.RootFS.Layers)),
-	}}, nil
+	created, _ := time.Parse(time.RFC3339Nano, info.Created)
+	return drivers.ApplyResponse{
+		ID:       info.ID,
+		Snapshot: &drivers.SnapshotResult{Image: ref, Size: info.Size, Created: created, Source: source},
+		Computed: map[string]string{"depth": strconv.Itoa(len(info.RootFS.Layers))},
+	}, nil
 }
 
 // flattenContainer streams the container's whole file system (docker

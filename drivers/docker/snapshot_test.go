@@ -498,11 +498,11 @@ func TestCreateSnapshotFlattenDecision(t *testing.T) {
 	if strings.Contains(f.loaded[0], "sleep") || strings.Contains(f.loaded[0], "/w") {
 		t.Errorf("the loaded config holds the agent's declared config:\n%s", f.loaded[0])
 	}
-	if !strings.HasPrefix(resp.ID, "sha256:") || resp.ID == "sha256:committed" || resp.Computed["image"] != "bf-12345678-coder-snap:4" || resp.Computed["source"] != "ctr1" || resp.Computed["depth"] != "4" {
+	if !strings.HasPrefix(resp.ID, "sha256:") || resp.ID == "sha256:committed" || resp.Snapshot.Image != "bf-12345678-coder-snap:4" || resp.Snapshot.Source != "ctr1" || resp.Computed["depth"] != "4" {
 		t.Errorf("response %+v", resp)
 	}
-	if _, err := time.Parse(time.RFC3339Nano, resp.Computed["created"]); err != nil {
-		t.Errorf("created %q: %v", resp.Computed["created"], err)
+	if resp.Snapshot.Created.IsZero() {
+		t.Errorf("created %v", resp.Snapshot.Created)
 	}
 	labels := f.images[resp.ID].Config.Labels
 	for k, v := range map[string]string{drivers.LabelLineage: lineage, drivers.LabelAddress: "agent.coder.snapshot.4", drivers.LabelConfigHash: "h", labelSnapshotOf: "agent.coder", labelSnapshotSource: "ctr1"} {
@@ -767,12 +767,12 @@ func TestIntegrationSnapshotCommitAndFlatten(t *testing.T) {
 	}
 	var infos []image.InspectResponse
 	for _, r := range []drivers.ApplyResponse{committed, flattened} {
-		ref := r.Computed["image"]
+		ref := r.Snapshot.Image
 		info, err := e.cli.ImageInspect(t.Context(), ref)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.ID != r.ID || fmt.Sprint(info.Size) != r.Computed["size"] || r.Computed["source"] != ctrID {
+		if info.ID != r.ID || info.Size != r.Snapshot.Size || r.Snapshot.Source != ctrID {
 			t.Errorf("%s: computed %v, image id %s size %d", ref, r.Computed, info.ID, info.Size)
 		}
 		infos = append(infos, info)
@@ -810,14 +810,14 @@ func TestIntegrationSnapshotCommitAndFlatten(t *testing.T) {
 	for _, o := range live.Objects {
 		kinds[o.Addr] = o.Kind + " " + o.Name
 	}
-	if kinds["agent.coder.snapshot.1"] != "snapshot "+committed.Computed["image"] || kinds["agent.coder.snapshot.2"] != "snapshot "+flattened.Computed["image"] || kinds["agent.coder"] != "container bf-"+e.lineage[:8]+"-coder" {
+	if kinds["agent.coder.snapshot.1"] != "snapshot "+committed.Snapshot.Image || kinds["agent.coder.snapshot.2"] != "snapshot "+flattened.Snapshot.Image || kinds["agent.coder"] != "container bf-"+e.lineage[:8]+"-coder" {
 		t.Errorf("Read: %v", kinds)
 	}
 
 	// Boot from the flattened snapshot.
 	e.apply(drivers.ApplyRequest{Op: drivers.OpDelete, ID: ctrID, Object: drivers.Object{Addr: a.Addr, Kind: kindContainer}})
 	_, ctrObj := agentObjects(a)
-	c := e.apply(drivers.ApplyRequest{Op: drivers.OpCreate, Object: ctrObj, BootImage: flattened.Computed["image"]})
+	c := e.apply(drivers.ApplyRequest{Op: drivers.OpCreate, Object: ctrObj, BootImage: flattened.Snapshot.Image})
 	if got := dockertest.Sh(t, e.cli, c.ID, "cat /workspace/f"); got != "hi\n" {
 		t.Errorf("the container booted from the snapshot has /workspace/f = %q", got)
 	}
@@ -843,7 +843,7 @@ func TestIntegrationSnapshotDeleteWhileInUse(t *testing.T) {
 	s1 := e.snapshot(a, "agent.chain.snapshot.1")
 	e.apply(drivers.ApplyRequest{Op: drivers.OpDelete, ID: ctrID, Object: drivers.Object{Addr: a.Addr, Kind: kindContainer}})
 	_, ctrObj := agentObjects(a)
-	ctrID = e.apply(drivers.ApplyRequest{Op: drivers.OpCreate, Object: ctrObj, BootImage: s1.Computed["image"]}).ID
+	ctrID = e.apply(drivers.ApplyRequest{Op: drivers.OpCreate, Object: ctrObj, BootImage: s1.Snapshot.Image}).ID
 	dockertest.Sh(t, e.cli, ctrID, "echo two >> /workspace/f")
 	s2 := e.snapshot(a, "agent.chain.snapshot.2")
 	info, _ := e.cli.ImageInspect(t.Context(), s2.ID)
@@ -857,7 +857,7 @@ func TestIntegrationSnapshotDeleteWhileInUse(t *testing.T) {
 		e.apply(drivers.ApplyRequest{Op: drivers.OpDelete, ID: id, Object: drivers.Object{Addr: addr, Kind: drivers.KindSnapshot}})
 	}
 	del("agent.chain.snapshot.1", s1.ID) // a running container: untagged only
-	if _, err := e.cli.ImageInspect(t.Context(), s1.Computed["image"]); !cerrdefs.IsNotFound(err) {
+	if _, err := e.cli.ImageInspect(t.Context(), s1.Snapshot.Image); !cerrdefs.IsNotFound(err) {
 		t.Errorf("snapshot 1's reference is still there: %v", err)
 	}
 	if _, err := e.cli.ImageInspect(t.Context(), s1.ID); err != nil {
@@ -869,7 +869,7 @@ func TestIntegrationSnapshotDeleteWhileInUse(t *testing.T) {
 			t.Errorf("Read still lists the deleted snapshot: %+v", o)
 		}
 	}
-	if got := dockertest.RunImage(t, e.cli, s2.Computed["image"], "cat", "/workspace/f"); got != "one\ntwo\n" {
+	if got := dockertest.RunImage(t, e.cli, s2.Snapshot.Image, "cat", "/workspace/f"); got != "one\ntwo\n" {
 		t.Errorf("snapshot 2 after deleting its parent: /workspace/f = %q", got)
 	}
 	del("agent.chain.snapshot.1", s1.ID) // again: still no error
@@ -900,7 +900,7 @@ func TestIntegrationSnapshotTransfer(t *testing.T) {
 	s := e.snapshot(a, "agent.mover.snapshot.1")
 
 	var tarball bytes.Buffer
-	if err := e.d.ExportSnapshot(t.Context(), s.Computed["image"], &tarball); err != nil {
+	if err := e.d.ExportSnapshot(t.Context(), s.Snapshot.Image, &tarball); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.d.ExportSnapshot(t.Context(), "bf-nothere-x-snap:1", io.Discard); err == nil || !strings.Contains(err.Error(), "not on the engine") {
@@ -914,7 +914,7 @@ func TestIntegrationSnapshotTransfer(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantRef := "bf-" + other.lineage[:8] + "-mover-snap:7"
-	if resp.Computed["image"] != wantRef || resp.Computed["source"] != ctrID || resp.Computed["taken"] == "" || resp.Computed["depth"] != "2" {
+	if resp.Snapshot.Image != wantRef || resp.Snapshot.Source != ctrID || resp.Snapshot.Taken.IsZero() || resp.Computed["depth"] != "2" {
 		t.Errorf("import computed %v", resp.Computed)
 	}
 	info, err := e.cli.ImageInspect(t.Context(), wantRef)
@@ -938,7 +938,7 @@ func TestIntegrationSnapshotTransfer(t *testing.T) {
 	if got := dockertest.RunImage(t, e.cli, wantRef, "cat", "/workspace/f"); got != "moved\n" {
 		t.Errorf("imported image: /workspace/f = %q", got)
 	}
-	orig, err := e.cli.ImageInspect(t.Context(), s.Computed["image"])
+	orig, err := e.cli.ImageInspect(t.Context(), s.Snapshot.Image)
 	if err != nil || orig.ID != s.ID {
 		t.Errorf("the original snapshot lost its tag: %v %s", err, orig.ID)
 	}

@@ -105,7 +105,7 @@ func TestIntegrationSnapshotHoldsNoSecret(t *testing.T) {
 		}
 	}
 	for _, r := range []drivers.ApplyResponse{committed, flattened} {
-		ref := r.Computed["image"]
+		ref := r.Snapshot.Image
 		rc, err := e.cli.ImageSave(t.Context(), []string{ref})
 		if err != nil {
 			t.Fatal(err)
@@ -190,7 +190,7 @@ func TestIntegrationSnapshotSweepRace(t *testing.T) {
 		t.Fatalf("sweeps ran %v times: the test raced nothing", sweeps)
 	}
 	for addr, r := range taken {
-		info, err := e.cli.ImageInspect(t.Context(), r.Computed["image"])
+		info, err := e.cli.ImageInspect(t.Context(), r.Snapshot.Image)
 		if err != nil || info.ID != r.ID {
 			t.Errorf("%s: snapshot %s lost (%v, id %s)", addr, r.ID, err, info.ID)
 		}
@@ -215,7 +215,7 @@ func TestIntegrationSnapshotParallelDeletes(t *testing.T) {
 	// Boot from the last and take more: they share its layers.
 	e.apply(drivers.ApplyRequest{Op: drivers.OpDelete, ID: ctrID, Object: drivers.Object{Addr: a.Addr, Kind: kindContainer}})
 	_, ctrObj := agentObjects(a)
-	ctrID = e.apply(drivers.ApplyRequest{Op: drivers.OpCreate, Object: ctrObj, BootImage: snaps[2].Computed["image"]}).ID
+	ctrID = e.apply(drivers.ApplyRequest{Op: drivers.OpCreate, Object: ctrObj, BootImage: snaps[2].Snapshot.Image}).ID
 	for i := 3; i < 6; i++ {
 		dockertest.Sh(t, e.cli, ctrID, fmt.Sprintf("echo %d >> /workspace/f", i))
 		snaps = append(snaps, e.snapshot(a, fmt.Sprintf("agent.many.snapshot.%d", i+1)))
@@ -317,7 +317,7 @@ func TestIntegrationBuiltImageGoesWithKeptSnapshots(t *testing.T) {
 	if _, err := e.cli.ImageInspect(t.Context(), built.Computed["tag"]); !cerrdefs.IsNotFound(err) {
 		t.Errorf("the built image's tag is still there: %v", err)
 	}
-	for _, ref := range []string{s1.Computed["image"], legacyRef} {
+	for _, ref := range []string{s1.Snapshot.Image, legacyRef} {
 		if got := dockertest.RunImage(t, e.cli, ref, "cat", "/hello", "/workspace/f"); got != "built\nwork\n" {
 			t.Errorf("%s after the destroy: %q", ref, got)
 		}

@@ -57,9 +57,9 @@ func (d *Driver) ExportSnapshot(ctx context.Context, ref string, w io.Writer) er
 // command and no container config, and no parent; the image as imported
 // is removed.
 //
-// Computed is as for a snapshot create, with "created" the time of the
-// import (so the next re-create resumes from it) and "taken" the time the
-// image itself was made.
+// The response is as for a snapshot create, with Snapshot.Created the time
+// of the import (so the next re-create resumes from it) and Snapshot.Taken
+// the time the image itself was made.
 func (d *Driver) ImportSnapshot(ctx context.Context, req drivers.ImportRequest, r io.Reader) (drivers.ApplyResponse, error) {
 	addr := req.Object.Addr
 	fail := func(format string, args ...any) (drivers.ApplyResponse, error) {
@@ -154,10 +154,8 @@ func (d *Driver) ImportSnapshot(ctx context.Context, req drivers.ImportRequest, 
 	if err != nil {
 		return fail("%v", err)
 	}
-	out.Computed["created"] = time.Now().UTC().Format(time.RFC3339Nano)
-	if t, err := time.Parse(time.RFC3339Nano, taken); err == nil {
-		out.Computed["taken"] = t.UTC().Format(time.RFC3339Nano)
-	}
+	out.Snapshot.Created = time.Now().UTC()
+	out.Snapshot.Taken, _ = time.Parse(time.RFC3339Nano, taken)
 	d.log.Info("imported snapshot", "addr", addr, "ref", ref, "id", shortID(out.ID), "relabelled", relabel, "elapsed", time.Since(start))
 	return out, nil
 }

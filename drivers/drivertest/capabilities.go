@@ -169,8 +169,8 @@ func checkSnapshots(t *testing.T, d drivers.Driver, h Harness, caps drivers.Snap
 		}
 	}
 	defer del(lineage, taken.ID, snap)
-	if taken.ID == "" || taken.Computed["image"] == "" {
-		t.Fatalf("a snapshot create returned ID %q, image %q: want both", taken.ID, taken.Computed["image"])
+	if taken.ID == "" || snapshotImage(taken) == "" {
+		t.Fatalf("a snapshot create returned ID %q, image %q: want both", taken.ID, snapshotImage(taken))
 	}
 	if got := addrIDs(t, d, lineage)[snap.Addr]; got != taken.ID {
 		t.Errorf("Read reports snapshot %s with ID %q, want %q", snap.Addr, got, taken.ID)
@@ -180,7 +180,7 @@ func checkSnapshots(t *testing.T, d drivers.Driver, h Harness, caps drivers.Snap
 	if caps.Export {
 		ex, _ := drivers.As[drivers.SnapshotExporter](d)
 		var buf bytes.Buffer
-		if err := ex.ExportSnapshot(t.Context(), taken.Computed["image"], &buf); err != nil {
+		if err := ex.ExportSnapshot(t.Context(), snapshotImage(taken), &buf); err != nil {
 			t.Fatalf("exporting the snapshot: %v", err)
 		}
 		if buf.Len() == 0 {
@@ -204,8 +204,8 @@ func checkSnapshots(t *testing.T, d drivers.Driver, h Harness, caps drivers.Snap
 		t.Fatalf("importing the snapshot: %v", err)
 	}
 	defer del(other, got.ID, in)
-	if got.ID == "" || got.Computed["image"] == "" {
-		t.Errorf("an import returned ID %q, image %q: want both", got.ID, got.Computed["image"])
+	if got.ID == "" || snapshotImage(got) == "" {
+		t.Errorf("an import returned ID %q, image %q: want both", got.ID, snapshotImage(got))
 	}
 	if id := addrIDs(t, d, other)[in.Addr]; id != got.ID {
 		t.Errorf("Read of the importing lineage reports %s with ID %q, want %q", in.Addr, id, got.ID)
@@ -213,4 +213,13 @@ func checkSnapshots(t *testing.T, d drivers.Driver, h Harness, caps drivers.Snap
 	if _, ok := addrIDs(t, d, lineage)[in.Addr]; ok {
 		t.Errorf("the snapshot imported into another lineage is read in the first")
 	}
+}
+
+// snapshotImage is the image a snapshot create or import returned; "" when
+// it returned no snapshot result.
+func snapshotImage(r drivers.ApplyResponse) string {
+	if r.Snapshot == nil {
+		return ""
+	}
+	return r.Snapshot.Image
 }

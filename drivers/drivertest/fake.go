@@ -655,9 +655,8 @@ func (f *Fake) snapshotLocked(l *lineage, req drivers.ApplyRequest) (drivers.App
 		Addr: req.Object.Addr, Kind: drivers.KindSnapshot, ID: id, Name: image, Hash: req.Hash,
 	}}
 	l.sorted = nil
-	return drivers.ApplyResponse{ID: id, Computed: map[string]string{
-		"image": image, "size": strconv.Itoa(1000 * len(l.images[image])),
-		"created": f.now().Format(time.RFC3339Nano), "source": w.live.ID,
+	return drivers.ApplyResponse{ID: id, Snapshot: &drivers.SnapshotResult{
+		Image: image, Size: int64(1000 * len(l.images[image])), Created: f.now(), Source: w.live.ID,
 	}}, nil
 }
 
@@ -721,7 +720,7 @@ func (f *Fake) ImportSnapshot(ctx context.Context, req drivers.ImportRequest, r 
 	l.images[image] = files
 	l.objects[req.Object.Addr] = &object{live: drivers.LiveObject{Addr: req.Object.Addr, Kind: drivers.KindSnapshot, ID: id, Name: image, Hash: req.Hash}}
 	l.sorted = nil
-	return drivers.ApplyResponse{ID: id, Computed: map[string]string{"image": image, "size": strconv.Itoa(1000 * len(files)), "created": time.Now().UTC().Format(time.RFC3339Nano)}}, nil
+	return drivers.ApplyResponse{ID: id, Snapshot: &drivers.SnapshotResult{Image: image, Size: int64(1000 * len(files)), Created: time.Now().UTC()}}, nil
 }
 
 var _ drivers.LogReader = (*Fake)(nil)

@@ -65,7 +65,7 @@
 // address, config hash, runtime) that Read lists with one directory
 // listing. Taking one stops the agent's machine, runs "pack create
 // --from-vm NAME -o PATH", and starts it again (with the readiness
-// check) if it was running. Its id and Computed image are the pack's path
+// check) if it was running. Its id and Snapshot.Image are the pack's path
 // relative to the Bottlefile's directory ("./.bottlefile/..."), so a
 // checkout that moves keeps them. Deleting one removes the pack, its stub
 // and its record, and never a file outside snapshots/.

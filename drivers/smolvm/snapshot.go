@@ -423,15 +423,8 @@ func removeEnv(ctx context.Context, run runner, name string, vars []envVar) erro
 
 func (d *Driver) snapshotResponse(base string, m snapshotMeta) drivers.ApplyResponse {
 	id := d.ref(filepath.Join(filepath.Dir(base), m.Image))
-	computed := map[string]string{
-		"image":   id,
-		"size":    strconv.FormatInt(m.Size, 10),
-		"created": m.Created,
-	}
-	if m.Source != "" {
-		computed["source"] = m.Source
-	}
-	return drivers.ApplyResponse{ID: id, Computed: computed}
+	created, _ := time.Parse(time.RFC3339Nano, m.Created)
+	return drivers.ApplyResponse{ID: id, Snapshot: &drivers.SnapshotResult{Image: id, Size: m.Size, Created: created, Source: m.Source}}
 }
 
 // deleteSnapshot removes a snapshot's files. Without a recorded id it

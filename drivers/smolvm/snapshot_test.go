@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,15 +82,15 @@ func TestSnapshotLifecycle(t *testing.T) {
 		{"machine", "exec", "--name", name, "--", "true"},
 	})
 	wantID := "./.bottlefile/snapshots/0f1e2d3c/agent.coder.snapshot.1-1.smolmachine"
-	if resp.ID != wantID || resp.Computed["image"] != wantID || resp.Computed["source"] != name {
+	if resp.ID != wantID || resp.Snapshot.Image != wantID || resp.Snapshot.Source != name {
 		t.Errorf("snapshot response: %+v", resp)
 	}
 	info, err := os.Stat(base + ".smolmachine")
-	if err != nil || resp.Computed["size"] != strconv.FormatInt(info.Size(), 10) {
-		t.Errorf("size %q, pack %v %v", resp.Computed["size"], info, err)
+	if err != nil || resp.Snapshot.Size != info.Size() {
+		t.Errorf("size %d, pack %v %v", resp.Snapshot.Size, info, err)
 	}
-	if created, err := time.Parse(time.RFC3339Nano, resp.Computed["created"]); err != nil || time.Since(created) > time.Minute {
-		t.Errorf("created %q: %v", resp.Computed["created"], err)
+	if created := resp.Snapshot.Created; created.IsZero() || time.Since(created) > time.Minute {
+		t.Errorf("created %v", created)
 	}
 	for _, p := range []string{base, base + ".smolmachine", base + ".json"} {
 		if !exists(p) {
@@ -125,7 +124,7 @@ func TestSnapshotLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.resetCalls(t)
-	if _, err := d.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: lineage, Object: obj, Hash: "cafe01", BootImage: resp.Computed["image"]}); err != nil {
+	if _, err := d.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: lineage, Object: obj, Hash: "cafe01", BootImage: resp.Snapshot.Image}); err != nil {
 		t.Fatalf("create from the snapshot: %v", err)
 	}
 	link := filepath.Join(dir, ".bottlefile", "boot", "0f1e2d3c", name+".smolmachine")
@@ -303,7 +302,7 @@ func TestImportSnapshot(t *testing.T) {
 		t.Fatalf("ImportSnapshot: %v", err)
 	}
 	wantID := "./.bottlefile/snapshots/0f1e2d3c/agent.coder.snapshot.1-1.tar"
-	if resp.ID != wantID || resp.Computed["image"] != wantID || resp.Computed["size"] != strconv.Itoa(len(archive)) {
+	if resp.ID != wantID || resp.Snapshot.Image != wantID || resp.Snapshot.Size != int64(len(archive)) {
 		t.Errorf("import response: %+v", resp)
 	}
 	tarPath := filepath.Join(dir, ".bottlefile", "snapshots", "0f1e2d3c", "agent.coder.snapshot.1-1.tar")
@@ -324,7 +323,7 @@ func TestImportSnapshot(t *testing.T) {
 
 	f.resetCalls(t)
 	a := agentSpec("coder", "busybox:1")
-	if _, err := d.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: lineage, Object: planOne(t, d, a), Hash: "h", BootImage: resp.Computed["image"]}); err != nil {
+	if _, err := d.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: lineage, Object: planOne(t, d, a), Hash: "h", BootImage: resp.Snapshot.Image}); err != nil {
 		t.Fatalf("create from the imported snapshot: %v", err)
 	}
 	link := filepath.Join(dir, ".bottlefile", "boot", "0f1e2d3c", name+".tar")
@@ -452,7 +451,7 @@ func runSnapshotScenario(t *testing.T, d *Driver, dir, image string, exec func(n
 	if err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}
-	if !strings.HasSuffix(snap.ID, ".smolmachine") || snap.Computed["image"] != snap.ID || snap.Computed["source"] != id {
+	if !strings.HasSuffix(snap.ID, ".smolmachine") || snap.Snapshot.Image != snap.ID || snap.Snapshot.Source != id {
 		t.Errorf("snapshot response: %+v", snap)
 	}
 	read, err := d.Read(ctx, drivers.ReadRequest{Lineage: lineage})
@@ -469,7 +468,7 @@ func runSnapshotScenario(t *testing.T, d *Driver, dir, image string, exec func(n
 	if _, err := d.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpDelete, Lineage: lineage, ID: id, Object: drivers.Object{Addr: obj.Addr, Kind: obj.Kind}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: lineage, Object: obj, Hash: "h2", BootImage: snap.Computed["image"]}); err != nil {
+	if _, err := d.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: lineage, Object: obj, Hash: "h2", BootImage: snap.Snapshot.Image}); err != nil {
 		t.Fatalf("create from the snapshot: %v", err)
 	}
 	if code := exec(id, "test", "-e", "/root/bf-snapshot-mark"); code != 0 {
@@ -498,7 +497,7 @@ func runImportScenario(t *testing.T, d *Driver, r io.Reader) {
 		t.Fatalf("ImportSnapshot: %v", err)
 	}
 	obj := planOne(t, d, agentSpec("coder", "busybox:1"))
-	if _, err := d.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: lineage, Object: obj, Hash: "h", BootImage: snap.Computed["image"]}); err != nil {
+	if _, err := d.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: lineage, Object: obj, Hash: "h", BootImage: snap.Snapshot.Image}); err != nil {
 		t.Fatalf("create from the imported snapshot: %v", err)
 	}
 	read, err := d.Read(ctx, drivers.ReadRequest{Lineage: lineage})
@@ -527,7 +526,7 @@ func TestImageNamesASnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.resetCalls(t)
-	id := create(t, d, lineage, planOne(t, d, agentSpec("copy", snap.Computed["image"]))).ID
+	id := create(t, d, lineage, planOne(t, d, agentSpec("copy", snap.Snapshot.Image))).ID
 	link := filepath.Join(dir, ".bottlefile", "boot", drivers.LineagePrefix(lineage), id+".smolmachine")
 	if c := f.calls(t); len(c) < 2 || !slices.Equal(c[1][4:6], []string{"--from", link}) {
 		t.Errorf("create from snapshot.s.image ran %q", c)
