@@ -149,3 +149,20 @@ func TestAgentOf(t *testing.T) {
 		}
 	}
 }
+
+func TestEditDistance(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0},
+		{"clade", "claude", 1},
+		{"agent.coder", "agent.codre", 2},
+		{"", "abc", 3},
+		{"héllo", "hello", 1}, // runes, not bytes
+	} {
+		if got := EditDistance(tc.a, tc.b); got != tc.want {
+			t.Errorf("EditDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/bottlefile/bottlefile/addrs"
 )
 
 // Kinds of references, the root names an expression may start with.
@@ -219,32 +221,11 @@ func (c *Config) suggest(kind, name string) string {
 func nameSuggestion(given string, candidates []string) string {
 	best, bestDist := "", 3
 	for _, c := range candidates {
-		if d := editDistance(given, c); d < bestDist {
+		if d := addrs.EditDistance(given, c); d < bestDist {
 			best, bestDist = c, d
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
 
 // checkRefAttr checks the attribute a reference to an agent or a snapshot

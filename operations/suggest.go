@@ -70,7 +70,7 @@ func SuggestAddress(given string, known []string) string {
 		if k == given {
 			return ""
 		}
-		d := editDistance(given, k)
+		d := addrs.EditDistance(given, k)
 		if strings.EqualFold(given, k) {
 			d = 0
 		}
@@ -79,26 +79,4 @@ func SuggestAddress(given string, known []string) string {
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
