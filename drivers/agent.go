@@ -20,6 +20,10 @@ type AgentSpec struct {
 	// the configuration language (memory is a number of bytes, a build
 	// context an absolute path).
 	Workload cty.Value
+	// Driver is the agent's driver block decoded against the driver's
+	// Schema.Agent; cty.NilVal when the driver declares no per-agent
+	// settings.
+	Driver cty.Value
 	// Sidecars are helper workloads in the agent's bottle, reachable from
 	// the agent by name, in declaration order.
 	Sidecars []SidecarSpec

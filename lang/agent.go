@@ -27,6 +27,10 @@ type Agent struct {
 	Sidecars       []*Sidecar      // in declaration order
 	SnapshotPolicy *SnapshotPolicy // nil: no automatic snapshots
 	Lifecycle      Lifecycle       // the zero value when there is no lifecycle block
+	// Driver is the agent's `driver` block: settings owned by its
+	// runtime's driver (drivers.Schema.Agent, swarm's placement), decoded
+	// by Scope.EvalAgentDriver once the driver is known; nil when absent.
+	Driver *DriverBlock
 
 	// Resume is a bool expression (nil for true): re-creating the agent boots
 	// it from its newest snapshot when one exists.
@@ -67,6 +71,13 @@ type SnapshotPolicy struct {
 	// policy snapshots may take together; nil for no limit.
 	MaxTotalSize hcl.Expression
 	DeclRange    hcl.Range
+}
+
+// DriverBlock is an agent's `driver` block. Its schema is the driver's,
+// not lang's, so its body is kept as written.
+type DriverBlock struct {
+	Body      hcl.Body
+	DeclRange hcl.Range
 }
 
 // Lifecycle is a `lifecycle` block. Its values are constants, known when
@@ -125,6 +136,13 @@ func (a *Agent) refs() []*reference {
 			refs = append(refs, ref)
 		}
 	}
+	if a.Driver != nil {
+		for _, t := range bodyVariables(a.Driver.Body) {
+			if ref, _ := parseReference(t); ref != nil {
+				refs = append(refs, ref)
+			}
+		}
+	}
 	return refs
 }
 
@@ -152,6 +170,7 @@ var agentSchema = &hcl.BodySchema{
 		{Type: "sidecar", LabelNames: []string{"name"}},
 		{Type: "snapshot_policy"},
 		{Type: "lifecycle"},
+		{Type: "driver"},
 	}, workloadSchema.Blocks...),
 }
 
@@ -242,6 +261,12 @@ func decodeAgentBlock(block *hcl.Block) (*Agent, hcl.Diagnostics) {
 			l, moreDiags := decodeLifecycleBlock(b)
 			diags = append(diags, moreDiags...)
 			a.Lifecycle = l
+		case "driver":
+			if a.Driver != nil {
+				diags = append(diags, duplicateNested("agent", b, a.Driver.DeclRange))
+				continue
+			}
+			a.Driver = &DriverBlock{Body: b.Body, DeclRange: b.DefRange}
 		}
 	}
 	a.refCache = append(make([]*reference, 0, 8), a.refs()...)

@@ -176,6 +176,36 @@ func (s *Scope) EvalRuntime(r *Runtime, spec hcldec.Spec) (cty.Value, hcl.Diagno
 	return v, s.redact.redact(diags)
 }
 
+// EvalAgentDriver decodes the agent's driver block against spec, the
+// per-agent schema its runtime's driver declares (driver names it). With
+// no block, the spec decodes an empty body. A driver that declares no
+// per-agent settings (an empty spec) takes no driver block.
+func (s *Scope) EvalAgentDriver(a *Agent, driver string, spec hcldec.ObjectSpec) (cty.Value, hcl.Diagnostics) {
+	if len(spec) == 0 {
+		if a.Driver != nil {
+			return cty.NilVal, hcl.Diagnostics{{
+				Severity: hcl.DiagError,
+				Summary:  "Unsupported driver block",
+				Detail:   fmt.Sprintf("%s runs on runtime %q, whose %s driver has no per-agent settings; remove the driver block, or run the agent on a runtime whose driver has the settings it holds.", a.Addr(), a.RuntimeName, driver),
+				Subject:  a.Driver.DeclRange.Ptr(),
+			}}
+		}
+		return cty.NilVal, nil
+	}
+	var diags hcl.Diagnostics
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ctx, moreDiags := s.evalContext(a.refs(), nil)
+	diags = append(diags, moreDiags...)
+	body := hcl.EmptyBody()
+	if a.Driver != nil {
+		body = a.Driver.Body
+	}
+	v, moreDiags := hcldec.Decode(body, spec, ctx)
+	diags = append(diags, moreDiags...)
+	return v, s.redact.redact(diags)
+}
+
 // resolvePath makes a path from the configuration absolute, relative to its
 // directory.
 func (c *Config) resolvePath(p string) string {

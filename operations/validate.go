@@ -64,7 +64,12 @@ func Validate(req ValidateRequest) (*lang.Parser, hcl.Diagnostics) {
 		if !ok {
 			continue
 		}
-		diags = append(diags, planner.ValidateCapabilities(scope, a, a.RuntimeName, cfg.Runtimes[a.RuntimeName].Driver, decl.Capabilities)...)
+		driver := cfg.Runtimes[a.RuntimeName].Driver
+		if decode {
+			_, moreDiags := scope.EvalAgentDriver(a, driver, decl.Schema.Agent)
+			diags = append(diags, moreDiags...)
+		}
+		diags = append(diags, planner.ValidateCapabilities(scope, a, a.RuntimeName, driver, decl.Capabilities)...)
 	}
 	return parser, diags
 }

@@ -747,6 +747,12 @@ func (p *Planner) evalAgent(a *lang.Agent, rt *Runtime) (*agentPlan, hcl.Diagnos
 		return nil, diags
 	}
 	spec := agentSpec(a, val)
+	var moreDiags hcl.Diagnostics
+	spec.Driver, moreDiags = p.Scope.EvalAgentDriver(a, rt.Driver.Name(), rt.Driver.Declare().Schema.Agent)
+	diags = append(diags, moreDiags...)
+	if moreDiags.HasErrors() {
+		return nil, diags
+	}
 	return &agentPlan{agent: a, val: val, spec: spec, runtime: rt}, diags
 }
 

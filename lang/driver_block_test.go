@@ -1,0 +1,88 @@
+package lang
+
+import (
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// An agent's driver block is decoded against the per-agent schema its
+// runtime's driver declares, with the configuration's variables; a
+// driver that declares none takes no driver block.
+func TestEvalAgentDriver(t *testing.T) {
+	_, cfg := load(t, map[string]string{
+		"proj/Bottlefile": `
+variable "pool" {
+  default = "agents"
+}
+agent "placed" {
+  image = "alpine:3"
+  driver {
+    placement = ["node.labels.pool==${var.pool}"]
+  }
+}
+agent "plain" {
+  image = "alpine:3"
+}
+`,
+	})
+	scope, diags := cfg.NewScope(nil)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	placement := hcldec.ObjectSpec{"placement": &hcldec.AttrSpec{Name: "placement", Type: cty.List(cty.String)}}
+
+	for _, tc := range []struct {
+		agent, driver string
+		spec          hcldec.ObjectSpec
+		want          cty.Value // cty.NilVal: none
+		wantErr       string
+		wantLine      int
+	}{
+		{"placed", "swarm", placement, cty.ObjectVal(map[string]cty.Value{
+			"placement": cty.ListVal([]cty.Value{cty.StringVal("node.labels.pool==agents")}),
+		}), "", 0},
+		{"plain", "swarm", placement, cty.ObjectVal(map[string]cty.Value{
+			"placement": cty.NullVal(cty.List(cty.String)),
+		}), "", 0},
+		{"plain", "docker", nil, cty.NilVal, "", 0},
+		{"placed", "docker", nil, cty.NilVal, `agent.placed runs on runtime "default", whose docker driver has no per-agent settings`, 7},
+		{"placed", "other", hcldec.ObjectSpec{"zone": &hcldec.AttrSpec{Name: "zone", Type: cty.String}}, cty.NilVal, `"placement" is not expected here`, 8},
+	} {
+		t.Run(tc.agent+"/"+tc.driver, func(t *testing.T) {
+			got, diags := scope.EvalAgentDriver(cfg.Agents[tc.agent], tc.driver, tc.spec)
+			if tc.wantErr != "" {
+				if !diags.HasErrors() || !strings.Contains(diags.Error(), tc.wantErr) {
+					t.Fatalf("diags = %v, want an error with %q", diags, tc.wantErr)
+				}
+				if rng := diags[0].Subject; rng == nil || rng.Start.Line != tc.wantLine {
+					t.Errorf("error at %v, want line %d", rng, tc.wantLine)
+				}
+				return
+			}
+			if diags.HasErrors() {
+				t.Fatal(diags)
+			}
+			if got == cty.NilVal || tc.want == cty.NilVal {
+				if got != tc.want {
+					t.Fatalf("got %#v, want %#v", got, tc.want)
+				}
+				return
+			}
+			if !got.RawEquals(tc.want) {
+				t.Fatalf("got %#v, want %#v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDuplicateDriverBlock(t *testing.T) {
+	fsys := fstest.MapFS{"proj/Bottlefile": &fstest.MapFile{Data: []byte("agent \"a\" {\n  image = \"x\"\n  driver {}\n  driver {}\n}\n")}}
+	_, diags := NewParserFS(fsys).LoadDir("proj")
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "Duplicate driver block") || diags[0].Subject.Start.Line != 4 {
+		t.Fatalf("diags = %v", diags)
+	}
+}
