@@ -23,7 +23,7 @@ deps: ## Install what the tests need that Go does not bring (busybox-static)
 
 .PHONY: test
 test: deps ## Unit and integration tests (real Docker engine)
-	$(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) $(PKGS)
+	$(GO) test -race -count=1 -timeout 60m $(TESTFLAGS) $(PKGS)
 
 .PHONY: check
 check: ## gofmt, vet, staticcheck, go mod tidy drift, example formatting, import direction
