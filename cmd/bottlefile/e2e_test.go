@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -60,22 +58,7 @@ func (r result) String() string {
 // bottlefile runs the binary in dir.
 func bottlefile(t *testing.T, dir string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, append([]string{"-chdir=" + dir}, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.Env = append(os.Environ(), "NO_COLOR=1")
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var exitErr *exec.ExitError
-	switch {
-	case errors.As(err, &exitErr):
-		r.code = exitErr.ExitCode()
-	case err != nil:
-		t.Fatalf("running bottlefile %v: %v", args, err)
-	}
-	return r
+	return bottlefileWithin(t, 3*time.Minute, dir, args...)
 }
 
 // mustRun runs the binary and fails the test unless it exits 0.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -188,19 +187,7 @@ func tail(s string, n int) string {
 func loadImage(t *testing.T, from, to *client.Client, ref string) {
 	t.Helper()
 	ctx := context.Background()
-	rc, err := from.ImageSave(ctx, []string{ref})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	resp, err := to.ImageLoad(ctx, rc, client.ImageLoadWithQuiet(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		t.Fatal(err)
-	}
+	snapCopyImage(t, from, to, ref)
 	if _, err := to.ImageInspect(ctx, ref); err != nil {
 		t.Fatalf("%s after loading it: %v", ref, err)
 	}
