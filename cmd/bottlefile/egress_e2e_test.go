@@ -41,19 +41,7 @@ func TestE2EEgressAddRemove(t *testing.T) {
 	t.Parallel()
 	cli := dockertest.Client(t)
 	r := &escapeRig{t: t, cli: cli, img: dockertest.BusyboxImage(t, cli), run: randomHex(4), dir: t.TempDir()}
-	r.outside, r.outsideSubnet = dockertest.TestNetwork(t, cli, map[string]string{escapeLabel: r.run})
-	ninfo, err := cli.NetworkInspect(context.Background(), r.outside, network.InspectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range ninfo.IPAM.Config {
-		if a, err := netip.ParseAddr(c.Gateway); err == nil {
-			r.outsideGW = a
-		}
-	}
-	if !r.outsideGW.IsValid() {
-		r.outsideGW = r.outsideSubnet.Addr().Next()
-	}
+	r.makeOutside()
 	t.Cleanup(r.removeWorld)
 	r.allowedID, r.allowedIP = r.outsider("allowed-host", r.img, []string{"sh", "-c", "mkdir -p /www && echo allowed-host-content > /www/index.html && exec httpd -f -p 8080 -h /www"})
 	r.host = startHostService(t)

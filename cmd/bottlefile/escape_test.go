@@ -167,7 +167,9 @@ func randomHex(n int) string {
 }
 
 // buildWorld makes the outside network, its hosts and the host service.
-func (r *escapeRig) buildWorld() {
+// makeOutside makes the network outside every bottle and finds the docker
+// host's address on it.
+func (r *escapeRig) makeOutside() {
 	t := r.t
 	r.outside, r.outsideSubnet = dockertest.TestNetwork(t, r.cli, map[string]string{escapeLabel: r.run})
 	ninfo, err := r.cli.NetworkInspect(context.Background(), r.outside, network.InspectOptions{})
@@ -182,6 +184,11 @@ func (r *escapeRig) buildWorld() {
 	if !r.outsideGW.IsValid() {
 		r.outsideGW = r.outsideSubnet.Addr().Next()
 	}
+}
+
+func (r *escapeRig) buildWorld() {
+	t := r.t
+	r.makeOutside()
 	t.Cleanup(r.removeWorld) // runs before the network's own cleanup
 
 	page := func(name string, ports ...int) string {
