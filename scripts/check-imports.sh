@@ -20,6 +20,7 @@ declare -A allowed=(
   [egress]=""
   [drivers/docker]="drivers egress dockersave"
   [drivers/docker/dockertest]="drivers"
+  [drivers/swarm/swarmtest]="drivers drivers/docker/dockertest"
   [drivers/smolvm]="drivers egress dockersave"
   [drivers/smolvm/fakesmolvm]=""
   [drivers/smolvm/smolvmtest]=""

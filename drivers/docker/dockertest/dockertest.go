@@ -141,15 +141,38 @@ func BusyboxImage(t testing.TB, cli *client.Client) string {
 		t.Fatalf("inspecting %s: %v", BusyboxTag, err)
 	}
 
+	id, err := importBusybox(ctx, cli, BusyboxTag, bin, digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("dockertest: imported %s as %s", BusyboxTag, id)
+	busybox.tag = BusyboxTag
+	return busybox.tag
+}
+
+// ImportBusybox imports the busybox test image (see BusyboxImage) into
+// the engine cli talks to, tagged ref, and returns its id. It neither
+// caches nor reuses: it is for engines other than the default one, such
+// as the nodes of a test swarm.
+func ImportBusybox(ctx context.Context, cli *client.Client, ref string) (string, error) {
+	bin, err := os.ReadFile(BusyboxPath)
+	if err != nil {
+		return "", fmt.Errorf("reading the static busybox for the test image: %w (install it with: apt-get install -y busybox-static)", err)
+	}
+	sum := sha256.Sum256(append(bin, rootfsVersion...))
+	return importBusybox(ctx, cli, ref, bin, hex.EncodeToString(sum[:]))
+}
+
+func importBusybox(ctx context.Context, cli *client.Client, ref string, bin []byte, digest string) (string, error) {
 	applets, err := exec.Command(BusyboxPath, "--list-full").Output()
 	if err != nil {
-		t.Fatalf("listing the applets of %s: %v (is it the static busybox from busybox-static?)", BusyboxPath, err)
+		return "", fmt.Errorf("listing the applets of %s: %w (is it the static busybox from busybox-static?)", BusyboxPath, err)
 	}
 	rootfs, err := busyboxRootfs(bin, strings.Fields(string(applets)))
 	if err != nil {
-		t.Fatalf("making the busybox rootfs: %v", err)
+		return "", fmt.Errorf("making the busybox rootfs: %w", err)
 	}
-	rc, err := cli.ImageImport(ctx, image.ImportSource{Source: bytes.NewReader(rootfs), SourceName: "-"}, BusyboxTag, image.ImportOptions{
+	rc, err := cli.ImageImport(ctx, image.ImportSource{Source: bytes.NewReader(rootfs), SourceName: "-"}, ref, image.ImportOptions{
 		Message: "bottlefile test busybox",
 		Changes: []string{
 			`CMD ["sh"]`,
@@ -162,11 +185,9 @@ func BusyboxImage(t testing.TB, cli *client.Client) string {
 		id, err = drain(rc)
 	}
 	if err != nil {
-		t.Fatalf("importing the busybox test image %s: %v", BusyboxTag, err)
+		return "", fmt.Errorf("importing the busybox test image %s: %w", ref, err)
 	}
-	t.Logf("dockertest: imported %s as %s", BusyboxTag, id)
-	busybox.tag = BusyboxTag
-	return busybox.tag
+	return id, nil
 }
 
 // busyboxRootfs makes the tar of a minimal root file system.

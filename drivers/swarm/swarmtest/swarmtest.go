@@ -1,0 +1,896 @@
+// Package swarmtest runs a real Docker Swarm for tests, on one Linux
+// machine: three nodes (one manager, two workers), each its own dockerd
+// (and containerd) in network, PID, UTS and mount namespaces of its own,
+// joined by veth pairs to a bridge in a hub namespace that also runs a
+// registry (Debian's docker-registry). Nothing of it is visible in the
+// host's network namespace, and the host's engine is never touched.
+//
+// A test package starts it at most once, when its first test asks, and
+// stops it when the package's tests end:
+//
+//	func TestMain(m *testing.M) { os.Exit(swarmtest.Main(m)) }
+//
+//	func TestX(t *testing.T) {
+//		f := swarmtest.Start(t) // skips, or fails with BOTTLEFILE_REQUIRE_SWARM=1
+//		cli := f.Client(t, 0)   // the manager's engine
+//		...
+//	}
+//
+// Every process of a node (dockerd, containerd, the shims and the task
+// containers) lives in that node's PID namespace, whose first process is
+// killed with the test process (a parent-death signal): when it dies the
+// kernel kills the rest. Teardown kills the namespaces' first processes by
+// PID and the fixture's cgroups' processes, then removes its cgroups and
+// directory. A fixture left by a run that was killed before it could do
+// that (its directory and cgroups) is removed by the next Start.
+//
+// Facts the fixture follows are in the project's reference notes on swarm
+// (no IPVS, so services use dnsrr; no default route in the nodes, so
+// image lookups other than the registry's fail at once).
+package swarmtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/swarm"
+	"github.com/docker/docker/client"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
+)
+
+// RequireEnv names the environment variable that turns a fixture that
+// cannot start from a skip into a failure ("1"), for CI.
+const RequireEnv = "BOTTLEFILE_REQUIRE_SWARM"
+
+// Addresses inside the fixture. They exist only in its namespaces, so
+// fixtures of several test processes never collide.
+const (
+	// Underlay is the nodes' network: node i (from 1) is Underlay.i.
+	Underlay = "10.250.0"
+	// Registry is the registry's address as every node reaches it (an
+	// insecure registry on each node: plain HTTP).
+	Registry = Underlay + ".254:5000"
+	// Outside is a host outside the swarm, on the hub, reachable from the
+	// nodes' own namespaces (and through docker_gwbridge from tasks on a
+	// normal overlay), for egress tests.
+	Outside = "198.51.100.10"
+)
+
+// BusyboxRepo is the repository the busybox test image is pushed to in
+// the fixture's registry.
+const BusyboxRepo = Registry + "/bottlefile-test/busybox"
+
+// Node is one node of the fixture.
+type Node struct {
+	Name    string // its hostname, the swarm node name: "node1"
+	Addr    string // its underlay address
+	Host    string // its engine, "unix://..."
+	ID      string // its swarm node id
+	Manager bool
+	// Labels are its swarm node labels (node.labels.KEY in constraints).
+	Labels map[string]string
+}
+
+// NodeLabels are the labels each node gets, in order: placement tests
+// constrain on node.labels.pool.
+var NodeLabels = []map[string]string{
+	{"pool": "control", "zone": "a"},
+	{"pool": "agents", "zone": "b"},
+	{"pool": "agents", "zone": "c"},
+}
+
+// Fixture is a running swarm.
+type Fixture struct {
+	// Dir holds the nodes' data, sockets and logs.
+	Dir   string
+	Nodes []Node // Nodes[0] is the manager
+	// Registry is the registry's address, as Registry.
+	Registry string
+	// Busybox is the busybox test image (dockertest's) in the registry,
+	// pinned by digest, so every node runs the same image. It is on the
+	// manager already; the workers pull it.
+	Busybox string
+	// StartTime is how long Start took to bring the fixture up.
+	StartTime time.Duration
+
+	id    string  // the owning process's pid: names the cgroups
+	procs []*proc // the namespaces' first processes (unshare), hub first
+}
+
+// proc is the first process of one of the fixture's namespaces: unshare,
+// whose child is the namespace's PID 1.
+type proc struct {
+	name  string
+	pid   int
+	stdin io.WriteCloser // a line releases its script; nil for a stale one
+	done  chan struct{}  // closed when it has exited; nil for a stale one
+}
+
+// The fixture of this process, started by the first Start.
+var (
+	mu       sync.Mutex // guards the three below
+	current  *Fixture
+	startErr error
+	tried    bool
+)
+
+// Main runs the package's tests and then stops the fixture if one was
+// started: call it from TestMain.
+func Main(m *testing.M) int {
+	code := m.Run()
+	Stop()
+	return code
+}
+
+// Start returns the fixture of this test process, starting it the first
+// time. When it cannot start, the test is skipped, or fails when
+// BOTTLEFILE_REQUIRE_SWARM=1; later calls report the same error without
+// trying again.
+func Start(t testing.TB) *Fixture {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if !tried {
+		tried = true
+		current, startErr = start()
+		if startErr == nil {
+			t.Logf("swarmtest: 3 nodes and a registry up in %.1fs (%s)", current.StartTime.Seconds(), current.Dir)
+		}
+	}
+	if startErr != nil {
+		if os.Getenv(RequireEnv) == "1" {
+			t.Fatalf("cannot start the test swarm: %v (%s=1 requires it)", startErr, RequireEnv)
+		}
+		t.Skipf("cannot start the test swarm: %v (set %s=1 to fail instead of skipping)", startErr, RequireEnv)
+	}
+	return current
+}
+
+// Stop tears the fixture down, if one runs.
+func Stop() {
+	mu.Lock()
+	defer mu.Unlock()
+	if current != nil {
+		if err := teardown(current.id, current.Dir, current.procs); err != nil {
+			fmt.Fprintf(os.Stderr, "swarmtest: teardown: %v\n", err)
+		}
+		current = nil
+	}
+}
+
+// Manager is the manager node.
+func (f *Fixture) Manager() Node { return f.Nodes[0] }
+
+// Client is a client of node i's engine (0 is the manager), closed when
+// the test ends.
+func (f *Fixture) Client(t testing.TB, i int) *client.Client {
+	t.Helper()
+	cli, err := newClient(f.Nodes[i].Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// Cleanup registers a cleanup that removes everything carrying the
+// lineage label from the swarm: services, then on every node the
+// containers, networks and images.
+func (f *Fixture) Cleanup(t testing.TB, lineage string) {
+	t.Helper()
+	if lineage == "" {
+		t.Fatal("swarmtest.Cleanup: empty lineage would match nothing")
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := f.RemoveLineage(ctx, lineage); err != nil {
+			t.Errorf("cleaning up lineage %s: %v", lineage, err)
+		}
+	})
+}
+
+// RemoveLineage removes every service of the lineage, then, on every
+// node, its containers, networks and images.
+func (f *Fixture) RemoveLineage(ctx context.Context, lineage string) error {
+	var errs []error
+	mgr, err := newClient(f.Manager().Host)
+	if err != nil {
+		return err
+	}
+	defer mgr.Close()
+	lf := filters.NewArgs(filters.Arg("label", drivers.LabelLineage+"="+lineage))
+	services, err := mgr.ServiceList(ctx, swarm.ServiceListOptions{Filters: lf})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("listing services: %w", err))
+	}
+	for _, s := range services {
+		if err := mgr.ServiceRemove(ctx, s.ID); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing service %s: %w", s.Spec.Name, err))
+		}
+	}
+	for _, n := range f.Nodes {
+		cli, err := newClient(n.Host)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := dockertest.RemoveLineage(ctx, cli, lineage); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", n.Name, err))
+		}
+		cli.Close()
+	}
+	// Overlay networks are the manager's to remove, once no task uses
+	// them: the tasks of removed services go away shortly.
+	for range 50 {
+		nets, err := mgr.NetworkList(ctx, network.ListOptions{Filters: lf})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("listing networks: %w", err))
+			break
+		}
+		var left error
+		for _, nw := range nets {
+			if err := mgr.NetworkRemove(ctx, nw.ID); err != nil && !cerrdefs.IsNotFound(err) {
+				left = fmt.Errorf("removing network %s: %w", nw.Name, err)
+			}
+		}
+		if left == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			errs = append(errs, left)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return errors.Join(errs...)
+}
+
+// LineageObjects lists what carries the lineage label anywhere in the
+// swarm, one line per object ("node2: container bf-1234-coder"): services
+// and networks as the manager lists them, and every node's containers,
+// networks and images. Empty means nothing is left.
+func (f *Fixture) LineageObjects(ctx context.Context, lineage string) ([]string, error) {
+	lf := filters.NewArgs(filters.Arg("label", drivers.LabelLineage+"="+lineage))
+	var out []string
+	for i, n := range f.Nodes {
+		cli, err := newClient(n.Host)
+		if err != nil {
+			return nil, err
+		}
+		defer cli.Close()
+		if i == 0 {
+			services, err := cli.ServiceList(ctx, swarm.ServiceListOptions{Filters: lf})
+			if err != nil {
+				return nil, err
+			}
+			for _, s := range services {
+				out = append(out, fmt.Sprintf("swarm: service %s", s.Spec.Name))
+			}
+		}
+		ctrs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: lf})
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range ctrs {
+			out = append(out, fmt.Sprintf("%s: container %s", n.Name, strings.Join(c.Names, ",")))
+		}
+		nets, err := cli.NetworkList(ctx, network.ListOptions{Filters: lf})
+		if err != nil {
+			return nil, err
+		}
+		for _, nw := range nets {
+			out = append(out, fmt.Sprintf("%s: network %s", n.Name, nw.Name))
+		}
+		imgs, err := cli.ImageList(ctx, image.ListOptions{All: true, Filters: lf})
+		if err != nil {
+			return nil, err
+		}
+		for _, img := range imgs {
+			out = append(out, fmt.Sprintf("%s: image %s %v", n.Name, img.ID, img.RepoTags))
+		}
+	}
+	return out, nil
+}
+
+func newClient(host string) (*client.Client, error) {
+	return client.NewClientWithOpts(client.WithHost(host), client.WithAPIVersionNegotiation())
+}
+
+// The programs the fixture runs, with the Debian package that has each.
+var programs = [][2]string{
+	{"unshare", "util-linux"},
+	{"ip", "iproute2"},
+	{"dockerd", "docker.io"},
+	{"docker-init", "docker.io (tini)"},
+	{"docker-registry", "docker-registry"},
+	{dockertest.BusyboxPath, "busybox-static"},
+}
+
+// baseDir holds one directory per fixture, named by its owner's pid.
+func baseDir() string { return filepath.Join(os.TempDir(), "bottlefile-swarm") }
+
+// cgroupName is the cgroup (in every v1 hierarchy) that holds the
+// processes of fixture id: the nodes' daemons and their containers.
+func cgroupName(id string) string { return "bottlefile-swarm-" + id }
+
+const cgroupRoot = "/sys/fs/cgroup"
+
+func start() (f *Fixture, err error) {
+	t0 := time.Now()
+	if os.Geteuid() != 0 {
+		return nil, errors.New("it needs root (network, PID and mount namespaces, cgroups)")
+	}
+	if runtime.GOOS != "linux" {
+		return nil, errors.New("it needs Linux")
+	}
+	for _, p := range programs {
+		if _, err := exec.LookPath(p[0]); err != nil {
+			return nil, fmt.Errorf("%s is missing (apt-get install %s)", p[0], p[1])
+		}
+	}
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "pids", "cgroup.procs")); err != nil {
+		return nil, fmt.Errorf("it needs the cgroup v1 pids hierarchy at %s/pids: %w", cgroupRoot, err)
+	}
+	removeStale()
+
+	id := strconv.Itoa(os.Getpid())
+	f = &Fixture{Dir: filepath.Join(baseDir(), id), Registry: Registry, id: id}
+	if err := os.MkdirAll(f.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	st, err := startTime(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(f.Dir, "owner"), []byte(st), 0o644); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("%w%s", err, f.logTails())
+			teardown(f.id, f.Dir, f.procs)
+			f = nil
+		}
+	}()
+	if err := os.Mkdir(filepath.Join(cgroupRoot, "pids", cgroupName(id)), 0o755); err != nil {
+		return f, err
+	}
+
+	// The namespaces first, each held by a script that waits for its
+	// network before it runs its daemon.
+	regConf := filepath.Join(f.Dir, "registry.yml")
+	if err := os.WriteFile(regConf, []byte(registryConfig(filepath.Join(f.Dir, "registry"))), 0o644); err != nil {
+		return f, err
+	}
+	hub, err := f.spawn("hub", hubScript, f.Dir, regConf, strconv.Itoa(len(NodeLabels)))
+	if err != nil {
+		return f, err
+	}
+	var nodes []*proc
+	for i := range NodeLabels {
+		n := Node{
+			Name:    fmt.Sprintf("node%d", i+1),
+			Addr:    fmt.Sprintf("%s.%d", Underlay, i+1),
+			Manager: i == 0,
+			Labels:  maps.Clone(NodeLabels[i]),
+		}
+		dir := filepath.Join(f.Dir, n.Name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return f, err
+		}
+		n.Host = "unix://" + filepath.Join(dir, "docker.sock")
+		cmd, err := f.spawn(n.Name, nodeScript, n.Name, n.Addr, dir, "/"+cgroupName(id)+"/"+n.Name, Registry)
+		if err != nil {
+			return f, err
+		}
+		nodes = append(nodes, cmd)
+		f.Nodes = append(f.Nodes, n)
+	}
+	// The veth pairs are made straight inside the namespaces: the host's
+	// network namespace never holds them.
+	var batch strings.Builder
+	for i, cmd := range nodes {
+		fmt.Fprintf(&batch, "link add n%d netns %d type veth peer name eth0 netns %d\n", i+1, hub.pid, cmd.pid)
+	}
+	if out, err := run(batch.String(), "ip", "-batch", "-"); err != nil {
+		return f, fmt.Errorf("making the veth pairs: %v: %s", err, out)
+	}
+	for _, p := range f.procs {
+		if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
+			return f, fmt.Errorf("releasing %s: %w", p.name, err)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	clis := make([]*client.Client, len(f.Nodes))
+	for i, n := range f.Nodes {
+		if clis[i], err = newClient(n.Host); err != nil {
+			return f, err
+		}
+		defer clis[i].Close()
+	}
+	for i, n := range f.Nodes {
+		if err := waitFor(ctx, func() error { _, err := clis[i].Ping(ctx); return err }, func() error { return f.alive() }); err != nil {
+			return f, fmt.Errorf("%s's dockerd did not answer: %w", n.Name, err)
+		}
+	}
+
+	// The swarm: one manager (two would lose quorum with either), a short
+	// heartbeat so a dead node is noticed in seconds.
+	mgr := clis[0]
+	heartbeat := time.Second
+	history := int64(1)
+	if _, err := mgr.SwarmInit(ctx, swarm.InitRequest{
+		ListenAddr:    f.Nodes[0].Addr + ":2377",
+		AdvertiseAddr: f.Nodes[0].Addr,
+		Spec: swarm.Spec{
+			Dispatcher:    swarm.DispatcherConfig{HeartbeatPeriod: heartbeat},
+			Orchestration: swarm.OrchestrationConfig{TaskHistoryRetentionLimit: &history},
+		},
+	}); err != nil {
+		return f, fmt.Errorf("swarm init on %s: %w", f.Nodes[0].Name, err)
+	}
+	sw, err := mgr.SwarmInspect(ctx)
+	if err != nil {
+		return f, err
+	}
+	errc := make(chan error, len(f.Nodes))
+	for i := 1; i < len(f.Nodes); i++ {
+		go func() {
+			err := clis[i].SwarmJoin(ctx, swarm.JoinRequest{
+				ListenAddr: f.Nodes[i].Addr + ":2377", AdvertiseAddr: f.Nodes[i].Addr,
+				RemoteAddrs: []string{f.Nodes[0].Addr + ":2377"}, JoinToken: sw.JoinTokens.Worker,
+			})
+			if err != nil {
+				err = fmt.Errorf("%s joining the swarm: %w", f.Nodes[i].Name, err)
+			}
+			errc <- err
+		}()
+	}
+	// The test image meanwhile: imported on the manager, pushed to the
+	// registry; pinned by digest so every node runs the same image.
+	imgErr := make(chan error, 1)
+	go func() { imgErr <- f.pushBusybox(ctx, mgr) }()
+	for i := 1; i < len(f.Nodes); i++ {
+		if err := <-errc; err != nil {
+			return f, err
+		}
+	}
+	if err := f.labelNodes(ctx, mgr); err != nil {
+		return f, err
+	}
+	if err := <-imgErr; err != nil {
+		return f, err
+	}
+	f.StartTime = time.Since(t0)
+	return f, nil
+}
+
+// labelNodes waits until every node is ready, records its id, and gives
+// it its labels.
+func (f *Fixture) labelNodes(ctx context.Context, mgr *client.Client) error {
+	var list []swarm.Node
+	err := waitFor(ctx, func() error {
+		var err error
+		if list, err = mgr.NodeList(ctx, swarm.NodeListOptions{}); err != nil {
+			return err
+		}
+		ready := 0
+		for _, n := range list {
+			if n.Status.State == swarm.NodeStateReady {
+				ready++
+			}
+		}
+		if ready < len(f.Nodes) {
+			return fmt.Errorf("%d of %d nodes ready", ready, len(f.Nodes))
+		}
+		return nil
+	}, f.alive)
+	if err != nil {
+		return err
+	}
+	for _, sn := range list {
+		i := slices.IndexFunc(f.Nodes, func(n Node) bool { return n.Name == sn.Description.Hostname })
+		if i < 0 {
+			return fmt.Errorf("the swarm has a node %q the fixture did not start", sn.Description.Hostname)
+		}
+		f.Nodes[i].ID = sn.ID
+		spec := sn.Spec
+		spec.Labels = maps.Clone(f.Nodes[i].Labels)
+		if err := mgr.NodeUpdate(ctx, sn.ID, sn.Version, spec); err != nil {
+			return fmt.Errorf("labelling %s: %w", f.Nodes[i].Name, err)
+		}
+	}
+	return nil
+}
+
+// pushBusybox imports the busybox test image on the manager and pushes it
+// to the registry (retrying while the registry starts).
+func (f *Fixture) pushBusybox(ctx context.Context, mgr *client.Client) error {
+	tag := BusyboxRepo + ":1"
+	if _, err := dockertest.ImportBusybox(ctx, mgr, tag); err != nil {
+		return err
+	}
+	var digest string
+	err := waitFor(ctx, func() error {
+		var err error
+		digest, err = push(ctx, mgr, tag)
+		return err
+	}, f.alive)
+	if err != nil {
+		return fmt.Errorf("pushing %s: %w", tag, err)
+	}
+	f.Busybox = BusyboxRepo + "@" + digest
+	return nil
+}
+
+// push pushes ref and returns the digest the registry gave it.
+func push(ctx context.Context, cli *client.Client, ref string) (string, error) {
+	rc, err := cli.ImagePush(ctx, ref, image.PushOptions{RegistryAuth: "e30="}) // "{}": no credentials
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	dec := json.NewDecoder(rc)
+	digest := ""
+	for {
+		var m struct {
+			Error string `json:"error"`
+			Aux   struct {
+				Digest string `json:"Digest"`
+			} `json:"aux"`
+		}
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return "", err
+		}
+		if m.Error != "" {
+			return "", errors.New(m.Error)
+		}
+		if m.Aux.Digest != "" {
+			digest = m.Aux.Digest
+		}
+	}
+	if digest == "" {
+		return "", errors.New("the registry gave no digest")
+	}
+	return digest, nil
+}
+
+// waitFor polls try every 50 ms until it succeeds, ctx ends, or check
+// (that the fixture's processes live) fails.
+func waitFor(ctx context.Context, try, check func() error) error {
+	for {
+		err := try()
+		if err == nil {
+			return nil
+		}
+		if cerr := check(); cerr != nil {
+			return cerr
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// alive says which of the fixture's namespaces has died.
+func (f *Fixture) alive() error {
+	for _, p := range f.procs {
+		select {
+		case <-p.done:
+			return fmt.Errorf("%s exited", p.name)
+		default:
+		}
+	}
+	return nil
+}
+
+// logTails is the end of every log of the fixture, for a start that
+// failed.
+func (f *Fixture) logTails() string {
+	var b strings.Builder
+	logs, _ := filepath.Glob(filepath.Join(f.Dir, "*", "*.log"))
+	more, _ := filepath.Glob(filepath.Join(f.Dir, "*.log"))
+	for _, l := range append(more, logs...) {
+		data, err := os.ReadFile(l)
+		if err != nil || len(data) == 0 {
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		fmt.Fprintf(&b, "\n--- %s\n%s", l, strings.Join(lines[max(0, len(lines)-8):], "\n"))
+	}
+	return b.String()
+}
+
+// The spawner starts the namespaces' first processes from one OS thread
+// that never exits: their parent-death signal fires when the thread that
+// started them ends, which must be when the process ends.
+var spawner struct {
+	once sync.Once
+	reqs chan func()
+}
+
+func onSpawnerThread(fn func()) {
+	spawner.once.Do(func() {
+		spawner.reqs = make(chan func())
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
+			for fn := range spawner.reqs {
+				fn()
+			}
+		}()
+	})
+	done := make(chan struct{})
+	spawner.reqs <- func() { fn(); close(done) }
+	<-done
+}
+
+// spawn starts script as the first process of new network, PID, UTS and
+// mount namespaces (with a /proc of their own), killed when this process
+// dies. The script waits for a line on its stdin before it goes on. Its
+// name is the last argument, for messages.
+func (f *Fixture) spawn(name, script string, args ...string) (*proc, error) {
+	argv := append([]string{"--net", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc",
+		"sh", "-c", script, name}, args...)
+	cmd := exec.Command("unshare", append(argv, f.Dir)...) // the directory last: isOurs looks for it
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	logf, err := os.Create(filepath.Join(f.Dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), "SWARMTEST_CGROUP="+filepath.Join(cgroupRoot, "pids", cgroupName(f.id)))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	onSpawnerThread(func() { err = cmd.Start() })
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &proc{name: name, pid: cmd.Process.Pid, stdin: stdin, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(p.done) }()
+	f.procs = append(f.procs, p)
+	if err := os.WriteFile(filepath.Join(f.Dir, name+".pid"), []byte(strconv.Itoa(p.pid)), 0o644); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// hubScript runs in the hub's namespaces: "$0" is its name, $1 the
+// fixture's directory, $2 the registry's config, $3 the number of nodes.
+// It waits for the nodes' veth ends, bridges them, and runs the registry.
+const hubScript = `set -e
+read -r _
+echo 0 > "$SWARMTEST_CGROUP/cgroup.procs"
+ip link set lo up
+ip addr add ` + Outside + `/32 dev lo
+ip link add br0 type bridge
+ip addr add ` + Underlay + `.254/24 dev br0
+ip link set br0 up
+i=1
+while [ $i -le "$3" ]; do ip link set n$i master br0 up; i=$((i+1)); done
+echo 1 > /proc/sys/net/ipv4/ip_forward
+exec docker-registry serve "$2" >"$1/registry.log" 2>&1
+`
+
+// nodeScript runs in a node's namespaces: $1 its hostname, $2 its
+// address, $3 its directory, $4 its cgroup parent, $5 the registry.
+//
+// The fresh /sys shows this network namespace's devices to dockerd; the
+// cgroup v1 hierarchies are mounted again on it (without them dockerd
+// dies: "Devices cgroup isn't mounted"). The node has no default route,
+// so image lookups elsewhere fail at once instead of timing out, and the
+// swarm agent, which tries a pull before every task, then runs the image
+// it has. (DOCKER_SERVICE_PREFER_OFFLINE_IMAGE=1 is not set: with it the
+// agent never pulls, not even from the registry.)
+const nodeScript = `set -e
+read -r _
+mkdir -p "$SWARMTEST_CGROUP/$1" && echo 0 > "$SWARMTEST_CGROUP/$1/cgroup.procs"
+cg=$(grep -E '^cgroup2? /sys/fs/cgroup/' /proc/self/mounts)
+hostname "$1"
+mount -t sysfs sysfs /sys
+mount -t tmpfs -o mode=755 tmpfs /sys/fs/cgroup
+echo "$cg" | while read -r src mnt fstype opts rest; do
+  mkdir -p "$mnt"
+  o=$(echo "$opts" | tr , '\n' | grep -vE '^(rw|relatime)$' | paste -sd, -)
+  if [ "$fstype" = cgroup2 ]; then mount -t cgroup2 cgroup2 "$mnt"; else mount -t cgroup -o "$o" cgroup "$mnt"; fi
+done
+ip link set lo up
+ip addr add "$2/24" dev eth0
+ip link set eth0 up
+ip route add ` + Outside + `/32 via ` + Underlay + `.254
+mkdir -p "$3/data" "$3/exec"
+echo '{}' > "$3/daemon.json"
+exec docker-init -s -- dockerd --config-file "$3/daemon.json" --data-root "$3/data" --exec-root "$3/exec" \
+  --pidfile "$3/dockerd.pid" -H "unix://$3/docker.sock" --cgroup-parent "$4" --shutdown-timeout 1 \
+  --insecure-registry "$5" --log-level warn >"$3/dockerd.log" 2>&1
+`
+
+func registryConfig(root string) string {
+	return fmt.Sprintf(`version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: %s
+  delete:
+    enabled: true
+http:
+  addr: ":5000"
+`, root)
+}
+
+func run(stdin string, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// startTime is a process's start time (field 22 of /proc/PID/stat), which
+// with its pid names it uniquely.
+func startTime(pid int) (string, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", err
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return "", fmt.Errorf("unexpected /proc/%d/stat", pid)
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 20 {
+		return "", fmt.Errorf("unexpected /proc/%d/stat", pid)
+	}
+	return fields[19], nil
+}
+
+// removeStale tears down the fixtures whose owner is gone: a test process
+// killed before it could stop its fixture.
+func removeStale() {
+	seen := map[string]bool{}
+	dirs, _ := os.ReadDir(baseDir())
+	for _, d := range dirs {
+		seen[d.Name()] = true
+	}
+	cgs, _ := filepath.Glob(filepath.Join(cgroupRoot, "pids", cgroupName("*")))
+	for _, c := range cgs {
+		seen[strings.TrimPrefix(filepath.Base(c), cgroupName(""))] = true
+	}
+	for id := range seen {
+		pid, err := strconv.Atoi(id)
+		if err != nil {
+			continue
+		}
+		dir := filepath.Join(baseDir(), id)
+		owner, _ := os.ReadFile(filepath.Join(dir, "owner"))
+		if st, err := startTime(pid); err == nil && (len(owner) == 0 || st == string(owner)) {
+			continue // its owner lives (or is starting it): not stale
+		}
+		var procs []*proc
+		pids, _ := filepath.Glob(filepath.Join(dir, "*.pid"))
+		for _, p := range pids {
+			data, _ := os.ReadFile(p)
+			if n, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && isOurs(n, dir) {
+				procs = append(procs, &proc{name: filepath.Base(p), pid: n})
+			}
+		}
+		if err := teardown(id, dir, procs); err != nil {
+			fmt.Fprintf(os.Stderr, "swarmtest: removing the stale fixture %s: %v\n", dir, err)
+		}
+	}
+}
+
+// isOurs says whether pid is an unshare of the fixture in dir (not a pid
+// reused since by some other process).
+func isOurs(pid int, dir string) bool {
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && bytes.HasPrefix(cmdline, []byte("unshare\x00")) && bytes.HasSuffix(cmdline, []byte("\x00"+dir+"\x00"))
+}
+
+// teardown kills the fixture's processes by PID (the namespaces' first
+// processes, whose death kills their namespaces, and whatever is left in
+// the fixture's cgroups), then removes its cgroups and its directory.
+func teardown(id, dir string, procs []*proc) error {
+	for _, p := range procs {
+		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+	}
+	var errs []error
+	root := filepath.Join(cgroupRoot, "pids", cgroupName(id))
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		left := 0
+		filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+				return nil
+			}
+			data, _ := os.ReadFile(path)
+			for _, f := range strings.Fields(string(data)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					left++
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			return nil
+		})
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			errs = append(errs, fmt.Errorf("%d processes still in %s", left, root))
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Every hierarchy: docker made the containers' cgroups under the
+	// nodes' cgroup parents in each.
+	hierarchies, _ := os.ReadDir(cgroupRoot)
+	for _, h := range hierarchies {
+		top := filepath.Join(cgroupRoot, h.Name(), cgroupName(id))
+		if _, err := os.Stat(top); err != nil {
+			continue
+		}
+		var dirs []string
+		filepath.WalkDir(top, func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, path)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			if err := os.Remove(dirs[i]); err != nil && !os.IsNotExist(err) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, p := range procs {
+		if p.done != nil {
+			select {
+			case <-p.done:
+			case <-time.After(5 * time.Second):
+				errs = append(errs, fmt.Errorf("%s (pid %d) did not exit", p.name, p.pid))
+			}
+		}
+	}
+	if dir != "" {
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
