@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
@@ -124,6 +125,9 @@ type Refusal struct {
 	// Message says what the driver cannot do and what to do instead,
 	// naming the driver.
 	Message string
+	// Ceiling is set when the egress rule is refused for being outside
+	// the runtime's egress ceiling (CheckCeiling), not for the driver.
+	Ceiling bool
 }
 
 func (r Refusal) Error() string { return r.Message }
@@ -143,6 +147,98 @@ func CheckAgent(driver string, c Capabilities, a AgentSpec) []Refusal {
 		out = append(out, c.checkWorkload(driver, sc.Name, sc.Workload)...)
 	}
 	return out
+}
+
+// CheckCeiling returns the egress rules of the agent and its sidecars that
+// the runtime's egress ceiling (a list of rules; null for none) does not
+// cover (egress.Covered), in the order of the block. Values not yet known
+// are not checked: the planner checks them again once they are.
+//
+// On a driver that cannot narrow ports (EgressCapabilities.Ports false), a
+// rule opens every port of its destination, and a ceiling rule names ports:
+// there, every rule is outside a ceiling, which is said.
+func CheckCeiling(driver string, c EgressCapabilities, ceiling cty.Value, a AgentSpec) []Refusal {
+	if ceiling == cty.NilVal {
+		return nil
+	}
+	ceiling, _ = ceiling.UnmarkDeep()
+	if ceiling.IsNull() || !ceiling.IsWhollyKnown() {
+		return nil
+	}
+	strs, err := Strings(ceiling)
+	if err != nil {
+		return nil
+	}
+	rules, err := egress.ParseRules(strs)
+	if err != nil {
+		return nil // reported where the ceiling is evaluated
+	}
+	out := c.checkCeiling(driver, rules, "", a.Workload)
+	for _, sc := range a.Sidecars {
+		out = append(out, c.checkCeiling(driver, rules, sc.Name, sc.Workload)...)
+	}
+	return out
+}
+
+func (c EgressCapabilities) checkCeiling(driver string, ceiling []egress.Rule, sidecar string, w cty.Value) []Refusal {
+	allow, _ := WorkloadAttr(w, "egress").UnmarkDeep()
+	if allow == cty.NilVal || allow.IsNull() || !allow.IsKnown() || !allow.CanIterateElements() {
+		return nil
+	}
+	var out []Refusal
+	i := -1
+	for it := allow.ElementIterator(); it.Next(); {
+		i++
+		_, v := it.Element()
+		if !v.IsKnown() || v.IsNull() || v.Type() != cty.String {
+			continue
+		}
+		r, err := egress.ParseRule(v.AsString())
+		if err != nil {
+			continue
+		}
+		var msg string
+		switch {
+		case !egress.Covered(ceiling, r):
+			msg = fmt.Sprintf("it opens %s, which no rule of the runtime's egress_ceiling allows (%s)", describeRule(r), ruleList(ceiling))
+		case !c.Ports:
+			dest := r
+			dest.Port = 0
+			msg = fmt.Sprintf("%s cannot narrow ports, so this rule opens every port of %s, and the ceiling's rules allow only the ports they name; under an egress_ceiling, an agent on %s can open nothing: run it on a runtime whose driver narrows ports (docker)", driver, dest, driver)
+		default:
+			continue
+		}
+		out = append(out, Refusal{Sidecar: sidecar, Block: "egress", Rule: i, RuleText: v.AsString(), Ceiling: true, Message: msg})
+	}
+	return out
+}
+
+// describeRule says what a rule opens, in words.
+func describeRule(r egress.Rule) string {
+	ports := "ports 80 and 443"
+	if r.Port != 0 {
+		ports = fmt.Sprintf("port %d", r.Port)
+	}
+	switch {
+	case r.Wildcard:
+		return fmt.Sprintf("every name below %s on %s", r.Host, ports)
+	case r.Prefix.IsValid() && !r.Prefix.IsSingleIP():
+		return fmt.Sprintf("every address of %s on %s", r.Prefix, ports)
+	case r.Prefix.IsValid():
+		return fmt.Sprintf("%s on %s", r.Prefix.Addr(), ports)
+	}
+	return fmt.Sprintf("%s on %s", r.Host, ports)
+}
+
+func ruleList(rules []egress.Rule) string {
+	if len(rules) == 0 {
+		return "it is empty"
+	}
+	s := make([]string, len(rules))
+	for i, r := range rules {
+		s[i] = fmt.Sprintf("%q", r.String())
+	}
+	return "it has " + strings.Join(s, ", ")
 }
 
 // Err is the first refusal as an error: a *RuleError for an egress rule,

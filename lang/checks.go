@@ -24,7 +24,7 @@ func (c *Config) checkReferences() hcl.Diagnostics {
 	}
 	for _, name := range sortedKeys(c.Runtimes) {
 		r := c.Runtimes[name]
-		for _, t := range bodyVariables(r.Config) {
+		for _, t := range r.variables() {
 			ref, moreDiags := parseReference(t)
 			diags = append(diags, moreDiags...)
 			if ref != nil {

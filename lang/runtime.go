@@ -5,6 +5,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/addrs"
 )
@@ -25,6 +26,10 @@ type Runtime struct {
 	// Config is the rest of the block, the driver-specific attributes, to be
 	// decoded with the driver's hcldec spec (Scope.EvalRuntime).
 	Config hcl.Body
+	// EgressCeiling is the egress_ceiling attribute, whatever the driver:
+	// the egress rules no agent on the runtime may reach beyond (see
+	// Scope.EvalEgressCeiling); nil when the runtime has none.
+	EgressCeiling *hcl.Attribute
 
 	DeclRange   hcl.Range
 	DriverRange hcl.Range
@@ -39,7 +44,7 @@ func (r *Runtime) References() []string { return refAddrs(r.refs()) }
 
 func (r *Runtime) refs() []*reference {
 	var refs []*reference
-	for _, t := range bodyVariables(r.Config) {
+	for _, t := range r.variables() {
 		// Only variables and locals are allowed; others are reported by
 		// checkReferences and are no dependencies.
 		if ref, _ := parseReference(t); ref != nil && contains(runtimeKinds, ref.kind) {
@@ -49,9 +54,22 @@ func (r *Runtime) refs() []*reference {
 	return refs
 }
 
+// variables is every traversal in the runtime's attributes but driver:
+// the driver's attributes and egress_ceiling.
+func (r *Runtime) variables() []hcl.Traversal {
+	vars := bodyVariables(r.Config)
+	if _, native := r.Config.(*hclsyntax.Body); !native && r.EgressCeiling != nil {
+		// A native body's attributes are all walked, those lang took
+		// too; other syntaxes hide them.
+		vars = append(vars, r.EgressCeiling.Expr.Variables()...)
+	}
+	return vars
+}
+
 var runtimeSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "driver", Required: true},
+		{Name: "egress_ceiling"},
 	},
 }
 
@@ -67,6 +85,7 @@ func decodeRuntimeBlock(block *hcl.Block) (*Runtime, hcl.Diagnostics) {
 	content, remain, moreDiags := block.Body.PartialContent(runtimeSchema)
 	diags = append(diags, moreDiags...)
 	r.Config = remain
+	r.EgressCeiling = content.Attributes["egress_ceiling"]
 	if attr, ok := content.Attributes["driver"]; ok {
 		r.DriverRange = attr.Expr.Range()
 		s, moreDiags := staticString(attr)
@@ -111,4 +130,32 @@ func bodyVariables(body hcl.Body) []hcl.Traversal {
 		vars = append(vars, attrs[name].Expr.Variables()...)
 	}
 	return vars
+}
+
+// EvalEgressCeiling evaluates a runtime's egress_ceiling: a list of egress
+// rules (the allow grammar), each checked. It is null when the runtime has
+// none, and may be unknown (validate, with variables unknown). The rules
+// bound every agent's and sidecar's allow list on the runtime; the planner
+// and validate refuse a rule outside them (egress.Covered), whatever the
+// driver.
+func (s *Scope) EvalEgressCeiling(r *Runtime) (cty.Value, hcl.Diagnostics) {
+	if r.EgressCeiling == nil {
+		return cty.NullVal(listOfString), nil
+	}
+	var diags hcl.Diagnostics
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	expr := r.EgressCeiling.Expr
+	ctx, moreDiags := s.evalContext(exprRefs(expr), nil)
+	diags = append(diags, moreDiags...)
+	v, moreDiags := s.evalAttr(ctx, expr, "egress_ceiling", listOfString)
+	diags = append(diags, moreDiags...)
+	if !moreDiags.HasErrors() {
+		diags = append(diags, checkElements(v, expr, "egress_ceiling", nil)...)
+		diags = append(diags, checkEgressRules(v, expr)...)
+	}
+	if diags.HasErrors() {
+		v = cty.UnknownVal(listOfString)
+	}
+	return v, s.redact.redact(diags)
 }

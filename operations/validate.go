@@ -5,6 +5,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/lang"
@@ -25,7 +26,8 @@ type ValidateRequest struct {
 // Declaration, that every runtime names a known driver, that its
 // attributes decode with the driver's schema, and that every agent asks
 // its runtime's driver only for what the driver can do (sidecars, build,
-// attributes, egress rules). Variables are unknown. A driver is made by
+// attributes, egress rules) and only what its runtime's egress_ceiling
+// allows. Variables are unknown. A driver is made by
 // its factory and asked only for its Declaration: nothing is configured
 // and no runtime is contacted.
 func Validate(req ValidateRequest) (*lang.Parser, hcl.Diagnostics) {
@@ -45,6 +47,7 @@ func Validate(req ValidateRequest) (*lang.Parser, hcl.Diagnostics) {
 	decode := !diags.HasErrors()
 	scope := cfg.ValidationScope()
 	decls := map[string]drivers.Declaration{} // by runtime name
+	ceilings := map[string]cty.Value{}        // by runtime name
 	for _, name := range cfg.RuntimeNames() {
 		rt := cfg.Runtimes[name]
 		decl, moreDiags := Declaration(req.Registry, rt, log)
@@ -55,6 +58,8 @@ func Validate(req ValidateRequest) (*lang.Parser, hcl.Diagnostics) {
 		decls[name] = decl
 		if decode {
 			_, moreDiags = scope.EvalRuntime(rt, decl.Schema.Runtime)
+			diags = append(diags, moreDiags...)
+			ceilings[name], moreDiags = scope.EvalEgressCeiling(rt)
 			diags = append(diags, moreDiags...)
 		}
 	}
@@ -69,7 +74,7 @@ func Validate(req ValidateRequest) (*lang.Parser, hcl.Diagnostics) {
 			_, moreDiags := scope.EvalAgentDriver(a, driver, decl.Schema.Agent)
 			diags = append(diags, moreDiags...)
 		}
-		diags = append(diags, planner.ValidateCapabilities(scope, a, a.RuntimeName, driver, decl.Capabilities)...)
+		diags = append(diags, planner.ValidateCapabilities(scope, a, a.RuntimeName, driver, decl.Capabilities, ceilings[a.RuntimeName])...)
 	}
 	return parser, diags
 }

@@ -18,9 +18,15 @@ import (
 // rule, naming the runtime and the driver. The planner runs it before the
 // driver plans; validate runs it with unknown variables, and what is not
 // known yet is checked at plan.
-func CheckCapabilities(a *lang.Agent, spec drivers.AgentSpec, runtime, driver string, caps drivers.Capabilities) hcl.Diagnostics {
+//
+// ceiling is the runtime's egress_ceiling (null for none): an egress rule
+// of the agent or a sidecar it does not cover is refused on that rule too.
+func CheckCapabilities(a *lang.Agent, spec drivers.AgentSpec, runtime, driver string, caps drivers.Capabilities, ceiling cty.Value) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	for _, r := range drivers.CheckAgent(driver, caps, spec) {
+		diags = append(diags, refusalDiag(a, r, runtime, driver))
+	}
+	for _, r := range drivers.CheckCeiling(driver, caps.Egress, ceiling, spec) {
 		diags = append(diags, refusalDiag(a, r, runtime, driver))
 	}
 	return diags
@@ -30,16 +36,16 @@ func CheckCapabilities(a *lang.Agent, spec drivers.AgentSpec, runtime, driver st
 // driver before the driver plans it.
 func (p *Planner) checkCapabilities(ap *agentPlan) hcl.Diagnostics {
 	d := ap.runtime.Driver
-	return CheckCapabilities(ap.agent, ap.spec, ap.runtime.Name, d.Name(), d.Declare().Capabilities)
+	return CheckCapabilities(ap.agent, ap.spec, ap.runtime.Name, d.Name(), d.Declare().Capabilities, ap.runtime.Ceiling)
 }
 
 // ValidateCapabilities evaluates an agent in scope (Config.ValidationScope:
 // variables unknown) and checks it against its runtime's declared
-// capabilities. Evaluation errors are not returned: loading the
-// configuration reported them.
-func ValidateCapabilities(scope *lang.Scope, a *lang.Agent, runtime, driver string, caps drivers.Capabilities) hcl.Diagnostics {
+// capabilities and egress ceiling. Evaluation errors are not returned:
+// loading the configuration reported them.
+func ValidateCapabilities(scope *lang.Scope, a *lang.Agent, runtime, driver string, caps drivers.Capabilities, ceiling cty.Value) hcl.Diagnostics {
 	val, _ := scope.EvalAgent(a)
-	return CheckCapabilities(a, agentSpec(a, val), runtime, driver, caps)
+	return CheckCapabilities(a, agentSpec(a, val), runtime, driver, caps, ceiling)
 }
 
 // refusalDiag points one refusal at what asks for it.
@@ -67,6 +73,14 @@ func refusalDiag(a *lang.Agent, r drivers.Refusal, runtime, driver string) *hcl.
 			subject = rng
 		}
 	case "egress":
+		if r.Ceiling {
+			d.Summary = "Egress rule outside the runtime's ceiling"
+			d.Detail = fmt.Sprintf("%s runs on runtime %q: egress rule %q is outside the runtime's egress_ceiling: %s. An agent can open only what the ceiling allows; remove the rule, narrow it to what the ceiling allows, or widen egress_ceiling in runtime %q.", addr, runtime, r.RuleText, r.Message, runtime)
+			if rng, ok := w.EgressRuleRange(r.Rule); ok {
+				subject = rng
+			}
+			break
+		}
 		d.Summary = "Egress rule not supported by this runtime"
 		d.Detail = fmt.Sprintf("%s: egress rule %q: %s.", on, r.RuleText, r.Message)
 		if rng, ok := w.EgressRuleRange(r.Rule); ok {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/lang"
@@ -17,6 +18,9 @@ import (
 type Runtime struct {
 	Name   string
 	Driver drivers.Driver
+	// Ceiling is the runtime's egress_ceiling, a list of egress rules, or
+	// null: no agent on the runtime may allow beyond it.
+	Ceiling cty.Value
 }
 
 // Runtimes are the configured runtimes by name.
@@ -56,7 +60,9 @@ func ConfigureRuntimes(ctx context.Context, cfg *lang.Config, scope *lang.Scope,
 		}
 		val, moreDiags := scope.EvalRuntime(rt, d.Declare().Schema.Runtime)
 		diags = append(diags, moreDiags...)
-		if moreDiags.HasErrors() {
+		ceiling, ceilDiags := scope.EvalEgressCeiling(rt)
+		diags = append(diags, ceilDiags...)
+		if moreDiags.HasErrors() || ceilDiags.HasErrors() {
 			continue
 		}
 		if err := d.Configure(ctx, drivers.ConfigureRequest{Runtime: name, Config: val, StateDir: stateDir}); err != nil {
@@ -68,7 +74,7 @@ func ConfigureRuntimes(ctx context.Context, cfg *lang.Config, scope *lang.Scope,
 			diags = append(diags, errorDiag(summary, err.Error(), runtimeRange(cfg, name)))
 			continue
 		}
-		out[name] = &Runtime{Name: name, Driver: d}
+		out[name] = &Runtime{Name: name, Driver: d, Ceiling: ceiling}
 	}
 	return out, diags
 }
