@@ -3,6 +3,7 @@ package drivers
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
@@ -65,6 +66,69 @@ var workloadAttrs = []struct {
 	{"memory", cty.Number, func(w *Workload, v cty.Value) (err error) { w.Memory, err = Int(v); return }}, // bytes
 	{"labels", cty.Map(cty.String), func(w *Workload, v cty.Value) (err error) { w.Labels, err = StringMap(v); return }},
 	{"egress", cty.List(cty.String), func(w *Workload, v cty.Value) (err error) { w.Egress, err = stringsOrEmpty(v); return }},
+	{"healthcheck", HealthcheckType, func(w *Workload, v cty.Value) (err error) { w.Healthcheck, err = DecodeHealthcheck(v); return }},
+}
+
+// HealthcheckType is the type of a workload's healthcheck: the block as
+// the configuration language evaluated it, every attribute set, the
+// durations in Go's syntax.
+var HealthcheckType = cty.Object(map[string]cty.Type{
+	"command":      cty.List(cty.String), // the argv, run without a shell
+	"interval":     cty.String,
+	"timeout":      cty.String,
+	"retries":      cty.Number,
+	"start_period": cty.String,
+})
+
+// Healthcheck is a workload's healthcheck decoded: Command runs in the
+// workload every Interval (given Timeout to finish), the first time one
+// Interval after the start; the workload is healthy once it exits 0, and
+// unhealthy after Retries failures in a row, failures within StartPeriod
+// of the start not counted.
+type Healthcheck struct {
+	Command     []string
+	Interval    time.Duration
+	Timeout     time.Duration
+	Retries     int
+	StartPeriod time.Duration
+}
+
+// DecodeHealthcheck decodes a workload's healthcheck attribute; null
+// gives nil.
+func DecodeHealthcheck(v cty.Value) (*Healthcheck, error) {
+	v, _ = v.UnmarkDeep()
+	if v.IsNull() {
+		return nil, nil
+	}
+	if !v.IsWhollyKnown() {
+		return nil, errors.New("value is not known yet")
+	}
+	if !v.Type().Equals(HealthcheckType) {
+		return nil, fmt.Errorf("want a healthcheck object, got %s", v.Type().FriendlyName())
+	}
+	var out Healthcheck
+	var err error
+	if out.Command, err = Strings(v.GetAttr("command")); err != nil {
+		return nil, fmt.Errorf("command: %w", err)
+	}
+	if len(out.Command) == 0 {
+		return nil, errors.New("command: empty")
+	}
+	for name, d := range map[string]*time.Duration{"interval": &out.Interval, "timeout": &out.Timeout, "start_period": &out.StartPeriod} {
+		s, err := String(v.GetAttr(name))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if *d, err = time.ParseDuration(s); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	n, err := Int(v.GetAttr("retries"))
+	if err != nil {
+		return nil, fmt.Errorf("retries: %w", err)
+	}
+	out.Retries = int(n)
+	return &out, nil
 }
 
 var buildType = cty.Object(map[string]cty.Type{
@@ -89,6 +153,9 @@ type Workload struct {
 	// empty for a block that allows nothing. Both mean the workload
 	// reaches nothing outside its bottle.
 	Egress []string
+	// Healthcheck says when the workload is ready; nil without a
+	// healthcheck block.
+	Healthcheck *Healthcheck
 }
 
 // DecodeWorkload decodes a workload object: an AgentSpec's or SidecarSpec's

@@ -39,6 +39,10 @@ type Capabilities struct {
 	Sidecars bool
 	// Build: the driver builds images from build blocks.
 	Build bool
+	// Healthcheck: the driver runs healthcheck blocks, and its Settle
+	// (Settler) waits for a workload that has one to be healthy, so that
+	// what waits for the workload starts once it is.
+	Healthcheck bool
 	// Attributes are the workload attributes the driver honours (image,
 	// command, entrypoint, env, workdir, user, cpus, memory, labels); one
 	// it would ignore is refused when it is set.
@@ -96,11 +100,12 @@ const (
 
 // WorkloadAttributes are the attributes of an agent or sidecar block that
 // Capabilities.Attributes may name: the workload's (WorkloadType) but its
-// blocks, build and egress, which capabilities name otherwise.
+// blocks, build, egress and healthcheck, which capabilities name
+// otherwise.
 var WorkloadAttributes = func() []string {
 	var out []string
 	for _, a := range workloadAttrs {
-		if a.name != "build" && a.name != "egress" {
+		if a.name != "build" && a.name != "egress" && a.name != "healthcheck" {
 			out = append(out, a.name)
 		}
 	}
@@ -113,8 +118,8 @@ var WorkloadAttributes = func() []string {
 type Refusal struct {
 	// Sidecar is the name of the sidecar that asks; "" for the agent.
 	Sidecar string
-	// Block is the nested block that asks: "sidecar", "build", "egress";
-	// "" for an attribute.
+	// Block is the nested block that asks: "sidecar", "build", "egress",
+	// "healthcheck"; "" for an attribute.
 	Block string
 	// Attr is the attribute that asks ("user"), when Block is "".
 	Attr string
@@ -263,6 +268,10 @@ func (c Capabilities) checkWorkload(driver, sidecar string, w cty.Value) []Refus
 	if !WorkloadAttr(w, "build").IsNull() && !c.Build {
 		out = append(out, Refusal{Sidecar: sidecar, Block: "build",
 			Message: fmt.Sprintf("%s cannot build images: give %s an image instead of a build block, or run it on a runtime whose driver builds (docker)", driver, what)})
+	}
+	if hc := WorkloadAttr(w, "healthcheck"); hc.IsKnown() && !hc.IsNull() && !c.Healthcheck {
+		out = append(out, Refusal{Sidecar: sidecar, Block: "healthcheck",
+			Message: fmt.Sprintf("%s has no healthchecks that bottlefile can wait on, so nothing could start once %s is healthy; remove the healthcheck block or run it on a runtime whose driver has them (docker)", driver, what)})
 	}
 	for _, name := range WorkloadAttributes {
 		if slices.Contains(c.Attributes, name) || !isSet(WorkloadAttr(w, name)) {

@@ -2,8 +2,10 @@ package lang
 
 import (
 	"fmt"
+	"math/big"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hcldec"
@@ -112,9 +114,54 @@ var workloadBlocks = []workloadBlock{
 			return attrs["allow"]
 		},
 	},
+	healthcheckBlock,
 }
 
 var buildType = cty.Object(map[string]cty.Type{"context": cty.String, "dockerfile": cty.String})
+
+// healthcheckBlock is how the workload tells it is ready: a command run
+// in it every interval, healthy when it exits 0. Evaluated: an object
+// with every attribute set (the defaults below filled in), its durations
+// in Go's canonical form ("1m30s"), so that "90s" and "1m30s" are the
+// same configuration; null without the block.
+var healthcheckBlock = workloadBlock{
+	name: "healthcheck",
+	fields: []workloadField{
+		{name: "command", ty: listOfString, required: true, check: checkHealthCommand},
+		{name: "interval", ty: cty.String, checked: cty.String, check: checkHealthDuration("interval", false)},
+		{name: "timeout", ty: cty.String, checked: cty.String, check: checkHealthDuration("timeout", false)},
+		{name: "retries", ty: cty.Number, checked: cty.Number, check: checkHealthRetries},
+		{name: "start_period", ty: cty.String, checked: cty.String, check: checkHealthDuration("start_period", true)},
+	},
+	value: func(attrs map[string]cty.Value, present bool) cty.Value {
+		if !present {
+			return cty.NullVal(HealthcheckType)
+		}
+		for name, def := range healthcheckDefaults {
+			if v, _ := attrs[name].Unmark(); v.IsNull() {
+				attrs[name] = def
+			}
+		}
+		return cty.ObjectVal(attrs)
+	},
+}
+
+// HealthcheckType is the type of an evaluated healthcheck block.
+var HealthcheckType = cty.Object(map[string]cty.Type{
+	"command": listOfString, "interval": cty.String, "timeout": cty.String,
+	"retries": cty.Number, "start_period": cty.String,
+})
+
+// healthcheckDefaults are the values of the attributes a healthcheck
+// block leaves out. The interval is short (docker's own default is 30s,
+// and its first check runs one interval after the start): what waits
+// for the workload waits about that long once it is ready.
+var healthcheckDefaults = map[string]cty.Value{
+	"interval":     cty.StringVal("2s"),
+	"timeout":      cty.StringVal("5s"),
+	"retries":      cty.NumberIntVal(3),
+	"start_period": cty.StringVal("0s"),
+}
 
 // WorkloadSpec decodes a workload's attributes and blocks. Scope.EvalAgent
 // decodes each agent and sidecar with it once, in the agent's evaluation
@@ -531,4 +578,104 @@ func checkBuildPath(name, summary, detail string) workloadCheck {
 		}
 		return v, nil
 	}
+}
+
+// healthcheckHelp is how a healthcheck command is written.
+const healthcheckHelp = `healthcheck.command is the command run in the workload, as a list and without a shell, like ["pg_isready", "-U", "postgres"]; the workload is healthy when it exits 0. For a shell, write ["sh", "-c", "test -f /ready"].`
+
+// checkHealthCommand checks a healthcheck's command: a non-empty list of
+// strings whose first is a program. Docker's HEALTHCHECK forms ("CMD",
+// "CMD-SHELL", "NONE" first) are refused, so the list means one thing.
+func checkHealthCommand(_ *Scope, v cty.Value, expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
+	diags := checkElements(v, expr, "healthcheck.command", nil)
+	u := unmarkDeep(v)
+	if expr == nil || diags.HasErrors() || !u.IsKnown() || u.IsNull() {
+		return v, diags
+	}
+	bad := func(summary, detail string, subject hcl.Range) (cty.Value, hcl.Diagnostics) {
+		return v, append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  summary,
+			Detail:   detail,
+			Subject:  subject.Ptr(),
+		})
+	}
+	if u.LengthInt() == 0 {
+		return bad("Empty healthcheck command", "The healthcheck has no command. "+healthcheckHelp, expr.Range())
+	}
+	first := u.Index(cty.NumberIntVal(0))
+	if !first.IsKnown() {
+		return v, diags
+	}
+	at := elementRanges(expr, u.LengthInt())[0]
+	switch s := first.AsString(); {
+	case strings.TrimSpace(s) == "":
+		return bad("Invalid healthcheck command", "The healthcheck command's first element, the program, is empty. "+healthcheckHelp, at)
+	case s == "CMD" || s == "CMD-SHELL" || s == "NONE":
+		return bad("Invalid healthcheck command", fmt.Sprintf("The healthcheck command starts with %q, as docker's HEALTHCHECK does; here the list is the command itself. %s", s, healthcheckHelp), at)
+	}
+	return v, diags
+}
+
+// checkHealthDuration checks one of a healthcheck's durations: Go's
+// syntax ("2s", "500ms", "1m30s"), more than zero (or zero, for
+// start_period), and at least a millisecond, the engine's finest. It is
+// normalised to Go's canonical form; absent, it is null (the block's
+// value gives its default).
+func checkHealthDuration(name string, zeroOK bool) workloadCheck {
+	return func(_ *Scope, v cty.Value, expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
+		u, marks := v.Unmark()
+		if expr == nil {
+			return cty.NullVal(cty.String), nil
+		}
+		if !u.IsKnown() || u.IsNull() {
+			return v, nil
+		}
+		d, err := time.ParseDuration(u.AsString())
+		msg := ""
+		switch {
+		case err != nil:
+			msg = "is not a duration"
+		case d < 0:
+			msg = "is negative"
+		case d == 0 && !zeroOK:
+			msg = "is zero; it must be more than zero"
+		case d > 0 && d < time.Millisecond:
+			msg = "is less than a millisecond, the shortest the runtimes take"
+		}
+		if msg == "" {
+			return cty.StringVal(d.String()).WithMarks(marks), nil
+		}
+		detail := fmt.Sprintf("healthcheck.%s %q %s. Write a duration like \"2s\", \"500ms\" or \"1m30s\".", name, u.AsString(), msg)
+		if len(marks) > 0 {
+			detail = fmt.Sprintf("healthcheck.%s is sensitive, so it is not shown; it %s. Write a duration like \"2s\", \"500ms\" or \"1m30s\".", name, msg)
+		}
+		return cty.UnknownVal(cty.String).WithMarks(marks), hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid healthcheck " + name,
+			Detail:   detail,
+			Subject:  expr.Range().Ptr(),
+		}}
+	}
+}
+
+// checkHealthRetries checks how many failed checks in a row make the
+// workload unhealthy: a whole number, at least 1.
+func checkHealthRetries(_ *Scope, v cty.Value, expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
+	u, marks := v.Unmark()
+	if expr == nil {
+		return cty.NullVal(cty.Number), nil
+	}
+	if !u.IsKnown() || u.IsNull() {
+		return v, nil
+	}
+	if n, acc := u.AsBigFloat().Int64(); acc == big.Exact && n >= 1 && n <= 1<<31-1 {
+		return v, nil
+	}
+	return cty.UnknownVal(cty.Number).WithMarks(marks), hcl.Diagnostics{{
+		Severity: hcl.DiagError,
+		Summary:  "Invalid healthcheck retries",
+		Detail:   "healthcheck.retries is how many failed checks in a row make the workload unhealthy: a whole number, at least 1, like 3.",
+		Subject:  expr.Range().Ptr(),
+	}}
 }

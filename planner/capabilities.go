@@ -72,6 +72,12 @@ func refusalDiag(a *lang.Agent, r drivers.Refusal, runtime, driver string) *hcl.
 		if rng, ok := w.Range("build"); ok {
 			subject = rng
 		}
+	case "healthcheck":
+		d.Summary = "Healthcheck not supported by this runtime"
+		d.Detail = fmt.Sprintf("%s: %s.", on, r.Message)
+		if rng, ok := w.Range("healthcheck"); ok {
+			subject = rng
+		}
 	case "egress":
 		if r.Ceiling {
 			d.Summary = "Egress rule outside the runtime's ceiling"

@@ -59,7 +59,10 @@ type Change struct {
 	SnapshotFirst string
 	BootFrom      string
 	// WaitFor lists what this change's create or update waits for besides
-	// its dependencies: the workloads of agents its agent refers to.
+	// its dependencies: the workloads of agents its agent refers to, and,
+	// for an agent's workload, the sidecars of its bottle that have a
+	// healthcheck (until they are healthy). It orders only: unlike
+	// Object.DependsOn, a replacement does not spread along it.
 	// DeleteAfter lists what its delete waits for (a prune waits for the
 	// snapshot taken in the same plan).
 	WaitFor, DeleteAfter []string

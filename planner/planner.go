@@ -138,6 +138,7 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		changes[df.c.Addr] = df.c
 	}
 	diags = append(diags, p.unknownAfterReplace(ctx, want, agents, changes)...)
+	waitForHealthySidecars(agents, changes)
 	for _, c := range changes {
 		if slices.Contains(opts.Replace, c.Addr) && (c.Prior != nil || c.Live != nil) && c.Action != Replace {
 			c.Action = Replace
@@ -861,6 +862,29 @@ func (p *Planner) addSnapshotDependencies(a *lang.Agent, objects []drivers.Objec
 		for _, dep := range deps {
 			if !slices.Contains(o.DependsOn, dep) {
 				o.DependsOn = append(slices.Clone(o.DependsOn), dep)
+			}
+		}
+	}
+}
+
+// waitForHealthySidecars orders each agent's workload after the sidecars
+// of its bottle that have a healthcheck: created or started in the same
+// apply, the agent starts once they are healthy (the executor's settle
+// waits for that before the step is done). It is an ordering only
+// (WaitFor), not a dependency: a sidecar replaced does not replace the
+// agent. A healthcheck not yet known may be one: it is waited for.
+func waitForHealthySidecars(agents map[string]*agentPlan, changes map[string]*Change) {
+	for addr, ap := range agents {
+		c, ok := changes[addr]
+		if !ok || !c.Object.Workload {
+			continue
+		}
+		for _, sc := range ap.spec.Sidecars {
+			if drivers.WorkloadAttr(sc.Workload, "healthcheck").IsNull() {
+				continue
+			}
+			if s, ok := changes[sc.Addr]; ok && s.Object.Workload && !slices.Contains(c.WaitFor, sc.Addr) {
+				c.WaitFor = append(c.WaitFor, sc.Addr)
 			}
 		}
 	}

@@ -2,7 +2,9 @@ package planner_test
 
 import (
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
@@ -30,9 +32,20 @@ agent "full" {
   egress {
     allow = ["github.com:443"]
   }
+  healthcheck {
+    command  = ["test", "-f", "/ready"]
+    interval = "90s"
+    retries  = 5
+  }
   sidecar "db" {
     build {
       context = "./db"
+    }
+    healthcheck {
+      command      = ["pg_isready"]
+      interval     = "500ms"
+      timeout      = "1m0s"
+      start_period = "1m30s"
     }
   }
 }
@@ -74,6 +87,20 @@ agent "bare" {
 		}
 		if sc.Build == nil || sc.Build.Dockerfile != "Dockerfile" || sc.Image != "" || sc.Egress != nil {
 			t.Errorf("sidecar = %+v", sc)
+		}
+		// A healthcheck's durations are canonical, and what it leaves
+		// out has its default.
+		wantHC := []*drivers.Healthcheck{
+			{Command: []string{"test", "-f", "/ready"}, Interval: 90 * time.Second, Timeout: 5 * time.Second, Retries: 5},
+			{Command: []string{"pg_isready"}, Interval: 500 * time.Millisecond, Timeout: time.Minute, Retries: 3, StartPeriod: 90 * time.Second},
+		}
+		for i, got := range []*drivers.Healthcheck{w.Healthcheck, sc.Healthcheck} {
+			if diff := cmp.Diff(wantHC[i], got); diff != "" {
+				t.Errorf("healthcheck %d (-want +got):\n%s", i, diff)
+			}
+		}
+		if got := drivers.WorkloadAttr(s.Workload, "healthcheck").GetAttr("interval"); !got.RawEquals(cty.StringVal("1m30s")) {
+			t.Errorf("healthcheck interval = %#v, want the canonical \"1m30s\"", got)
 		}
 		if got := drivers.WorkloadAttr(s.Workload, "memory"); !got.RawEquals(cty.NumberIntVal(1 << 30)) {
 			t.Errorf("memory = %#v", got)

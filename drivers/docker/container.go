@@ -157,6 +157,17 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 		DNSOptions:  dnsOptions,
 		Resources:   container.Resources{NanoCPUs: spec.nanoCPUs},
 	}
+	if hc := spec.Healthcheck; hc != nil {
+		// Exec form: the command runs without a shell, as the
+		// workload's own command does.
+		cfg.Healthcheck = &container.HealthConfig{
+			Test:        append([]string{"CMD"}, hc.Command...),
+			Interval:    hc.Interval,
+			Timeout:     hc.Timeout,
+			StartPeriod: hc.StartPeriod,
+			Retries:     hc.Retries,
+		}
+	}
 	if spec.Memory > 0 {
 		// No swap beyond the limit: memory means what it says.
 		hostCfg.Memory, hostCfg.MemorySwap = spec.Memory, spec.Memory

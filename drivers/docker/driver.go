@@ -108,9 +108,10 @@ func Declaration() drivers.Declaration {
 	return drivers.Declaration{
 		Schema: drivers.Schema{Runtime: configSpec()},
 		Capabilities: drivers.Capabilities{
-			Sidecars:   true,
-			Build:      true,
-			Attributes: drivers.WorkloadAttributes,
+			Sidecars:    true,
+			Build:       true,
+			Healthcheck: true,
+			Attributes:  drivers.WorkloadAttributes,
 			// Limits change on the live container; an allowlist on the
 			// live gateway.
 			InPlace: []string{"cpus", "memory", "egress"},

@@ -552,6 +552,46 @@ func TestPlan(t *testing.T) {
 	if !c.Attrs["build_hash"].IsNull() || !c.Attrs["user"].IsNull() || c.Attrs["network"].AsString() != "agent.coder.network" {
 		t.Errorf("attrs = %#v", c.Attrs)
 	}
+	// Recorded only when set: the hash of a container without one is
+	// what it was before healthchecks.
+	if _, ok := c.Attrs["healthcheck"]; ok {
+		t.Errorf("a container without a healthcheck records one: %#v", c.Attrs["healthcheck"])
+	}
+}
+
+// TestPlanHealthcheck: a sidecar's healthcheck is an attribute of its
+// container, which no change makes in place.
+func TestPlanHealthcheck(t *testing.T) {
+	api := &fakeAPI{NetworkListFn: func(network.ListOptions) ([]network.Summary, error) { return isolatingEngine(), nil }}
+	d := fakeDriver(t, api, DefaultSubnetPool)
+	hc := cty.ObjectVal(map[string]cty.Value{
+		"command":  cty.ListVal([]cty.Value{cty.StringVal("test"), cty.StringVal("-f"), cty.StringVal("/ready")}),
+		"interval": cty.StringVal("1s"), "timeout": cty.StringVal("5s"), "retries": cty.NumberIntVal(3), "start_period": cty.StringVal("0s"),
+	})
+	img := map[string]cty.Value{"image": cty.StringVal("busybox:1")}
+	resp, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: drivers.AgentSpec{
+		Addr: "agent.coder", Name: "coder", Workload: drivers.MustWorkload(img),
+		Sidecars: []drivers.SidecarSpec{{Addr: "agent.coder.sidecar.db", Name: "db", Workload: drivers.MustWorkload(map[string]cty.Value{"image": cty.StringVal("busybox:1"), "healthcheck": hc})}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range resp.Objects {
+		switch o.Addr {
+		case "agent.coder":
+			if _, ok := o.Attrs["healthcheck"]; ok {
+				t.Errorf("the agent records a healthcheck it does not have")
+			}
+		case "agent.coder.sidecar.db":
+			if !o.Attrs["healthcheck"].RawEquals(hc) || slices.Contains(o.InPlace, "healthcheck") {
+				t.Errorf("sidecar = %+v", o)
+			}
+			w, err := drivers.DecodeWorkload(drivers.ObjectAttrs(o))
+			if err != nil || w.Healthcheck == nil || w.Healthcheck.Interval != time.Second || w.Healthcheck.Retries != 3 {
+				t.Errorf("decoded healthcheck %+v, %v", w.Healthcheck, err)
+			}
+		}
+	}
 }
 
 func TestPlanErrors(t *testing.T) {

@@ -144,7 +144,8 @@ func checkLimits(cpus, memory cty.Value) error {
 
 // containerAttrs are the workload attributes a container object records,
 // as the configuration wrote them. (build is recorded as the image object
-// and the container's build_hash; egress as the gateway's allow list.)
+// and the container's build_hash; egress as the gateway's allow list;
+// healthcheck only when there is one, see workloadObject.)
 var containerAttrs = []string{"image", "command", "entrypoint", "env", "workdir", "user", "cpus", "memory", "labels"}
 
 // workloadObject is the container object of an agent or a sidecar on the
@@ -154,6 +155,13 @@ func workloadObject(addr, netAddr string, w cty.Value) drivers.Object {
 	attrs := drivers.WorkloadAttrs(w, containerAttrs...)
 	attrs["build_hash"] = cty.NullVal(cty.String)
 	attrs["network"] = cty.StringVal(netAddr)
+	if hc := drivers.WorkloadAttr(w, "healthcheck"); !hc.IsNull() {
+		// Only when set: a fingerprint hashes null attributes too, and a
+		// container without a healthcheck keeps the hash it always had.
+		// The engine cannot change a healthcheck in place: a change
+		// replaces the container.
+		attrs["healthcheck"] = hc
+	}
 	return drivers.Object{
 		Addr:      addr,
 		Kind:      kindContainer,

@@ -36,6 +36,9 @@ func checkDeclaration(t *testing.T, d drivers.Driver, decl drivers.Declaration) 
 			t.Errorf("%s: declared %v, implemented %v", c.what, c.declared, c.hasIface)
 		}
 	}
+	if _, settles := drivers.As[drivers.Settler](d); caps.Healthcheck && !settles {
+		t.Error("healthcheck: declared, but the driver is no Settler: nothing would wait for a workload to be healthy")
+	}
 	if caps.Snapshots.Take != (caps.Snapshots.Format != "") {
 		t.Errorf("snapshots: Take %v with Format %q: a driver that takes snapshots says what they are", caps.Snapshots.Take, caps.Snapshots.Format)
 	}
@@ -83,6 +86,14 @@ func checkRefusals(t *testing.T, d drivers.Driver, caps drivers.Capabilities, im
 		refused = append(refused, feature{"a build block", func(a *drivers.AgentSpec) {
 			a.Workload = drivers.WithWorkloadAttr(a.Workload, "image", cty.NullVal(cty.String))
 			a.Workload = drivers.WithWorkloadAttr(a.Workload, "build", drivers.BuildValue(t.TempDir(), "Dockerfile"))
+		}})
+	}
+	if !caps.Healthcheck {
+		refused = append(refused, feature{"a healthcheck block", func(a *drivers.AgentSpec) {
+			a.Workload = drivers.WithWorkloadAttr(a.Workload, "healthcheck", cty.ObjectVal(map[string]cty.Value{
+				"command": cty.ListVal([]cty.Value{cty.StringVal("true")}), "interval": cty.StringVal("1s"),
+				"timeout": cty.StringVal("1s"), "retries": cty.NumberIntVal(1), "start_period": cty.StringVal("0s"),
+			}))
 		}})
 	}
 	values := map[string]cty.Value{

@@ -179,10 +179,11 @@ func FakeDeclaration() drivers.Declaration {
 	return drivers.Declaration{
 		Schema: drivers.Schema{Runtime: hcldec.ObjectSpec{}},
 		Capabilities: drivers.Capabilities{
-			Sidecars:   true,
-			Build:      true,
-			Attributes: drivers.WorkloadAttributes,
-			InPlace:    []string{"cpus", "memory"},
+			Sidecars:    true,
+			Build:       true,
+			Healthcheck: true,
+			Attributes:  drivers.WorkloadAttributes,
+			InPlace:     []string{"cpus", "memory"},
 			Egress: drivers.EgressCapabilities{
 				Names: true, Wildcards: true, Ports: true, Addresses: true, CIDRs: true,
 			},
@@ -291,6 +292,11 @@ func Expand(a drivers.AgentSpec) (drivers.PlanResponse, error) {
 	network := a.Addr + ".network"
 	attrs := drivers.WorkloadAttrs(a.Workload, containerAttrs...)
 	attrs["network"] = cty.StringVal(network)
+	if hc := drivers.WorkloadAttr(a.Workload, "healthcheck"); !hc.IsNull() {
+		// Recorded only when set, as the docker driver does, so that
+		// the hash of a container without one is what it always was.
+		attrs["healthcheck"] = hc
+	}
 	if !build.IsNull() {
 		w, err := drivers.DecodeWorkload(a.Workload)
 		if err != nil {

@@ -40,7 +40,7 @@ func TestFake(t *testing.T) {
 // the suite: what it does not declare, its Plan refuses.
 func TestFakeRefusals(t *testing.T) {
 	decl := FakeDeclaration()
-	decl.Capabilities.Sidecars, decl.Capabilities.Build = false, false
+	decl.Capabilities.Sidecars, decl.Capabilities.Build, decl.Capabilities.Healthcheck = false, false, false
 	decl.Capabilities.Attributes = []string{"image", "command"}
 	decl.Capabilities.InPlace = nil
 	decl.Capabilities.Egress = drivers.EgressCapabilities{Names: true}

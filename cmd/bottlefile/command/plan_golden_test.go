@@ -104,6 +104,8 @@ func TestPlanGolden(t *testing.T) {
 		{name: "forget", drift: func(_ *workspace, f *drivertest.Fake, l string) { f.Remove(l, "agent.reviewer") }},
 		{name: "ignore-changes"},
 		{name: "list-diff"},
+		// The engine cannot change a healthcheck in place.
+		{name: "healthcheck"},
 		{name: "destroy-keeps-snapshots", args: []string{"-destroy"}, setup: fixedClock, drift: func(w *workspace, f *drivertest.Fake, l string) {
 			// One snapshot taken before a replacement, of a workload that
 			// wrote one file; the destroy takes another and keeps both.

@@ -1,0 +1,10 @@
+agent "coder" {
+  image   = "busybox:1"
+  command = ["sleep", "600"]
+
+  healthcheck {
+    command  = ["test", "-f", "/tmp/ready"]
+    interval = "500ms"
+    retries  = 10
+  }
+}
