@@ -67,6 +67,71 @@ var workloadAttrs = []struct {
 	{"labels", cty.Map(cty.String), func(w *Workload, v cty.Value) (err error) { w.Labels, err = StringMap(v); return }},
 	{"egress", cty.List(cty.String), func(w *Workload, v cty.Value) (err error) { w.Egress, err = stringsOrEmpty(v); return }},
 	{"healthcheck", HealthcheckType, func(w *Workload, v cty.Value) (err error) { w.Healthcheck, err = DecodeHealthcheck(v); return }},
+	{"credentials", cty.List(CredentialType), func(w *Workload, v cty.Value) (err error) { w.Credentials, err = DecodeCredentials(v); return }},
+}
+
+// CredentialType is one credential of an egress block: the gateway puts
+// prefix+value into header of the requests to host:port, and the workload
+// sees a placeholder in env (when set). value is sensitive.
+var CredentialType = cty.Object(map[string]cty.Type{
+	"name":   cty.String,
+	"host":   cty.String,
+	"port":   cty.Number,
+	"header": cty.String, // lower case
+	"prefix": cty.String, // "" for none
+	"value":  cty.String,
+	"env":    cty.String, // "" for none
+})
+
+// Credential is one decoded credential. Value is the secret: never log it.
+type Credential struct {
+	Name, Host string
+	Port       int
+	Header     string
+	Prefix     string
+	Value      string
+	Env        string
+}
+
+// DecodeCredentials decodes a workload's credentials attribute; null gives
+// nil. Sensitive values are unmarked: never log them.
+func DecodeCredentials(v cty.Value) ([]Credential, error) {
+	v, _ = v.UnmarkDeep()
+	if v == cty.NilVal || v.IsNull() {
+		return nil, nil
+	}
+	if !v.IsWhollyKnown() {
+		return nil, errors.New("value is not known yet")
+	}
+	if !v.CanIterateElements() {
+		return nil, fmt.Errorf("want a list of credentials, got %s", v.Type().FriendlyName())
+	}
+	var out []Credential
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		if !e.Type().IsObjectType() {
+			return nil, fmt.Errorf("want a credential object, got %s", e.Type().FriendlyName())
+		}
+		get := func(name string) string {
+			if !e.Type().HasAttribute(name) || e.GetAttr(name).IsNull() || e.GetAttr(name).Type() != cty.String {
+				return ""
+			}
+			return e.GetAttr(name).AsString()
+		}
+		c := Credential{Name: get("name"), Host: get("host"), Header: get("header"), Prefix: get("prefix"), Value: get("value"), Env: get("env")}
+		if e.Type().HasAttribute("port") && !e.GetAttr("port").IsNull() {
+			p, _ := e.GetAttr("port").AsBigFloat().Int64()
+			c.Port = int(p)
+		}
+		if c.Port == 0 {
+			c.Port = 443
+		}
+		if c.Name == "" || c.Host == "" || c.Header == "" || c.Value == "" {
+			return nil, fmt.Errorf("credential %q: name, host, header and value are required", c.Name)
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // HealthcheckType is the type of a workload's healthcheck: the block as
@@ -156,6 +221,8 @@ type Workload struct {
 	// Healthcheck says when the workload is ready; nil without a
 	// healthcheck block.
 	Healthcheck *Healthcheck
+	// Credentials are the egress block's credential blocks; nil for none.
+	Credentials []Credential
 }
 
 // DecodeWorkload decodes a workload object: an AgentSpec's or SidecarSpec's

@@ -105,7 +105,7 @@ const (
 var WorkloadAttributes = func() []string {
 	var out []string
 	for _, a := range workloadAttrs {
-		if a.name != "build" && a.name != "egress" && a.name != "healthcheck" {
+		if a.name != "build" && a.name != "egress" && a.name != "healthcheck" && a.name != "credentials" {
 			out = append(out, a.name)
 		}
 	}
@@ -119,8 +119,10 @@ type Refusal struct {
 	// Sidecar is the name of the sidecar that asks; "" for the agent.
 	Sidecar string
 	// Block is the nested block that asks: "sidecar", "build", "egress",
-	// "healthcheck"; "" for an attribute.
-	Block string
+	// "healthcheck", "credential" (named by Credential); "" for an
+	// attribute.
+	Block      string
+	Credential string
 	// Attr is the attribute that asks ("user"), when Block is "".
 	Attr string
 	// Rule is the position of the egress rule in the allow list, and
@@ -281,6 +283,32 @@ func (c Capabilities) checkWorkload(driver, sidecar string, w cty.Value) []Refus
 			Message: fmt.Sprintf("%s cannot be honoured: %s has no %s setting, so %s would run without it; remove %s or run it on a runtime whose driver has one (docker)", name, driver, name, what, name)})
 	}
 	out = append(out, c.Egress.check(driver, sidecar, WorkloadAttr(w, "egress"))...)
+	if !c.Egress.Credentials {
+		for _, name := range credentialNames(WorkloadAttr(w, "credentials")) {
+			out = append(out, Refusal{Sidecar: sidecar, Block: "credential", Credential: name,
+				Message: fmt.Sprintf("%s cannot inject credentials: it has no gateway that could put credential %q into %s's requests, and bottlefile never hands the secret to the workload instead; run %s on a runtime whose driver injects credentials (docker), or remove the credential block and give the workload its key another way", driver, name, what, what)})
+		}
+	}
+	return out
+}
+
+// credentialNames are the names of a credentials list's elements, those
+// known.
+func credentialNames(v cty.Value) []string {
+	v, _ = v.UnmarkDeep()
+	if v == cty.NilVal || v.IsNull() || !v.IsKnown() || !v.CanIterateElements() {
+		return nil
+	}
+	var out []string
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		if !e.IsKnown() || e.IsNull() || !e.Type().IsObjectType() || !e.Type().HasAttribute("name") {
+			continue
+		}
+		if n := e.GetAttr("name"); n.IsKnown() && !n.IsNull() {
+			out = append(out, n.AsString())
+		}
+	}
 	return out
 }
 

@@ -224,6 +224,7 @@ type Workload struct {
 	body    hcl.Body                    // the agent's or sidecar's block body
 	content *hcl.BodyContent            // the workload attributes, and the first block of each type
 	nested  map[string]*hcl.BodyContent // the content of those blocks, by type
+	creds   []credentialBlock           // the egress block's credential blocks
 }
 
 // Has reports whether the workload sets the named attribute or has the
@@ -291,7 +292,7 @@ func (w *Workload) exprs() []hcl.Expression {
 			}
 		}
 	}
-	return out
+	return append(out, w.credentialExprs()...)
 }
 
 // references are what the workload's expressions refer to, from
@@ -306,7 +307,7 @@ func (w *Workload) references() []*reference {
 			refs = append(refs, ref)
 		}
 	}
-	return refs
+	return append(refs, exprRefs(w.credentialExprs()...)...)
 }
 
 // decodeWorkload takes the workload attributes and blocks out of the content
@@ -334,8 +335,15 @@ func decodeWorkload(kind string, block *hcl.Block, content *hcl.BodyContent, ima
 			diags = append(diags, duplicateNested(kind, b, prev.DefRange))
 			continue
 		}
-		nc, moreDiags := b.Body.Content(&hcl.BodySchema{Attributes: fieldSchemas(workloadBlocks[i].fields)})
+		schema := &hcl.BodySchema{Attributes: fieldSchemas(workloadBlocks[i].fields)}
+		if b.Type == "egress" {
+			schema = egressSchema(workloadBlocks[i].fields)
+		}
+		nc, moreDiags := b.Body.Content(schema)
 		diags = append(diags, moreDiags...)
+		if b.Type == "egress" {
+			diags = append(diags, w.decodeCredentials(nc)...)
+		}
 		w.content.Blocks = append(w.content.Blocks, b)
 		w.nested[b.Type] = nc
 	}
@@ -415,6 +423,9 @@ func (s *Scope) evalWorkload(ctx *hcl.EvalContext, w *Workload) (cty.Value, hcl.
 		}
 		vals[b.name] = b.value(attrs, w.block(b.name) != nil)
 	}
+	creds, moreDiags := s.evalCredentials(ctx, w, vals["egress"], vals["env"])
+	diags = append(diags, moreDiags...)
+	vals["credentials"] = creds
 	return cty.ObjectVal(vals), diags
 }
 

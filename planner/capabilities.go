@@ -78,6 +78,12 @@ func refusalDiag(a *lang.Agent, r drivers.Refusal, runtime, driver string) *hcl.
 		if rng, ok := w.Range("healthcheck"); ok {
 			subject = rng
 		}
+	case "credential":
+		d.Summary = "Credential injection not supported by this runtime"
+		d.Detail = fmt.Sprintf("%s: %s.", on, r.Message)
+		if rng, ok := w.CredentialRange(r.Credential); ok {
+			subject = rng
+		}
 	case "egress":
 		if r.Ceiling {
 			d.Summary = "Egress rule outside the runtime's ceiling"
