@@ -29,6 +29,12 @@ type Schema struct {
 	// Agent is the spec of the driver-owned attributes of an agent block
 	// on a runtime of this driver (swarm's placement); nil for none.
 	Agent hcldec.ObjectSpec
+	// CheckRuntime, when set, checks a runtime block decoded against
+	// Runtime beyond its types, contacting nothing: that attributes agree
+	// with each other, that the files they name exist. Values not known
+	// yet (validate knows no variable) are not checked. Validate calls it,
+	// and plan before Configure; each error names its attribute.
+	CheckRuntime func(req ConfigureRequest) []*AttributeError
 }
 
 // Capabilities say what a driver can do with an agent. What an agent asks

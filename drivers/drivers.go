@@ -61,6 +61,10 @@ type ConfigureRequest struct {
 	// StateDir is the directory holding the state (.bottlefile), for drivers
 	// that keep files of their own there.
 	StateDir string
+	// Dir is the Bottlefile's directory: relative paths in the runtime
+	// block (tls_ca, ...) are relative to it. Empty means the working
+	// directory.
+	Dir string
 }
 
 // ReadRequest asks for everything of one lineage.
@@ -228,3 +232,14 @@ func (e *UnreachableError) Error() string {
 }
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// AttributeError says what is wrong with one attribute of a runtime block:
+// validate and plan show it on that attribute's line.
+type AttributeError struct {
+	Attribute string // "tls_ca"
+	Err       error
+}
+
+func (e *AttributeError) Error() string { return e.Attribute + ": " + e.Err.Error() }
+
+func (e *AttributeError) Unwrap() error { return e.Err }

@@ -159,3 +159,20 @@ func (s *Scope) EvalEgressCeiling(r *Runtime) (cty.Value, hcl.Diagnostics) {
 	}
 	return v, s.redact.redact(diags)
 }
+
+// AttrRange is the range of the expression of one of the runtime block's
+// driver attributes; false when the block does not set it.
+func (r *Runtime) AttrRange(name string) (hcl.Range, bool) {
+	if r.Config == nil {
+		return hcl.Range{}, false
+	}
+	content, _, _ := r.Config.PartialContent(&hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: name}}})
+	if content == nil {
+		return hcl.Range{}, false
+	}
+	a, ok := content.Attributes[name]
+	if !ok {
+		return hcl.Range{}, false
+	}
+	return a.Expr.Range(), true
+}

@@ -27,7 +27,9 @@ type ValidateRequest struct {
 // attributes decode with the driver's schema, and that every agent asks
 // its runtime's driver only for what the driver can do (sidecars, build,
 // attributes, egress rules) and only what its runtime's egress_ceiling
-// allows. Variables are unknown. A driver is made by
+// allows, and the driver's own check of its runtime blocks
+// (Schema.CheckRuntime: a tls_ca with a unix:// host, a missing
+// certificate file). Variables are unknown. A driver is made by
 // its factory and asked only for its Declaration: nothing is configured
 // and no runtime is contacted.
 func Validate(req ValidateRequest) (*lang.Parser, hcl.Diagnostics) {
@@ -57,8 +59,12 @@ func Validate(req ValidateRequest) (*lang.Parser, hcl.Diagnostics) {
 		}
 		decls[name] = decl
 		if decode {
-			_, moreDiags = scope.EvalRuntime(rt, decl.Schema.Runtime)
+			val, moreDiags := scope.EvalRuntime(rt, decl.Schema.Runtime)
 			diags = append(diags, moreDiags...)
+			if !moreDiags.HasErrors() {
+				req := drivers.ConfigureRequest{Runtime: name, Config: val, Dir: cfg.BaseDir()}
+				diags = append(diags, planner.CheckRuntime(rt, decl.Schema, req)...)
+			}
 			ceilings[name], moreDiags = scope.EvalEgressCeiling(rt)
 			diags = append(diags, moreDiags...)
 		}

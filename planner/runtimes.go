@@ -65,18 +65,51 @@ func ConfigureRuntimes(ctx context.Context, cfg *lang.Config, scope *lang.Scope,
 		if moreDiags.HasErrors() || ceilDiags.HasErrors() {
 			continue
 		}
-		if err := d.Configure(ctx, drivers.ConfigureRequest{Runtime: name, Config: val, StateDir: stateDir}); err != nil {
+		req := drivers.ConfigureRequest{Runtime: name, Config: val, StateDir: stateDir, Dir: cfg.BaseDir()}
+		if moreDiags := CheckRuntime(rt, d.Declare().Schema, req); moreDiags.HasErrors() {
+			diags = append(diags, moreDiags...)
+			continue
+		}
+		if err := d.Configure(ctx, req); err != nil {
 			summary := fmt.Sprintf("Cannot configure runtime %q", name)
+			subject := runtimeRange(cfg, name)
 			var ue *drivers.UnreachableError
-			if errors.As(err, &ue) {
+			var ae *drivers.AttributeError
+			switch {
+			case errors.As(err, &ue):
 				summary = fmt.Sprintf("Cannot reach runtime %q", name)
+			case errors.As(err, &ae):
+				if r, ok := rt.AttrRange(ae.Attribute); ok {
+					subject = r.Ptr()
+				}
 			}
-			diags = append(diags, errorDiag(summary, err.Error(), runtimeRange(cfg, name)))
+			diags = append(diags, errorDiag(summary, err.Error(), subject))
 			continue
 		}
 		out[name] = &Runtime{Name: name, Driver: d, Ceiling: ceiling}
 	}
 	return out, diags
+}
+
+// CheckRuntime runs the driver's own check of a decoded runtime block
+// (Schema.CheckRuntime), which contacts nothing: one error per attribute
+// it refuses, on that attribute.
+func CheckRuntime(rt *lang.Runtime, schema drivers.Schema, req drivers.ConfigureRequest) hcl.Diagnostics {
+	if schema.CheckRuntime == nil {
+		return nil
+	}
+	var diags hcl.Diagnostics
+	for _, ae := range schema.CheckRuntime(req) {
+		subject := rt.DeclRange.Ptr()
+		if r, ok := rt.AttrRange(ae.Attribute); ok {
+			subject = r.Ptr()
+		}
+		if rt.Implicit {
+			subject = nil
+		}
+		diags = append(diags, errorDiag(fmt.Sprintf("Invalid %s", ae.Attribute), fmt.Sprintf("Runtime %q: %s.", rt.Name, ae), subject))
+	}
+	return diags
 }
 
 // UnknownDriver is the error for a runtime whose driver is not in the
