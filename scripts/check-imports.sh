@@ -18,7 +18,11 @@ declare -A allowed=(
   [drivers]="egress"
   [state]=""
   [egress]=""
-  [drivers/docker]="drivers egress dockersave"
+  # engine is how the Docker-engine drivers (docker, swarm) reach an
+  # engine: the connection attributes, the dialer, the errors.
+  [drivers/engine]="drivers"
+  [drivers/engine/enginetest]=""
+  [drivers/docker]="drivers egress dockersave drivers/engine"
   [drivers/docker/dockertest]="drivers"
   [drivers/swarm/swarmtest]="drivers drivers/docker/dockertest"
   [drivers/smolvm]="drivers egress dockersave"

@@ -96,7 +96,7 @@ func (d *Driver) planBottle(ctx context.Context, a drivers.AgentSpec, addr, netA
 		objects = append(objects, gw)
 	}
 
-	api, _, err := d.engine()
+	api, _, err := d.engine(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -367,7 +367,7 @@ func (d *Driver) replaceUnstartable(ctx context.Context, api dockerAPI, req driv
 	var resp drivers.ApplyResponse
 	var err error
 	if req.Object.Kind == kindGateway {
-		_, pool, perr := d.engine()
+		_, pool, perr := d.engine(ctx)
 		if perr != nil {
 			return resp, perr
 		}

@@ -8,6 +8,12 @@
 //	  host        = "unix:///var/run/docker.sock" # optional; else DOCKER_HOST
 //	  subnet_pool = "10.213.0.0/16"               # optional; the default
 //
+//	  # host may be tcp://HOST:PORT, with TLS from these (all optional):
+//	  tls_ca   = "certs/ca.pem"   # the CA the engine's certificate must be signed by
+//	  tls_cert = "certs/cert.pem" # the client certificate the engine asks for
+//	  tls_key  = "certs/key.pem"  # its key
+//	  # or ssh://USER@HOST[:PORT]: ssh runs `docker system dial-stdio` there
+//
 //	  egress_network     = "corp-egress"   # optional: an existing network for the gateways
 //	  egress_subnet_pool = "10.214.0.0/16" # optional; the default, for a managed one
 //	  gateway_dns        = ["10.0.0.53"]   # optional: the gateways' DNS servers
@@ -15,8 +21,9 @@
 //	  insecure_skip_isolation_check = false # true only for throwaway test engines
 //	}
 //
-// Configure only makes the client; the engine is first contacted by Read,
-// Plan or Apply. Plan makes one read-only call per driver instance: the
+// Configure only makes the client (drivers/engine, shared with the swarm
+// driver); the engine is first contacted by Read, Plan or Apply, which
+// check once that it answers with API 1.41 or later. Plan makes one read-only call per driver instance: the
 // isolation check (isolation.go), which refuses an engine on which a
 // bottle's isolation cannot hold (dockerd --iptables=false, seen as IP
 // masquerading off on its default bridge, or no default bridge at all).

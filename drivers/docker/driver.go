@@ -6,16 +6,15 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
-	"os"
 	"sync"
 	"sync/atomic"
 
-	"github.com/docker/docker/client"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 )
 
 // DefaultSubnetPool is where agent networks get their /28 subnets when the
@@ -32,13 +31,13 @@ type Driver struct {
 	log hclog.Logger
 
 	// newAPI makes the engine client; tests replace it.
-	newAPI func(host string) (dockerAPI, error)
+	newAPI func(ep engine.Endpoint) (dockerAPI, error)
 
 	// mu guards the fields below, which Configure sets and Close clears.
 	mu      sync.RWMutex
 	api     dockerAPI
 	runtime string
-	host    string
+	ep      engine.Endpoint // where the engine is (drivers/engine)
 	pool    netip.Prefix
 	egress  egressConfig
 	snap    snapshotConfig // snapshot.go
@@ -72,26 +71,19 @@ func New(log hclog.Logger) (drivers.Driver, error) {
 	return newDriver(log, newClient), nil
 }
 
-func newDriver(log hclog.Logger, newAPI func(host string) (dockerAPI, error)) *Driver {
+func newDriver(log hclog.Logger, newAPI func(ep engine.Endpoint) (dockerAPI, error)) *Driver {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
 	return &Driver{log: log.Named("docker"), newAPI: newAPI}
 }
 
-// newClient makes an engine client that has not contacted the engine yet.
-// The environment (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH)
-// applies first; a host from the runtime block wins over DOCKER_HOST.
-func newClient(host string) (dockerAPI, error) {
-	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
-	if host != "" {
-		opts = append(opts, client.WithHost(host))
-	}
-	cli, err := client.NewClientWithOpts(opts...)
-	if err != nil {
-		return nil, err
-	}
-	return cli, nil
+// newClient makes an engine client that has not contacted the engine yet
+// (drivers/engine: unix://, tcp:// with TLS, ssh://; the host from the
+// runtime block, else DOCKER_HOST and DOCKER_CERT_PATH, else the default
+// socket). The driver calls its Connect before its first call.
+func newClient(ep engine.Endpoint) (dockerAPI, error) {
+	return ep.Open()
 }
 
 // Name is the driver attribute value of a docker runtime block.
@@ -106,7 +98,7 @@ func (d *Driver) Declare() drivers.Declaration {
 // Declaration is the docker driver's declaration, without a driver.
 func Declaration() drivers.Declaration {
 	return drivers.Declaration{
-		Schema: drivers.Schema{Runtime: configSpec()},
+		Schema: drivers.Schema{Runtime: configSpec(), CheckRuntime: engine.Check},
 		Capabilities: drivers.Capabilities{
 			Sidecars:    true,
 			Build:       true,
@@ -125,15 +117,17 @@ func Declaration() drivers.Declaration {
 	}
 }
 
-// configSpec is the schema of a docker runtime block's own attributes.
+// configSpec is the schema of a docker runtime block's own attributes:
+// the engine's address (host, tls_ca, tls_cert, tls_key: drivers/engine)
+// and the driver's own.
 func configSpec() hcldec.ObjectSpec {
 	spec := hcldec.ObjectSpec{
-		"host": &hcldec.AttrSpec{Name: "host", Type: cty.String},
 		"subnet_pool": &hcldec.DefaultSpec{
 			Primary: &hcldec.AttrSpec{Name: "subnet_pool", Type: cty.String},
 			Default: &hcldec.LiteralSpec{Value: cty.StringVal(DefaultSubnetPool)},
 		},
 	}
+	maps.Copy(spec, engine.Spec())
 	maps.Copy(spec, egressSpec())
 	maps.Copy(spec, snapshotSpec())
 	return spec
@@ -142,9 +136,9 @@ func configSpec() hcldec.ObjectSpec {
 // Configure reads the runtime block and makes the engine client. It does
 // not contact the engine: the first Read or Apply does.
 func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) error {
-	host, err := drivers.ConfigString(req.Config, "host")
+	ep, err := engine.FromConfig(req)
 	if err != nil {
-		return fmt.Errorf("runtime %q: host: %w", req.Runtime, err)
+		return fmt.Errorf("runtime %q: %w", req.Runtime, err)
 	}
 	poolStr, err := drivers.ConfigString(req.Config, "subnet_pool")
 	if err != nil {
@@ -165,14 +159,18 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 	if err != nil {
 		return fmt.Errorf("runtime %q: %w", req.Runtime, err)
 	}
-	api, err := d.newAPI(host)
+	api, err := d.newAPI(ep)
 	if err != nil {
-		return &drivers.UnreachableError{Runtime: req.Runtime, Address: engineAddress(host, nil), Err: err}
+		var ae *drivers.AttributeError
+		if errors.As(err, &ae) {
+			return fmt.Errorf("runtime %q: %w", req.Runtime, err)
+		}
+		return &drivers.UnreachableError{Runtime: req.Runtime, Address: ep.Address(), Err: err}
 	}
 
 	d.mu.Lock()
 	old := d.api
-	d.api, d.runtime, d.host, d.pool, d.egress = api, req.Runtime, host, pool, eg
+	d.api, d.runtime, d.ep, d.pool, d.egress = api, req.Runtime, ep, pool, eg
 	d.checks = &engineChecks{}
 	d.snap = sc
 	d.mu.Unlock()
@@ -182,7 +180,7 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 	if old != nil {
 		_ = old.Close()
 	}
-	d.log.Debug("configured", "runtime", req.Runtime, "host", host, "subnet_pool", pool.String())
+	d.log.Debug("configured", "runtime", req.Runtime, "engine", ep.Address(), "tls", ep.TLS(), "subnet_pool", pool.String())
 	return nil
 }
 
@@ -207,51 +205,43 @@ func (d *Driver) Close() error {
 	return api.Close()
 }
 
-// engineAddress says where the engine is looked for, as the user set it:
-// the runtime's host, else DOCKER_HOST, else the client's default.
-func engineAddress(host string, api dockerAPI) string {
-	switch {
-	case host != "":
-		return fmt.Sprintf("host = %q", host)
-	case os.Getenv("DOCKER_HOST") != "":
-		return "DOCKER_HOST=" + os.Getenv("DOCKER_HOST")
-	}
-	if c, ok := api.(interface{ DaemonHost() string }); ok {
-		return c.DaemonHost()
-	}
-	return client.DefaultDockerHost
-}
-
 // unreachable turns an error that says the engine cannot be reached at
-// all into a drivers.UnreachableError, which the planner reports once for
-// the runtime rather than once per object; other errors pass unchanged.
+// all into a drivers.UnreachableError naming what failed (refused, TLS,
+// authentication, API too old: drivers/engine), which the planner reports
+// once for the runtime rather than once per object; other errors pass
+// unchanged.
 func (d *Driver) unreachable(err error) error {
-	if err == nil || !client.IsErrConnectionFailed(err) {
-		return err
-	}
-	var ue *drivers.UnreachableError
-	if errors.As(err, &ue) {
-		return err
+	if err == nil {
+		return nil
 	}
 	d.mu.RLock()
-	runtime, host, api := d.runtime, d.host, d.api
+	ep := d.ep
 	d.mu.RUnlock()
-	var cf interface{ Unwrap() error }
-	inner := err
-	for errors.As(inner, &cf) && client.IsErrConnectionFailed(cf.Unwrap()) {
-		inner = cf.Unwrap()
-	}
-	return &drivers.UnreachableError{Runtime: runtime, Address: engineAddress(host, api), Err: inner}
+	return ep.Classify(err)
+}
+
+// connector is what the real engine client has beyond dockerAPI: the
+// once-per-client check that the engine answers with a recent enough API
+// (engine.Engine.Connect). Test fakes lack it.
+type connector interface {
+	Connect(ctx context.Context) error
 }
 
 // engine returns the client and subnet pool, or an error before Configure.
-func (d *Driver) engine() (dockerAPI, netip.Prefix, error) {
+// The first call of a configured client checks the engine (Connect).
+func (d *Driver) engine(ctx context.Context) (dockerAPI, netip.Prefix, error) {
 	d.mu.RLock()
-	defer d.mu.RUnlock()
-	if d.api == nil {
+	api, pool := d.api, d.pool
+	d.mu.RUnlock()
+	if api == nil {
 		return nil, netip.Prefix{}, errors.New("docker driver is not configured")
 	}
-	return d.api, d.pool, nil
+	if c, ok := api.(connector); ok {
+		if err := c.Connect(ctx); err != nil {
+			return nil, netip.Prefix{}, err
+		}
+	}
+	return api, pool, nil
 }
 
 // parseSubnetPool checks the subnet_pool attribute: an IPv4 network

@@ -24,6 +24,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 )
 
 const testLineage = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
@@ -36,7 +37,7 @@ func testLogger(t *testing.T) hclog.Logger {
 // fakeDriver is a driver configured against a fake engine.
 func fakeDriver(t *testing.T, api *fakeAPI, pool string) *Driver {
 	t.Helper()
-	d := newDriver(testLogger(t), func(string) (dockerAPI, error) { return api, nil })
+	d := newDriver(testLogger(t), func(engine.Endpoint) (dockerAPI, error) { return api, nil })
 	cfg := cty.ObjectVal(map[string]cty.Value{"host": cty.NullVal(cty.String), "subnet_pool": cty.StringVal(pool)})
 	if err := d.Configure(t.Context(), drivers.ConfigureRequest{Runtime: "test", Config: cfg}); err != nil {
 		t.Fatalf("Configure: %v", err)
@@ -344,7 +345,7 @@ func TestConfigure(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.pool.GoString(), func(t *testing.T) {
 			made := 0
-			d := newDriver(testLogger(t), func(string) (dockerAPI, error) { made++; return &fakeAPI{}, nil })
+			d := newDriver(testLogger(t), func(engine.Endpoint) (dockerAPI, error) { made++; return &fakeAPI{}, nil })
 			cfg := cty.ObjectVal(map[string]cty.Value{"host": cty.NullVal(cty.String), "subnet_pool": tt.pool})
 			err := d.Configure(t.Context(), drivers.ConfigureRequest{Runtime: "local", Config: cfg})
 			if tt.wantErr == "" {
@@ -366,7 +367,7 @@ func TestConfigure(t *testing.T) {
 func TestConfigureTouchesNoEngine(t *testing.T) {
 	api := &fakeAPI{}
 	var hosts []string
-	d := newDriver(nil, func(h string) (dockerAPI, error) { hosts = append(hosts, h); return api, nil })
+	d := newDriver(nil, func(ep engine.Endpoint) (dockerAPI, error) { hosts = append(hosts, ep.Host); return api, nil })
 	cfg := cty.ObjectVal(map[string]cty.Value{"host": cty.StringVal("unix:///nowhere.sock"), "subnet_pool": cty.NullVal(cty.String)})
 	if err := d.Configure(t.Context(), drivers.ConfigureRequest{Runtime: "r", Config: cfg}); err != nil {
 		t.Fatal(err)

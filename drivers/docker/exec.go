@@ -36,7 +36,7 @@ func (d *Driver) Exec(ctx context.Context, lineage string, obj drivers.LiveObjec
 	if len(req.Command) == 0 {
 		return 0, errors.New("no command to run")
 	}
-	api, _, err := d.engine()
+	api, _, err := d.engine(ctx)
 	if err != nil {
 		return 0, err
 	}

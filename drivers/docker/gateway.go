@@ -491,7 +491,7 @@ func (d *Driver) updateGateway(ctx context.Context, api dockerAPI, req drivers.A
 	}
 	// The forbidden prefixes are computed again: networks made since the
 	// gateway was are forbidden too.
-	_, pool, err := d.engine()
+	_, pool, err := d.engine(ctx)
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 	"github.com/bottlefile/bottlefile/egress"
 )
 
@@ -42,7 +43,7 @@ func isolatingEngine() []network.Summary {
 // egress attributes given.
 func egressDriver(t *testing.T, api *fakeAPI, attrs map[string]cty.Value) *Driver {
 	t.Helper()
-	d := newDriver(testLogger(t), func(string) (dockerAPI, error) { return api, nil })
+	d := newDriver(testLogger(t), func(engine.Endpoint) (dockerAPI, error) { return api, nil })
 	cfg := map[string]cty.Value{"host": cty.NullVal(cty.String), "subnet_pool": cty.StringVal(DefaultSubnetPool)}
 	for k, v := range attrs {
 		cfg[k] = v
@@ -383,7 +384,11 @@ func TestGatewayForbid(t *testing.T) {
 		// A user's network: only its gateway, the host's address.
 		{IPAM: network.IPAM{Config: []network.IPAMConfig{{Subnet: "10.50.0.0/24", Gateway: "10.50.0.1"}}}},
 	}
-	d := &Driver{log: hclog.NewNullLogger(), host: "tcp://192.0.2.7:2376"}
+	u, err := engine.ParseHost("tcp://192.0.2.7:2376")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Driver{log: hclog.NewNullLogger(), ep: engine.Endpoint{Host: "tcp://192.0.2.7:2376", URL: u}}
 	got := d.gatewayForbid(t.Context(), nets, netip.MustParsePrefix("10.213.0.0/16"), netip.Prefix{})
 	var s []string
 	for _, p := range got {
@@ -487,7 +492,7 @@ func TestEgressConfig(t *testing.T) {
 		{map[string]cty.Value{"egress_network": cty.StringVal("a b")}, "not a docker network name"},
 		{map[string]cty.Value{"gateway_dns": cty.ListVal([]cty.Value{cty.StringVal("dns.example")})}, "not an IP address"},
 	} {
-		d := newDriver(nil, func(string) (dockerAPI, error) { return &fakeAPI{}, nil })
+		d := newDriver(nil, func(engine.Endpoint) (dockerAPI, error) { return &fakeAPI{}, nil })
 		cfg := map[string]cty.Value{"host": cty.NullVal(cty.String)}
 		for k, v := range tt.attrs {
 			cfg[k] = v

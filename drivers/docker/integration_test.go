@@ -24,6 +24,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 )
 
 // engineTest is one integration test's driver, engine and lineage.
@@ -50,8 +51,8 @@ func newEngineTestGateway(t *testing.T, gatewayBinary string) *engineTest {
 	lineage := dockertest.NewLineage()
 	dockertest.Cleanup(t, cli, lineage)
 	counter := &countingAPI{}
-	d := newDriver(testLogger(t), func(host string) (dockerAPI, error) {
-		api, err := newClient(host)
+	d := newDriver(testLogger(t), func(ep engine.Endpoint) (dockerAPI, error) {
+		api, err := newClient(ep)
 		if err != nil {
 			return nil, err
 		}

@@ -9,16 +9,13 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/client"
 )
 
 // engineChecks caches, per configured driver, the one read-only engine call
@@ -293,48 +290,25 @@ next:
 }
 
 // engineHostAddrs are the addresses of a remote engine's host, from the
-// name in its URL (tcp://host:2376, ssh://user@host): the gateway must not
-// reach that host's own services either. A name that does not resolve
+// name in its address (tcp://host:2376, ssh://user@host): the gateway must
+// not reach that host's own services either. A name that does not resolve
 // gives none (logged).
 func (d *Driver) engineHostAddrs(ctx context.Context) []netip.Addr {
 	d.mu.RLock()
-	host := d.host
+	ep := d.ep
 	d.mu.RUnlock()
-	if host == "" {
-		host = os.Getenv("DOCKER_HOST")
-	}
-	u, err := url.Parse(host)
-	if err != nil || u.Hostname() == "" {
-		return nil
-	}
-	if a, err := netip.ParseAddr(u.Hostname()); err == nil {
-		return []netip.Addr{a.Unmap()}
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", u.Hostname())
+	addrs, err := ep.HostAddrs(ctx)
 	if err != nil {
-		d.log.Warn("cannot resolve the engine host to forbid its addresses to gateways", "host", u.Hostname(), "error", err)
-		return nil
-	}
-	for i, a := range addrs {
-		addrs[i] = a.Unmap()
+		d.log.Warn("cannot resolve the engine host to forbid its addresses to gateways", "engine", ep.Address(), "error", err)
 	}
 	return addrs
 }
 
 // engineIsLocal reports whether the runtime's engine runs on this machine:
-// a unix socket or a Windows named pipe, named by the runtime block or by
-// DOCKER_HOST, or the default socket.
+// a unix socket, or a tcp:// or ssh:// address on loopback, named by the
+// runtime block or by DOCKER_HOST, or the default socket.
 func (d *Driver) engineIsLocal() bool {
 	d.mu.RLock()
-	host := d.host
-	d.mu.RUnlock()
-	if host == "" {
-		host = os.Getenv("DOCKER_HOST")
-	}
-	if host == "" {
-		host = client.DefaultDockerHost
-	}
-	return strings.HasPrefix(host, "unix://") || strings.HasPrefix(host, "npipe://")
+	defer d.mu.RUnlock()
+	return d.ep.Local()
 }

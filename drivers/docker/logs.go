@@ -24,7 +24,7 @@ func (d *Driver) Logs(ctx context.Context, lineage string, obj drivers.LiveObjec
 	if obj.Kind != kindContainer && obj.Kind != kindGateway {
 		return fmt.Errorf("%s is a docker %s, which keeps no log; agents, sidecars and gateways do", obj.Addr, obj.Kind)
 	}
-	api, _, err := d.engine()
+	api, _, err := d.engine(ctx)
 	if err != nil {
 		return err
 	}

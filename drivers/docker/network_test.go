@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/docker/docker/api/types/network"
+
+	"github.com/bottlefile/bottlefile/drivers/engine"
 )
 
 // TestNetworkCreateAsksForDuplicateCheck: on an API 1.41 engine (which
@@ -38,7 +40,11 @@ func TestNetworkCreateAsksForDuplicateCheck(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	api, err := newClient("tcp://" + strings.TrimPrefix(srv.URL, "http://"))
+	ep, err := engine.ForHost("test", "tcp://"+strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := newClient(ep)
 	if err != nil {
 		t.Fatal(err)
 	}

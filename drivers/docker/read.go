@@ -29,7 +29,7 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 	if req.Lineage == "" {
 		return resp, nil
 	}
-	api, _, err := d.engine()
+	api, _, err := d.engine(ctx)
 	if err != nil {
 		return resp, err
 	}

@@ -36,7 +36,7 @@ func (d *Driver) Settle(ctx context.Context, req drivers.SettleRequest) error {
 	if req.Object.Kind != kindContainer || req.ID == "" {
 		return nil
 	}
-	api, _, err := d.engine()
+	api, _, err := d.engine(ctx)
 	if err != nil {
 		return err
 	}
@@ -108,7 +108,7 @@ func (d *Driver) DescribeExit(ctx context.Context, lineage string, obj drivers.L
 	if obj.Kind != kindContainer || obj.ID == "" {
 		return obj.Exit, nil
 	}
-	api, _, err := d.engine()
+	api, _, err := d.engine(ctx)
 	if err != nil {
 		return nil, err
 	}

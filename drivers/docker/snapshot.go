@@ -120,8 +120,8 @@ var (
 
 // snapshotEngine returns the client as a snapshotAPI and the runtime's
 // snapshot settings.
-func (d *Driver) snapshotEngine() (snapshotAPI, snapshotConfig, error) {
-	api, _, err := d.engine()
+func (d *Driver) snapshotEngine(ctx context.Context) (snapshotAPI, snapshotConfig, error) {
+	api, _, err := d.engine(ctx)
 	if err != nil {
 		return nil, snapshotConfig{}, err
 	}
@@ -244,7 +244,7 @@ func (d *Driver) createSnapshot(ctx context.Context, req drivers.ApplyRequest) (
 	fail := func(format string, args ...any) (drivers.ApplyResponse, error) {
 		return drivers.ApplyResponse{}, fmt.Errorf("taking snapshot %s: %s", addr, fmt.Sprintf(format, args...))
 	}
-	api, conf, err := d.snapshotEngine()
+	api, conf, err := d.snapshotEngine(ctx)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -723,7 +723,7 @@ func (d *Driver) Written(ctx context.Context, lineage string, obj drivers.LiveOb
 	if obj.Kind != kindContainer {
 		return drivers.Written{}, nil
 	}
-	api, _, err := d.snapshotEngine()
+	api, _, err := d.snapshotEngine(ctx)
 	if err != nil {
 		return drivers.Written{}, err
 	}

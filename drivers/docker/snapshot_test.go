@@ -25,6 +25,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 )
 
 func TestSnapshotRef(t *testing.T) {
@@ -456,7 +457,7 @@ func newSnapFake(t *testing.T, lineage string, baseLayers int, flattenDepth int)
 		return r, nil
 	}
 	f.ImageListFn = func(image.ListOptions) ([]image.Summary, error) { return nil, nil }
-	d := newDriver(testLogger(t), func(string) (dockerAPI, error) { return f, nil })
+	d := newDriver(testLogger(t), func(engine.Endpoint) (dockerAPI, error) { return f, nil })
 	cfg := cty.ObjectVal(map[string]cty.Value{"host": cty.NullVal(cty.String), "flatten_depth": cty.NumberIntVal(int64(flattenDepth))})
 	if err := d.Configure(t.Context(), drivers.ConfigureRequest{Runtime: "test", Config: cfg}); err != nil {
 		t.Fatal(err)
@@ -1012,7 +1013,7 @@ func TestSweepTakesOnlyLeftovers(t *testing.T) {
 		removed = append(removed, "container "+id)
 		return nil
 	}
-	api, _, _ := d.engine()
+	api, _, _ := d.engine(t.Context())
 	d.sweepSnapshots(t.Context(), api, lineage)
 	want := []string{"sha256:untagged force=false prune=false", "sha256:old-inter force=true prune=false", "container builder", "sha256:step force=false prune=true"}
 	if !slices.Equal(removed, want) {

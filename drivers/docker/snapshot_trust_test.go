@@ -146,11 +146,11 @@ func TestIntegrationSnapshotSweepRace(t *testing.T) {
 	other := newSnapEngine(t, 100)
 	a := e.agentSpec("racer")
 	_, ctrID := e.run(a, "")
-	api, _, err := e.d.engine()
+	api, _, err := e.d.engine(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	oapi, _, err := other.d.engine()
+	oapi, _, err := other.d.engine(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestIntegrationSnapshotParallelDeletes(t *testing.T) {
 }
 
 func (e *snapEngine) mustAPI() dockerAPI {
-	api, _, err := e.d.engine()
+	api, _, err := e.d.engine(e.t.Context())
 	if err != nil {
 		e.t.Fatal(err)
 	}

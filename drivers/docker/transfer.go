@@ -21,7 +21,7 @@ import (
 // ExportSnapshot writes one snapshot image as a docker-save tar stream
 // (docker save), straight from the engine to w.
 func (d *Driver) ExportSnapshot(ctx context.Context, ref string, w io.Writer) error {
-	api, _, err := d.snapshotEngine()
+	api, _, err := d.snapshotEngine(ctx)
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func (d *Driver) ImportSnapshot(ctx context.Context, req drivers.ImportRequest, 
 	if req.Lineage == "" {
 		return fail("no state lineage")
 	}
-	api, _, err := d.snapshotEngine()
+	api, _, err := d.snapshotEngine(ctx)
 	if err != nil {
 		return fail("%v", err)
 	}
