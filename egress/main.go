@@ -38,6 +38,11 @@ import (
 // Besides -forbid, the gateway never connects to its own interface addresses
 // nor to its default gateway (on a docker network, the docker host).
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// Ask for SIGHUP first: a Go program signalled before it asks dies
+	// (exit 2, nothing logged).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	fs := flag.NewFlagSet("bottlefile gateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", ":3128", "`address` the proxy listens on")
@@ -92,9 +97,6 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// Load the rules before the first request can come.
 		w := newRulesWatcher(*rulesPath, *forbidPath, g, events)
 		w.check()
-		hup := make(chan os.Signal, 1)
-		signal.Notify(hup, syscall.SIGHUP)
-		defer signal.Stop(hup)
 		now := make(chan struct{}, 1)
 		wg.Go(func() {
 			for {

@@ -31,6 +31,8 @@ type fakeAPI struct {
 	ImageRemoveFn      func(string, image.RemoveOptions) ([]image.DeleteResponse, error)
 	ImageInspectFn     func(string) (image.InspectResponse, error)
 	ContainerCreateFn  func(*container.Config, string) (container.CreateResponse, error)
+	CopyToContainerFn  func(id, path string) error
+	ContainerKillFn    func(id, signal string) error
 }
 
 var _ dockerAPI = (*fakeAPI)(nil)

@@ -430,6 +430,8 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 		cleanup()
 		return fail("writing its rules file: %v", err)
 	}
+	gatewayStarting(created.ID, true)
+	defer gatewayStarting(created.ID, false)
 	if err := api.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		cleanup()
 		return fail("starting: %v", err)
@@ -438,6 +440,7 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 		cleanup()
 		return fail("%v", err)
 	}
+	gatewayStarting(created.ID, false)
 	forbidSent(created.ID, forbid)
 	// The others of this state learn of what this apply made (a network).
 	d.pushForbid(ctx, api, req.Lineage, forbid)
@@ -908,11 +911,28 @@ func (d *Driver) gatewayForbid(ctx context.Context, nets []network.Summary, pool
 }
 
 // forbidCache remembers, per gateway container, the forbid list this
-// process last gave it, so that pushForbid writes only what changed.
+// process last gave it, so that pushForbid writes only what changed, and
+// the gateways this process is starting. A SIGHUP that reaches a Go
+// program before it asks for the signal kills it (exit 2, nothing in its
+// log), so a starting gateway gets the file without the signal: it reads
+// the file as it starts, or at its next poll.
 var forbidCache = struct {
 	sync.Mutex
-	sent map[string]string
-}{sent: map[string]string{}}
+	sent     map[string]string
+	starting map[string]bool
+}{sent: map[string]string{}, starting: map[string]bool{}}
+
+// gatewayStarting marks a gateway this process is starting (on) or has
+// seen ready or removed (off).
+func gatewayStarting(id string, on bool) {
+	forbidCache.Lock()
+	defer forbidCache.Unlock()
+	if on {
+		forbidCache.starting[id] = true
+	} else {
+		delete(forbidCache.starting, id)
+	}
+}
 
 func forbidKey(forbid []netip.Prefix) string {
 	return egress.NewForbidFile(forbid).String()
@@ -940,7 +960,7 @@ func (d *Driver) pushForbid(ctx context.Context, api dockerAPI, lineage string, 
 	key := forbidKey(forbid)
 	for _, c := range list {
 		forbidCache.Lock()
-		same := forbidCache.sent[c.ID] == key
+		same, starting := forbidCache.sent[c.ID] == key, forbidCache.starting[c.ID]
 		forbidCache.Unlock()
 		if same || c.State != container.StateRunning {
 			continue
@@ -949,7 +969,7 @@ func (d *Driver) pushForbid(ctx context.Context, api dockerAPI, lineage string, 
 		if err == nil {
 			err = api.CopyToContainer(ctx, c.ID, rulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{})
 		}
-		if err == nil {
+		if err == nil && !starting {
 			err = api.ContainerKill(ctx, c.ID, "HUP")
 		}
 		if err != nil {

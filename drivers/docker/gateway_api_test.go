@@ -37,8 +37,11 @@ func (c *countingAPI) ImageImport(ctx context.Context, src image.ImportSource, r
 	return c.api.ImageImport(ctx, src, ref, o)
 }
 
-func (f *fakeAPI) ContainerKill(context.Context, string, string) error {
+func (f *fakeAPI) ContainerKill(_ context.Context, id, signal string) error {
 	f.record("ContainerKill")
+	if f.ContainerKillFn != nil {
+		return f.ContainerKillFn(id, signal)
+	}
 	return unexpected("ContainerKill")
 }
 
@@ -47,8 +50,11 @@ func (f *fakeAPI) ContainerLogs(context.Context, string, container.LogsOptions) 
 	return nil, unexpected("ContainerLogs")
 }
 
-func (f *fakeAPI) CopyToContainer(context.Context, string, string, io.Reader, container.CopyToContainerOptions) error {
+func (f *fakeAPI) CopyToContainer(_ context.Context, id, path string, _ io.Reader, _ container.CopyToContainerOptions) error {
 	f.record("CopyToContainer")
+	if f.CopyToContainerFn != nil {
+		return f.CopyToContainerFn(id, path)
+	}
 	return unexpected("CopyToContainer")
 }
 
