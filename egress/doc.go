@@ -111,6 +111,35 @@
 // deadline and every response a write timeout, so a client that never
 // reads holds nothing for long.
 //
+// # Credentials
+//
+// [Gateway.SetCredentials] (or the -credentials file, a [CredentialsFile])
+// gives the gateway the bottle's CA (an ECDSA P-256 key the docker driver
+// makes and keeps in the state directory; the agent holds only its
+// certificate) and [Credential]s. A CONNECT to a credential's host and port
+// that the rules allow is not spliced: the gateway answers 200, terminates
+// the agent's TLS with a certificate for the host signed by the CA (HTTP/2
+// or HTTP/1.1, as the agent offers), and forwards each request over TLS it
+// verifies (against the system's CAs and the file's upstream_cas) to the
+// addresses it checked, the credential's header set to prefix+value
+// whatever the agent sent in it. The CONNECT is logged with the outcome
+// "intercepted", each request with "credential-injected" and the
+// credential's name and header, never its value. Every other destination
+// stays an untouched tunnel.
+//
+// The agent holds a placeholder in place of the value. A request that
+// carries a credential's placeholder in its target, URL or headers to any
+// destination but that credential's is refused 403 and logged with the
+// outcome "credential-elsewhere", "an attempt to use the credential
+// elsewhere": in a plain HTTP request, a CONNECT's request, or a request
+// of another credential host. The inside of an untouched tunnel is
+// encrypted and not looked at; there the placeholder is worth nothing.
+//
+// New credentials take effect at the next request, open tunnels included;
+// a tunnel whose host lost its credential, or that shows a certificate of
+// a CA no longer in force, is closed. The "credentials-loaded" event gives
+// the file's version and the credentials' names.
+//
 // # Live reload
 //
 // [Gateway.SetRules] swaps the allowlist atomically and closes the open

@@ -103,6 +103,8 @@ type Gateway struct {
 	logMu     sync.Mutex
 	refusals  refusalLimit
 
+	creds atomic.Pointer[credset] // SetCredentials'; nil for none
+
 	tunnelMu sync.Mutex
 	tunnels  map[*tunnel]struct{}
 	lim      atomic.Pointer[connLimit] // of the last Serve
@@ -123,6 +125,10 @@ type tunnel struct {
 	port  int
 	addr  netip.Addr // the address it connected to
 	close func()
+	// intercepted: the gateway terminates its TLS to inject credentials;
+	// a change of credentials closes it.
+	intercepted bool
+	trust       string // an intercepted tunnel's CA and upstream CAs
 }
 
 type ruleset struct {
@@ -197,7 +203,10 @@ func (g *Gateway) stillAllowed(t *tunnel) bool {
 // the rules changed since its decision and no longer allow it, it is
 // closed at once (revoke may have run before it was recorded).
 func (g *Gateway) track(host hostKey, port int, addr netip.Addr, close func()) (untrack func()) {
-	t := &tunnel{host: host, port: port, addr: addr, close: close}
+	return g.trackTunnel(&tunnel{host: host, port: port, addr: addr, close: close})
+}
+
+func (g *Gateway) trackTunnel(t *tunnel) (untrack func()) {
 	g.tunnelMu.Lock()
 	if g.tunnels == nil {
 		g.tunnels = map[*tunnel]struct{}{}
@@ -253,6 +262,15 @@ const (
 	OutcomeDNSFailed  = "dns-failed"             // allowed; the name did not resolve
 	OutcomeTimedOut   = "timed-out"              // allowed; resolving or connecting timed out
 	OutcomeFailed     = "failed"                 // allowed; connecting failed otherwise (unreachable)
+	// OutcomeIntercepted: allowed, a CONNECT to a credential host, whose
+	// TLS the gateway terminates to inject the credential.
+	OutcomeIntercepted = "intercepted"
+	// OutcomeCredentialInjected: one request of an intercepted tunnel,
+	// forwarded with its credentials set.
+	OutcomeCredentialInjected = "credential-injected"
+	// OutcomeCredentialElsewhere: refused, the request carries a
+	// credential's placeholder to a destination not its own.
+	OutcomeCredentialElsewhere = "credential-elsewhere"
 )
 
 // unparsed marks a destination the gateway could not parse, as the client
@@ -677,6 +695,24 @@ func (g *Gateway) serveConnect(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, r, verdict{dest: unparsed + r.URL.Host, status: http.StatusBadRequest, reason: err.Error()})
 		return
 	}
+	cs := g.creds.Load()
+	creds := cs.credentialsFor(t)
+	if c := cs.misuse(r, creds); c != nil {
+		g.refuseMisuse(w, r, t.String(), c)
+		return
+	}
+	if len(creds) > 0 {
+		v := g.decide(r.Context(), t)
+		switch {
+		case !v.allowed:
+			g.refuse(w, r, v)
+		case v.status != 0:
+			g.fail(w, r, v)
+		default:
+			g.intercept(w, r, t, v, cs, creds)
+		}
+		return
+	}
 	hj, ok := w.(http.Hijacker)
 	if !ok {
 		g.refuse(w, r, verdict{dest: t.String(), status: http.StatusBadRequest, reason: "CONNECT is not possible on this connection"})
@@ -742,6 +778,12 @@ func (g *Gateway) serveForward(w http.ResponseWriter, r *http.Request) {
 	t, err := parseTarget(r.URL.Hostname(), port)
 	if err != nil {
 		g.refuse(w, r, verdict{dest: unparsed + r.URL.Host, status: http.StatusBadRequest, reason: err.Error()})
+		return
+	}
+	// Plain HTTP is never a credential's destination: its placeholder here
+	// is sent where no credential goes.
+	if c := g.creds.Load().misuse(r, nil); c != nil {
+		g.refuseMisuse(w, r, t.String(), c)
 		return
 	}
 	conn, ap := g.admit(w, r, t)

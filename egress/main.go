@@ -31,6 +31,7 @@ import (
 //	                or while it is missing or invalid, every request is denied
 //	-forbid CIDR    an address or CIDR never to connect to (repeatable)
 //	-forbid-file FILE  more of them (ForbidFile JSON), watched like the rules file
+//	-credentials FILE  credentials to inject (CredentialsFile JSON), watched like the rules file
 //	-max-conns N    client connections held at once (default 1024)
 //	-poll DURATION  how often to check the rules file (default 1s); SIGHUP checks at once
 //	-health         check that a gateway answers on -listen, exit 0 if so, 1 if not
@@ -50,6 +51,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var forbid prefixList
 	fs.Var(&forbid, "forbid", "`CIDR` or address the gateway never connects to (repeatable)")
 	forbidPath := fs.String("forbid-file", "", "`file` (JSON) of more prefixes never to connect to, watched like the rules file")
+	credsPath := fs.String("credentials", "", "credentials `file` (JSON): the bottle's CA and the credentials to inject, watched like the rules file")
 	maxConns := fs.Int("max-conns", DefaultMaxConns, "client connections held at once")
 	poll := fs.Duration("poll", time.Second, "how often to check the rules file")
 	health := fs.Bool("health", false, "check that a gateway answers on -listen, then exit 0 (healthy) or 1")
@@ -93,9 +95,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	var wg sync.WaitGroup
-	if *rulesPath != "" || *forbidPath != "" {
+	if *rulesPath != "" || *forbidPath != "" || *credsPath != "" {
 		// Load the rules before the first request can come.
-		w := newRulesWatcher(*rulesPath, *forbidPath, g, events)
+		w := newWatcher(*rulesPath, *forbidPath, *credsPath, g, events)
 		w.check()
 		now := make(chan struct{}, 1)
 		wg.Go(func() {

@@ -168,6 +168,10 @@ type RulesEvent struct {
 	// longer allow, which the gateway closed.
 	TunnelsClosed int    `json:"tunnels_closed,omitempty"`
 	Error         string `json:"error,omitempty"` // why the file was not applied
+	// Version and Credentials (their names, never their values) are those
+	// of the credentials file in force, in credentials events.
+	Version     string   `json:"version,omitempty"`
+	Credentials []string `json:"credentials,omitempty"`
 }
 
 // WatchRulesFile applies the rules file at path to g now, then whenever its
@@ -233,6 +237,13 @@ type watchedFile struct {
 }
 
 func newRulesWatcher(rulesPath, forbidPath string, g *Gateway, log io.Writer) *rulesWatcher {
+	return newWatcher(rulesPath, forbidPath, "", g, log)
+}
+
+// newWatcher watches the rules, forbid and credentials files (each when
+// its path is not ""), taking the forbid file, then the credentials, then
+// the rules at each check.
+func newWatcher(rulesPath, forbidPath, credsPath string, g *Gateway, log io.Writer) *rulesWatcher {
 	w := &rulesWatcher{g: g, log: log}
 	if forbidPath != "" {
 		w.files = append(w.files, &watchedFile{path: forbidPath, kind: "forbid", apply: func(data []byte) (RulesEvent, error) {
@@ -242,6 +253,22 @@ func newRulesWatcher(rulesPath, forbidPath string, g *Gateway, log io.Writer) *r
 			}
 			ps, _ := f.Prefixes() // checked by UnmarshalForbidFile
 			return RulesEvent{Forbid: f.Forbid, TunnelsClosed: g.SetForbidden(ps)}, nil
+		}})
+	}
+	if credsPath != "" {
+		w.files = append(w.files, &watchedFile{path: credsPath, kind: "credentials", apply: func(data []byte) (RulesEvent, error) {
+			f, err := UnmarshalCredentialsFile(data)
+			if err != nil {
+				return RulesEvent{}, err
+			}
+			if err := g.SetCredentials(f); err != nil {
+				return RulesEvent{}, err
+			}
+			ev := RulesEvent{Version: f.Version}
+			for _, c := range f.Credentials {
+				ev.Credentials = append(ev.Credentials, c.Name)
+			}
+			return ev, nil
 		}})
 	}
 	if rulesPath != "" {
