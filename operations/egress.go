@@ -40,7 +40,7 @@ type GatewayDecision struct {
 func ParseDecisions(r io.Reader, agent string, since time.Time) ([]GatewayDecision, error) {
 	var out []GatewayDecision
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc.Buffer(make([]byte, 0, 4<<10), 1<<20) // grows for a long line, up to 1 MiB
 	for sc.Scan() {
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 || line[0] != '{' {
@@ -83,7 +83,7 @@ func (op *Operation) Decisions(ctx context.Context, agent string, since time.Tim
 
 // decisions reads the decision log of a gateway through its driver.
 func (l Live) decisions(ctx context.Context, since time.Time) ([]GatewayDecision, error) {
-	lr, ok := l.driver.(drivers.LogReader)
+	lr, ok := drivers.As[drivers.LogReader](l.driver)
 	if !ok {
 		return nil, fmt.Errorf("the %s driver of runtime %q keeps no logs", l.Driver, l.Runtime)
 	}

@@ -52,9 +52,20 @@ type Operation struct {
 	// OutputChanges are how the last plan changes the outputs.
 	OutputChanges []OutputChange
 	Log           hclog.Logger
+	// Clock is what "now" is for windows like status's denials of the
+	// last hour; time.Now when nil.
+	Clock func() time.Time
 
 	// released is the lineage once ReleaseState closed the store.
 	released string
+}
+
+// now is the operation's clock.
+func (op *Operation) now() time.Time {
+	if op.Clock != nil {
+		return op.Clock()
+	}
+	return time.Now()
 }
 
 // Open loads the Bottlefile, opens the state and configures the runtimes.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -185,13 +186,14 @@ func (op *Operation) Status(ctx context.Context, selectors []string) ([]BottleSt
 		b.Workloads = append(b.Workloads, workloadStatus(l))
 	}
 
+	op.recentDenials(ctx, bottles, live, DenialsWindow)
+
 	out := make([]BottleStatus, 0, len(bottles))
 	for _, b := range bottles {
 		if len(b.Workloads) == 0 {
 			b.Workloads = []WorkloadStatus{{Addr: b.Addr, Role: "agent", State: WorkloadNotCreated}}
 		}
 		sort.Slice(b.Workloads, func(i, j int) bool { return lessWorkload(b.Workloads[i].Addr, b.Workloads[j].Addr) })
-		b.Denials = op.recentDenials(ctx, b.Addr, time.Hour)
 		out = append(out, *b)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
@@ -203,11 +205,56 @@ func (op *Operation) Status(ctx context.Context, selectors []string) ([]BottleSt
 	return out, diags
 }
 
-// recentDenials counts the denials of the bottle's gateway over the last
-// window. It is the hook for `egress denials` (issue 13, deliverable 4):
-// until that operation lands, the count is not known and status says so.
-func (op *Operation) recentDenials(ctx context.Context, agent string, window time.Duration) *int {
-	return nil
+// DenialsWindow is how far back status counts a gateway's denials.
+const DenialsWindow = time.Hour
+
+// statusLogReads bounds how many gateway logs status reads at once.
+const statusLogReads = 8
+
+// recentDenials sets the Denials of each bottle that has a live gateway:
+// how many requests its gateway refused over the last window, from its
+// decision log, as egress denials reads it. A runtime's list calls do not
+// carry a log, so this is one log read per gateway, at most
+// statusLogReads at a time, the log's own since filter leaving out what
+// is older; bottles without a gateway cost nothing, and keep nil (as does
+// one whose gateway's log cannot be read: status shows "-").
+func (op *Operation) recentDenials(ctx context.Context, bottles map[string]*BottleStatus, live map[string]Live, window time.Duration) {
+	since := op.now().Add(-window)
+	var mu sync.Mutex // guards the bottles' Denials
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, statusLogReads)
+	for addr, l := range live {
+		agent, _ := agentOf(addr)
+		b := bottles[agent]
+		if role(addr) != "gateway" || b == nil {
+			continue
+		}
+		wg.Go(func() {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-slots }()
+			decs, err := l.decisions(ctx, since)
+			if err != nil {
+				if op.Log != nil {
+					op.Log.Debug("cannot read the gateway's decisions for status", "addr", addr, "error", err)
+				}
+				return
+			}
+			n := 0
+			for _, d := range decs {
+				if !d.Allowed {
+					n++
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			b.Denials = &n
+		})
+	}
+	wg.Wait()
 }
 
 // readRuntimeSizes reads a runtime as readRuntime does, asking for bytes

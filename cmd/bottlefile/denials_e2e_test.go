@@ -12,7 +12,8 @@ import (
 // TestE2EEgressDenials is issue 13's egress denials on the real engine:
 // after two requests the gateway refused, egress denials lists the host
 // with count 2 and the rule line that would allow it, and -json says the
-// same with the allowlist's serial. The requests are refused by the
+// same with the allowlist's serial, and status counts them in its denials
+// of the last hour. The requests are refused by the
 // policy, so nothing leaves the machine (no name is even looked up).
 func TestE2EEgressDenials(t *testing.T) {
 	cli := dockertest.Client(t)
@@ -66,5 +67,20 @@ agent "coder" {
 	}
 	if r := mustRun(t, dir, "egress", "denials", "-since=1ns"); !strings.Contains(r.stdout, "No denials") {
 		t.Errorf("egress denials -since=1ns still lists denials:\n%s", r)
+	}
+
+	// status counts the same two in its denials of the last hour.
+	r = mustRun(t, dir, "status", "-json")
+	var status struct {
+		Bottles []struct {
+			Address string `json:"address"`
+			Denials *int   `json:"denials_last_hour"`
+		} `json:"bottles"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &status); err != nil {
+		t.Fatalf("status -json: %v\n%s", err, r)
+	}
+	if len(status.Bottles) != 1 || status.Bottles[0].Denials == nil || *status.Bottles[0].Denials != 2 {
+		t.Errorf("status -json does not count the 2 denials:\n%s", r.stdout)
 	}
 }

@@ -30,7 +30,8 @@ Usage: bottlefile [global options] status [options] [ADDR...]
 
   With ADDR (agent.NAME, or one of its workloads' addresses), only those
   bottles. It reads the state and asks each runtime once, with one list
-  call per object kind; it changes nothing.
+  call per object kind, then reads each gateway's decision log of the last
+  hour (8 at a time); it changes nothing.
 
 Options:
 
@@ -60,6 +61,7 @@ func (c *StatusCommand) Run(args []string) int {
 	if m.showDiags(op.Files(), diags) {
 		return 1
 	}
+	op.Clock = now
 	bottles, diags := op.Status(m.Ctx, addrs)
 	if m.showDiags(op.Files(), diags) {
 		return 1
