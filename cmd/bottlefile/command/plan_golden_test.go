@@ -49,6 +49,13 @@ func TestPlanGolden(t *testing.T) {
 			// Someone ran docker stop: killed by a signal, not exited.
 			f.ExitWith(l, "agent.coder", drivers.Exit{Code: 137, At: time.Date(2026, 11, 25, 10, 14, 3, 0, time.UTC), Stopped: true})
 		}},
+		{name: "exited-and-stopped", drift: func(_ *workspace, f *drivertest.Fake, l string) {
+			// In one plan: an agent that exited on its own (its command
+			// was a typo) next to one someone stopped.
+			f.ExitWith(l, "agent.coder", drivers.Exit{Code: 127, At: time.Date(2026, 11, 25, 10, 14, 3, 0, time.UTC),
+				Last: []string{"[FATAL tini (7)] exec claud failed: No such file or directory"}})
+			f.ExitWith(l, "agent.reviewer", drivers.Exit{Code: 143, At: time.Date(2026, 11, 25, 10, 20, 0, 0, time.UTC), Stopped: true})
+		}},
 		{name: "deleted-out-of-band", drift: func(_ *workspace, f *drivertest.Fake, l string) { f.Remove(l, "agent.coder") }},
 		{name: "network-replaced", drift: func(_ *workspace, f *drivertest.Fake, l string) {
 			// The network was re-created outside bottlefile: same address,

@@ -1,0 +1,9 @@
+agent "coder" {
+  image   = "busybox:1"
+  command = ["claud"]
+}
+
+agent "reviewer" {
+  image   = "busybox:1"
+  command = ["sleep", "600"]
+}
