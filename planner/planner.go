@@ -600,11 +600,16 @@ func matches(fp Fingerprint, lo *drivers.LiveObject) bool {
 }
 
 // adopt plans recording a live object that matches the configuration; a
-// workload that is not running (made, then cut off before its start) is
-// started first, not replaced.
+// workload that is not running (made, then cut off before its start; or
+// started, and stopped before it was recorded, as an engine that is killed
+// and restarts stops it) is started first, not replaced.
 func adopt(c *Change, d *desired, lo *drivers.LiveObject, why string) {
 	if d.object.Workload && !lo.Running {
 		c.Action = Start
+		if lo.Exit != nil {
+			c.Reasons = append(c.Reasons, why+", but it "+lo.Exit.Describe()+": it will be started and recorded, not replaced")
+			return
+		}
 		c.Reasons = append(c.Reasons, why+", but it was never started: it will be started and recorded, not replaced")
 		return
 	}

@@ -98,6 +98,12 @@ func TestPlanGolden(t *testing.T) {
 			w.forget("agent.coder")
 			f.Stop(l, "agent.coder")
 		}},
+		{name: "stopped-unrecorded", drift: func(w *workspace, f *drivertest.Fake, l string) {
+			// An apply died between starting the container and recording
+			// it, and the engine, killed with it and restarted, stopped it.
+			w.forget("agent.coder")
+			f.ExitWith(l, "agent.coder", drivers.Exit{Code: 143, At: time.Date(2026, 11, 25, 10, 14, 3, 0, time.UTC), Stopped: true})
+		}},
 		{name: "adopt", drift: func(w *workspace, _ *drivertest.Fake, _ string) {
 			// An apply that died between creating the container and recording it.
 			w.forget("agent.coder")
