@@ -116,6 +116,11 @@ type LiveObject struct {
 	// when ReadRequest.Sizes asked and the runtime tells; nil otherwise.
 	Written *int64 `json:",omitempty"`
 
+	// Node is the machine the workload runs on (or last ran on), on a
+	// runtime of several (a swarm's node name); "" on one of a single
+	// machine.
+	Node string `json:",omitempty"`
+
 	// Exit says how a workload that ran and is not running came to stop;
 	// nil for one running or never started, or when the runtime cannot say.
 	Exit *Exit

@@ -27,6 +27,9 @@ import (
 // (listening, rules loaded or rejected) to stderr, also as JSON lines.
 //
 //	-listen ADDR    proxy address (default ":3128")
+//	-listen-in CIDR listen on this machine's address inside CIDR (on -listen's
+//	                port) instead of -listen's host: for a gateway whose
+//	                address on its bottle's network is known only once it runs
 //	-rules FILE     rules file (RulesFile JSON) to load and watch; without it,
 //	                or while it is missing or invalid, every request is denied
 //	-forbid CIDR    an address or CIDR never to connect to (repeatable)
@@ -47,6 +50,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bottlefile gateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", ":3128", "`address` the proxy listens on")
+	listenIn := fs.String("listen-in", "", "listen on this machine's address inside `CIDR`, on -listen's port")
 	rulesPath := fs.String("rules", "", "rules `file` (JSON) to load and watch; without one every request is denied")
 	var forbid prefixList
 	fs.Var(&forbid, "forbid", "`CIDR` or address the gateway never connects to (repeatable)")
@@ -72,6 +76,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *poll <= 0 {
 		fmt.Fprintf(stderr, "bottlefile gateway: -poll %v is not positive\n", *poll)
 		return 2
+	}
+	if *listenIn != "" {
+		addr, err := listenAddrIn(*listen, *listenIn, localAddrs)
+		if err != nil {
+			fmt.Fprintf(stderr, "bottlefile gateway: -listen-in: %v\n", err)
+			return 1
+		}
+		*listen = addr
 	}
 	if *health {
 		if err := checkHealth(ctx, *listen); err != nil {
@@ -136,6 +148,36 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// listenAddrIn is the address to listen on for -listen-in: the first of
+// addrs (this machine's) inside the CIDR in, with listen's port.
+func listenAddrIn(listen, in string, addrs func() []netip.Addr) (string, error) {
+	p, err := netip.ParsePrefix(in)
+	if err != nil {
+		return "", err
+	}
+	_, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", fmt.Errorf("-listen %q: %v", listen, err)
+	}
+	for _, a := range addrs() {
+		if p.Contains(a) {
+			return netip.AddrPortFrom(a, 0).Addr().String() + ":" + port, nil
+		}
+	}
+	return "", fmt.Errorf("this machine has no address in %s", p)
+}
+
+// localAddrs are this machine's interface addresses.
+func localAddrs() []netip.Addr {
+	var out []netip.Addr
+	for _, p := range ownAddresses() {
+		if p.IsSingleIP() {
+			out = append(out, p.Addr())
+		}
+	}
+	return out
 }
 
 // prefixList is a repeatable -forbid flag.

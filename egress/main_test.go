@@ -27,11 +27,32 @@ func TestMainUsage(t *testing.T) {
 		{[]string{"-poll", "0s"}, 2, "-poll 0s is not positive"},
 		{[]string{"-h"}, 0, "-listen address"},
 		{[]string{"-listen", "256.0.0.1:1"}, 1, "bottlefile gateway:"},
+		{[]string{"-listen-in", "2001:db8:bf1e::/48"}, 1, "this machine has no address in 2001:db8:bf1e::/48"},
+		{[]string{"-listen-in", "nope"}, 1, "-listen-in:"},
 	} {
 		var stdout, stderr strings.Builder
 		code := Main(context.Background(), tc.args, &stdout, &stderr)
 		if code != tc.code || !strings.Contains(stderr.String(), tc.msg) {
 			t.Errorf("Main(%q) = %d, stderr %q; want %d with %q", tc.args, code, stderr.String(), tc.code, tc.msg)
+		}
+	}
+}
+
+// -listen-in picks the machine's address inside the block, on -listen's
+// port.
+func TestListenAddrIn(t *testing.T) {
+	addrs := func() []netip.Addr {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("10.0.7.5"), netip.MustParseAddr("172.18.0.3")}
+	}
+	for _, tc := range []struct{ listen, in, want, err string }{
+		{":3128", "10.0.7.0/24", "10.0.7.5:3128", ""},
+		{"0.0.0.0:8080", "172.18.0.0/16", "172.18.0.3:8080", ""},
+		{":3128", "10.1.0.0/16", "", "no address in 10.1.0.0/16"},
+		{"3128", "10.0.7.0/24", "", "-listen"},
+	} {
+		got, err := listenAddrIn(tc.listen, tc.in, addrs)
+		if got != tc.want || (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("listenAddrIn(%q, %q) = %q, %v; want %q, %q", tc.listen, tc.in, got, err, tc.want, tc.err)
 		}
 	}
 }

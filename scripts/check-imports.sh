@@ -24,6 +24,9 @@ declare -A allowed=(
   [drivers/engine/enginetest]=""
   [drivers/docker]="drivers egress dockersave drivers/engine"
   [drivers/docker/dockertest]="drivers"
+  # swarm drives a docker.Driver for its manager: the connection, builds
+  # and the gateway image are that driver's.
+  [drivers/swarm]="drivers drivers/docker egress"
   [drivers/swarm/swarmtest]="drivers drivers/docker/dockertest"
   [drivers/smolvm]="drivers egress dockersave"
   [drivers/smolvm/fakesmolvm]=""
@@ -35,7 +38,7 @@ declare -A allowed=(
   # Commands parse flags, call operations and render: never drivers or
   # state, which operations opens and configures for them.
   [cmd/bottlefile/command]="operations executor planner planner/dag lang units"
-  [cmd/bottlefile]="cmd/bottlefile/command drivers drivers/docker drivers/smolvm egress"
+  [cmd/bottlefile]="cmd/bottlefile/command drivers drivers/docker drivers/smolvm drivers/swarm egress"
 )
 status=0
 for pkg in $(go list ./... | sed "s#^$mod/\{0,1\}##"); do

@@ -7,6 +7,7 @@ import (
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker"
 	"github.com/bottlefile/bottlefile/drivers/smolvm"
+	"github.com/bottlefile/bottlefile/drivers/swarm"
 )
 
 // PrimaryCommands are listed first in help.
@@ -25,5 +26,6 @@ func registry() drivers.Registry {
 	return drivers.Registry{
 		"docker": docker.New,
 		"smolvm": smolvm.New,
+		"swarm":  swarm.New,
 	}
 }

@@ -39,6 +39,7 @@ Usage: bottlefile gateway [-listen ADDR] [-rules FILE] [-forbid CIDR]... [-poll 
 Options:
 
   -listen ADDR    Proxy address (default ":3128").
+  -listen-in CIDR Listen on this machine's address inside CIDR, on -listen's port.
   -rules FILE     Rules file to load and watch: {"agent": ..., "allow": [...]}.
                   Without one, every request is denied.
   -forbid CIDR    An address or CIDR never to connect to (repeatable).

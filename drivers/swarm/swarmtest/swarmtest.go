@@ -75,7 +75,8 @@ const (
 	Registry = Underlay + ".254:5000"
 	// Outside is a host outside the swarm, on the hub, reachable from the
 	// nodes' own namespaces (and through docker_gwbridge from tasks on a
-	// normal overlay), for egress tests.
+	// normal overlay), for egress tests. An HTTP server on its port 80
+	// answers "outside-ok".
 	Outside = "198.51.100.10"
 )
 
@@ -214,7 +215,7 @@ func (f *Fixture) Cleanup(t testing.TB, lineage string) {
 }
 
 // RemoveLineage removes every service of the lineage, then, on every
-// node, its containers, networks and images.
+// node, its containers and images, then its overlays and configs.
 func (f *Fixture) RemoveLineage(ctx context.Context, lineage string) error {
 	var errs []error
 	mgr, err := newClient(f.Manager().Host)
@@ -238,13 +239,37 @@ func (f *Fixture) RemoveLineage(ctx context.Context, lineage string) error {
 			errs = append(errs, err)
 			continue
 		}
-		if err := dockertest.RemoveLineage(ctx, cli, lineage); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", n.Name, err))
+		// Containers and images; a worker's copies of overlays are the
+		// manager's to remove.
+		ctrs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: lf})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: listing containers: %w", n.Name, err))
+		}
+		for _, c := range ctrs {
+			if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("%s: removing container %s: %w", n.Name, c.ID, err))
+			}
+		}
+		imgs, err := cli.ImageList(ctx, image.ListOptions{All: true, Filters: lf})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: listing images: %w", n.Name, err))
+		}
+		for _, img := range imgs {
+			if _, err := cli.ImageRemove(ctx, img.ID, image.RemoveOptions{Force: true, PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("%s: removing image %s: %w", n.Name, img.ID, err))
+			}
 		}
 		cli.Close()
 	}
 	// Overlay networks are the manager's to remove, once no task uses
 	// them: the tasks of removed services go away shortly.
+	configs, err := mgr.ConfigList(ctx, swarm.ConfigListOptions{Filters: lf})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("listing configs: %w", err))
+	}
+	for _, c := range configs {
+		_ = mgr.ConfigRemove(ctx, c.ID) // in use until the services are gone: retried below
+	}
 	for range 50 {
 		nets, err := mgr.NetworkList(ctx, network.ListOptions{Filters: lf})
 		if err != nil {
@@ -253,8 +278,14 @@ func (f *Fixture) RemoveLineage(ctx context.Context, lineage string) error {
 		}
 		var left error
 		for _, nw := range nets {
-			if err := mgr.NetworkRemove(ctx, nw.ID); err != nil && !cerrdefs.IsNotFound(err) {
+			if err := mgr.NetworkRemove(ctx, nw.ID); err != nil && !cerrdefs.IsNotFound(err) && !strings.HasSuffix(err.Error(), "not found") {
 				left = fmt.Errorf("removing network %s: %w", nw.Name, err)
+			}
+		}
+		configs, _ := mgr.ConfigList(ctx, swarm.ConfigListOptions{Filters: lf})
+		for _, c := range configs {
+			if err := mgr.ConfigRemove(ctx, c.ID); err != nil && !cerrdefs.IsNotFound(err) {
+				left = fmt.Errorf("removing config %s: %w", c.Spec.Name, err)
 			}
 		}
 		if left == nil {
@@ -271,8 +302,9 @@ func (f *Fixture) RemoveLineage(ctx context.Context, lineage string) error {
 
 // LineageObjects lists what carries the lineage label anywhere in the
 // swarm, one line per object ("node2: container bf-1234-coder"): services
-// and networks as the manager lists them, and every node's containers,
-// networks and images. Empty means nothing is left.
+// and configs as the manager lists them, and every node's containers,
+// networks (the manager's overlays, and each node's copies) and images.
+// Empty means nothing is left.
 func (f *Fixture) LineageObjects(ctx context.Context, lineage string) ([]string, error) {
 	lf := filters.NewArgs(filters.Arg("label", drivers.LabelLineage+"="+lineage))
 	var out []string
@@ -289,6 +321,13 @@ func (f *Fixture) LineageObjects(ctx context.Context, lineage string) ([]string,
 			}
 			for _, s := range services {
 				out = append(out, fmt.Sprintf("swarm: service %s", s.Spec.Name))
+			}
+			configs, err := cli.ConfigList(ctx, swarm.ConfigListOptions{Filters: lf})
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range configs {
+				out = append(out, fmt.Sprintf("swarm: config %s", c.Spec.Name))
 			}
 		}
 		ctrs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: lf})
@@ -690,7 +729,9 @@ func (f *Fixture) spawn(name, script string, args ...string) (*proc, error) {
 
 // hubScript runs in the hub's namespaces: "$0" is its name, $1 the
 // fixture's directory, $2 the registry's config, $3 the number of nodes.
-// It waits for the nodes' veth ends, bridges them, and runs the registry.
+// It waits for the nodes' veth ends, bridges them, starts the outside
+// host's HTTP server (busybox httpd daemonizes; it dies with the
+// namespace), and runs the registry.
 const hubScript = `set -e
 read -r _
 echo 0 > "$SWARMTEST_CGROUP/cgroup.procs"
@@ -702,6 +743,9 @@ ip link set br0 up
 i=1
 while [ $i -le "$3" ]; do ip link set n$i master br0 up; i=$((i+1)); done
 echo 1 > /proc/sys/net/ipv4/ip_forward
+mkdir -p "$1/outside"
+echo outside-ok > "$1/outside/index.html"
+busybox httpd -p ` + Outside + `:80 -h "$1/outside"
 exec docker-registry serve "$2" >"$1/registry.log" 2>&1
 `
 
@@ -893,4 +937,26 @@ func teardown(id, dir string, procs []*proc) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// TaskContainer finds the running container of the service's task on
+// whichever node runs it, and returns that node's index and the
+// container's id.
+func (f *Fixture) TaskContainer(ctx context.Context, service string) (int, string, error) {
+	flt := filters.NewArgs(filters.Arg("label", "com.docker.swarm.service.name="+service), filters.Arg("status", "running"))
+	for i, n := range f.Nodes {
+		cli, err := newClient(n.Host)
+		if err != nil {
+			return 0, "", err
+		}
+		list, err := cli.ContainerList(ctx, container.ListOptions{Filters: flt})
+		cli.Close()
+		if err != nil {
+			return 0, "", err
+		}
+		if len(list) > 0 {
+			return i, list[0].ID, nil
+		}
+	}
+	return 0, "", fmt.Errorf("no node runs a container of service %s", service)
 }

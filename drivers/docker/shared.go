@@ -1,0 +1,192 @@
+package docker
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/docker/docker/client"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/egress"
+)
+
+// What another driver that runs bottles on Docker engines (drivers/swarm,
+// whose manager is one) shares of this one instead of copying it: a
+// Driver configured against that engine gives the connection (the client,
+// and errors that say the engine cannot be reached), builds images (Apply
+// of an image object), makes the gateway image, and reads gateway logs.
+
+// KindImage is the kind of a built image object (Apply builds it).
+const KindImage = kindImage
+
+// Client is the engine client the configured driver uses, as the whole
+// Docker API, for calls this driver does not make (swarm services).
+func (d *Driver) Client() (client.APIClient, error) {
+	api, _, err := d.engine()
+	if err != nil {
+		return nil, err
+	}
+	cli, ok := api.(client.APIClient)
+	if !ok {
+		return nil, fmt.Errorf("the docker client in use (%T) is not the whole engine API", api)
+	}
+	return cli, nil
+}
+
+// Unreachable turns an error that says the engine cannot be reached at all
+// into a *drivers.UnreachableError naming the runtime and where the engine
+// was looked for; other errors pass unchanged.
+func (d *Driver) Unreachable(err error) error { return d.unreachable(err) }
+
+// PlanImage is the image object of a workload at addr with a build block
+// (its context hashed, as this driver plans it: addr + ".image"), and the
+// context hash the workload's own object records as build_hash; nil and ""
+// without a build block. It reads the context and contacts nothing.
+func (d *Driver) PlanImage(addr string, w cty.Value) (*drivers.Object, string, error) {
+	build := drivers.WorkloadAttr(w, "build")
+	if build.IsNull() {
+		return nil, "", nil
+	}
+	objs, err := d.planWorkload(addr, addr+".network", w)
+	if err != nil {
+		return nil, "", err
+	}
+	for i := range objs {
+		if objs[i].Kind == kindImage {
+			sum, err := drivers.String(objs[i].Attrs["context_hash"])
+			return &objs[i], sum, err
+		}
+	}
+	return nil, "", errors.New("a build block planned no image")
+}
+
+// ImageTag is the tag Apply gives the image it builds for the image object
+// at addr (PlanImage's) from the context hashed as contextHash:
+// bf-<lineage[:8]>-<agent>:<contextHash[:12]>.
+func ImageTag(lineage, addr, contextHash string) (string, error) {
+	return imageTag(lineage, addr, contextHash)
+}
+
+// CheckLabels refuses workload labels that would shadow bottlefile's own
+// (io.bottlefile.*); unknown values pass.
+func CheckLabels(v cty.Value) error { return checkLabels(v) }
+
+// CheckLimits refuses cpus or memory that are negative or not numbers.
+func CheckLimits(cpus, memory cty.Value) error { return checkLimits(cpus, memory) }
+
+// AllowValue is an egress allow list as a gateway object records it: the
+// rules in canonical form, repeats dropped; the empty list for none.
+func AllowValue(v cty.Value) (cty.Value, error) { return allowValue(v) }
+
+// CheckSidecarEgress refuses a sidecar egress rule its agent's allowlist
+// lacks: a bottle has one gateway.
+func CheckSidecarEgress(agent, sidecar cty.Value) error { return checkSidecarEgress(agent, sidecar) }
+
+// GatewayVersion is the gateway binary's version as plans show it
+// ("v0.2.0 (3f2a9c1d4e5f)"); it only reads the binary.
+func (d *Driver) GatewayVersion() (string, error) {
+	path, sum, err := d.gatewayBinary()
+	if err != nil {
+		return "", err
+	}
+	return gatewayVersion(path, sum), nil
+}
+
+// GatewayImage makes sure the engine has the gateway image of the gateway
+// binary, importing it when missing, and returns its reference and the
+// binary's version (GatewayVersion).
+func (d *Driver) GatewayImage(ctx context.Context) (ref, version string, err error) {
+	api, _, err := d.engine()
+	if err != nil {
+		return "", "", err
+	}
+	path, sum, err := d.gatewayBinary()
+	if err != nil {
+		return "", "", err
+	}
+	gatewayImageUse.RLock()
+	defer gatewayImageUse.RUnlock()
+	ref, err = d.ensureGatewayImage(ctx, api, path, sum)
+	return ref, gatewayVersion(path, sum), err
+}
+
+// The gateway's settings, as this driver runs it.
+const (
+	GatewayUser   = gatewayUser
+	GatewayMemory = gatewayMemory
+	GatewayCPUs   = gatewayCPUs
+	GatewayPids   = gatewayPids
+	// GatewayAlias is the gateway's name on its bottle's network.
+	GatewayAlias = gatewayAlias
+	// GatewayRulesDir holds its rules file (GatewayRulesFile) and its
+	// forbid file (GatewayForbidFile).
+	GatewayRulesDir   = rulesDir
+	GatewayRulesFile  = rulesName
+	GatewayForbidFile = forbidName
+)
+
+// ProxyVars are the variables an agent's and sidecars' proxy settings go
+// in (HTTP_PROXY, ...); NoProxyVars hold the names not to proxy.
+var (
+	ProxyVars   = proxyVars
+	NoProxyVars = noProxyVars
+	// DNSOptions make an outside lookup on an internal network fail fast.
+	DNSOptions = dnsOptions
+)
+
+// FollowGateway reads a gateway's event log (what it writes on stderr, as
+// lines) until it listens with the rules allow in force. It returns how
+// many open tunnels the gateway closed as it took them, or an error that
+// quotes the log when the log ends first or the gateway rejects its rules.
+func FollowGateway(r io.Reader, allow []string) (int, error) {
+	want := allow
+	if rules, err := egress.ParseRules(allow); err == nil {
+		want = egress.NewRulesFile("", rules).Allow
+	}
+	var st gatewayLog
+	var log strings.Builder
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		// A service's log lines may carry details before the JSON.
+		if i := strings.IndexByte(line, '{'); i > 0 && json.Valid([]byte(line[i:])) {
+			line = line[i:]
+		}
+		log.WriteString(line + "\n")
+		st.add(line, want)
+		if st.rulesOK && st.listening {
+			return st.closed, nil
+		}
+	}
+	if st.lastErr != "" {
+		return 0, fmt.Errorf("the gateway did not take its rules: %s", st.lastErr)
+	}
+	return 0, fmt.Errorf("the gateway's log ended before it was ready; its log:\n%s", indent(log.String()))
+}
+
+// ObjectName is the engine name this driver gives the object at addr of
+// kind "container" or "network" (KindNetwork):
+// bf-<lineage[:8]>-<agent>, deeper addresses joined by dashes
+// (agent.coder.sidecar.db gives bf-<lineage[:8]>-coder-sidecar-db).
+func ObjectName(lineage, addr, kind string) (string, error) {
+	return objectName(lineage, addr, kind)
+}
+
+// KindNetwork and KindContainer are the kinds ObjectName names.
+const (
+	KindNetwork   = kindNetwork
+	KindContainer = kindContainer
+)
+
+// EgressNetworkName is the engine name of a runtime's managed egress
+// network at addr (runtime.R.egress): bf-<lineage[:8]>-R.egress.
+func EgressNetworkName(lineage, addr string) (string, error) {
+	return egressNetworkName(lineage, addr)
+}

@@ -1,0 +1,84 @@
+package swarm
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/drivers"
+)
+
+// Apply performs one operation on one object.
+func (d *Driver) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	resp, err := d.apply(ctx, req)
+	return resp, d.eng.Unreachable(err)
+}
+
+func (d *Driver) apply(ctx context.Context, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	api, err := d.manager()
+	if err != nil {
+		return drivers.ApplyResponse{}, err
+	}
+	if req.Lineage == "" {
+		return drivers.ApplyResponse{}, fmt.Errorf("%s: %s needs a state lineage", req.Object.Addr, req.Op)
+	}
+	switch req.Object.Kind {
+	case kindNetwork:
+		switch req.Op {
+		case drivers.OpCreate:
+			return d.createNetwork(ctx, api, req)
+		case drivers.OpDelete:
+			return d.deleteNetwork(ctx, api, req)
+		}
+	case kindImage:
+		switch req.Op {
+		case drivers.OpCreate:
+			return d.createImage(ctx, api, req)
+		case drivers.OpDelete:
+			return d.eng.Apply(ctx, req)
+		}
+	case kindService:
+		switch req.Op {
+		case drivers.OpCreate:
+			return d.createService(ctx, api, req)
+		case drivers.OpStart:
+			return d.startService(ctx, api, req)
+		case drivers.OpDelete:
+			return d.deleteService(ctx, api, req)
+		}
+	case kindGateway:
+		switch req.Op {
+		case drivers.OpCreate:
+			return d.createGateway(ctx, api, req)
+		case drivers.OpUpdate:
+			return d.updateGateway(ctx, api, req)
+		case drivers.OpStart:
+			return d.startService(ctx, api, req)
+		case drivers.OpDelete:
+			return d.deleteGateway(ctx, api, req)
+		}
+	default:
+		return drivers.ApplyResponse{}, fmt.Errorf("%s: the swarm driver has no object kind %q", req.Object.Addr, req.Object.Kind)
+	}
+	return drivers.ApplyResponse{}, fmt.Errorf("%s: cannot %s a swarm %s", req.Object.Addr, req.Op, req.Object.Kind)
+}
+
+// ownLabels are the labels every object carries.
+func ownLabels(req drivers.ApplyRequest) map[string]string {
+	return map[string]string{
+		drivers.LabelLineage:    req.Lineage,
+		drivers.LabelAddress:    req.Object.Addr,
+		drivers.LabelConfigHash: req.Hash,
+	}
+}
+
+// attr returns an attribute of the desired object, a null when it is
+// missing, so the decode helpers give their zero value.
+func attr(o drivers.Object, name string) cty.Value {
+	v, ok := o.Attrs[name]
+	if !ok || v == cty.NilVal {
+		return cty.NullVal(cty.DynamicPseudoType)
+	}
+	return v
+}

@@ -1,0 +1,178 @@
+package swarm
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
+	"github.com/bottlefile/bottlefile/drivers/swarm/swarmtest"
+)
+
+// applied is what applyAll made: each object's id by address.
+type applied map[string]string
+
+// applyAll creates the planned objects in dependency order and returns
+// their ids.
+func applyAll(t *testing.T, d drivers.Driver, lineage string, objs []drivers.Object) applied {
+	t.Helper()
+	ids := applied{}
+	done := map[string]bool{}
+	for len(done) < len(objs) {
+		progress := false
+		for _, o := range objs {
+			if done[o.Addr] || slices.ContainsFunc(o.DependsOn, func(a string) bool { return !done[a] }) {
+				continue
+			}
+			resp, err := d.Apply(t.Context(), drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: lineage, Object: o, Hash: "h-" + o.Addr})
+			if err != nil {
+				t.Fatalf("create %s: %v", o.Addr, err)
+			}
+			ids[o.Addr] = resp.ID
+			done[o.Addr] = true
+			progress = true
+		}
+		if !progress {
+			t.Fatalf("the plan's dependencies cannot be met: %v", objs)
+		}
+	}
+	return ids
+}
+
+// deleteAll deletes what Read reports of the lineage: workloads first.
+func deleteAll(t *testing.T, d drivers.Driver, lineage string) {
+	t.Helper()
+	read, err := d.Read(t.Context(), drivers.ReadRequest{Lineage: lineage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(read.Objects, func(a, b drivers.LiveObject) int {
+		rank := func(o drivers.LiveObject) int {
+			switch o.Kind {
+			case kindService, kindGateway:
+				return 0
+			case kindImage:
+				return 1
+			}
+			if isEgressNetworkAddr(o.Addr) {
+				return 3
+			}
+			return 2
+		}
+		return rank(a) - rank(b)
+	})
+	for _, o := range read.Objects {
+		if _, err := d.Apply(t.Context(), drivers.ApplyRequest{Op: drivers.OpDelete, Lineage: lineage, ID: o.ID, Object: drivers.Object{Addr: o.Addr, Kind: o.Kind}}); err != nil {
+			t.Errorf("delete %s: %v", o.Addr, err)
+		}
+	}
+}
+
+func placedAgent(name, image string, placement []string, egress []string) drivers.AgentSpec {
+	w := map[string]cty.Value{
+		"image":   cty.StringVal(image),
+		"command": cty.ListVal([]cty.Value{cty.StringVal("sleep"), cty.StringVal("600")}),
+	}
+	if egress != nil {
+		w["egress"] = stringList(egress)
+	}
+	a := drivers.AgentSpec{Addr: "agent." + name, Name: name, Workload: drivers.MustWorkload(w)}
+	a.Driver = cty.ObjectVal(map[string]cty.Value{"placement": stringList(placement)})
+	return a
+}
+
+// TestGatewayOnSwarm: a bottle with an egress block on node3 reaches the
+// outside host through its gateway service and not directly; a new
+// allowlist replaces the gateway's task and not the agent's, and the
+// request is then refused; deleting it all leaves nothing of the lineage
+// on any node.
+func TestGatewayOnSwarm(t *testing.T) {
+	f := swarmtest.Start(t)
+	d := fixtureDriver(t, f, true, map[string]cty.Value{"gateway_binary": cty.StringVal(dockertest.GatewayBinary(t))})
+	lineage := uuid.NewString()
+	f.Cleanup(t, lineage)
+	ctx := t.Context()
+
+	agent := placedAgent("egress", f.Busybox, []string{"node.labels.zone==c"}, []string{swarmtest.Outside + ":80"})
+	plan, err := d.Plan(ctx, drivers.PlanRequest{Agent: agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := applyAll(t, d, lineage, plan.Objects)
+
+	svc, err := serviceName(lineage, "agent.egress")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, ctr := taskContainer(t, f, svc)
+	if node != 2 {
+		t.Errorf("the agent runs on node%d, want node3 (zone c)", node+1)
+	}
+	cli := f.Client(t, node)
+	fetch := "timeout 5 wget -q -O - http://" + swarmtest.Outside + "/ 2>&1; echo rc=$?"
+	if out := dockertest.Sh(t, cli, ctr, fetch); !strings.Contains(out, "outside-ok") {
+		t.Errorf("through the gateway: %q, want the outside host's page", out)
+	}
+	if out := dockertest.Sh(t, cli, ctr, "unset http_proxy HTTP_PROXY; "+fetch); strings.Contains(out, "outside-ok") {
+		t.Errorf("straight out of the internal overlay: %q, want no answer", out)
+	}
+
+	// A new allowlist: the gateway's task is replaced, the agent's is not.
+	changed := placedAgent("egress", f.Busybox, []string{"node.labels.zone==c"}, []string{"example.com"})
+	plan2, err := d.Plan(ctx, drivers.PlanRequest{Agent: changed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := plan2.Objects[slices.IndexFunc(plan2.Objects, func(o drivers.Object) bool { return o.Kind == kindGateway })]
+	if _, err := d.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpUpdate, Lineage: lineage, Object: gw, ID: ids[gw.Addr], Hash: "h2"}); err != nil {
+		t.Fatalf("updating the allowlist: %v", err)
+	}
+	if _, after := taskContainer(t, f, svc); after != ctr {
+		t.Errorf("the agent's container changed from %s to %s with the allowlist", ctr[:12], after[:12])
+	}
+	if out := dockertest.Sh(t, cli, ctr, fetch); strings.Contains(out, "outside-ok") || !strings.Contains(out, "403") {
+		t.Errorf("after the allowlist dropped the host: %q, want a 403 from the gateway", out)
+	}
+
+	deleteAll(t, d, lineage)
+	assertNothingLeft(t, f, lineage)
+}
+
+// taskContainer is the node index and container id of a service's task.
+func taskContainer(t *testing.T, f *swarmtest.Fixture, service string) (int, string) {
+	t.Helper()
+	node, id, err := f.TaskContainer(t.Context(), service)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return node, id
+}
+
+// assertNothingLeft fails unless no service, network, container or image
+// of the lineage is on any node; containers of removed tasks go within
+// seconds, so it waits for them a little.
+func assertNothingLeft(t *testing.T, f *swarmtest.Fixture, lineage string) {
+	t.Helper()
+	var left []string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var err error
+		left, err = f.LineageObjects(context.Background(), lineage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(left) > 0 {
+		t.Errorf("left of lineage %s:\n  %s", lineage, strings.Join(left, "\n  "))
+	}
+}

@@ -1,0 +1,34 @@
+package swarm
+
+import (
+	"testing"
+
+	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/drivertest"
+	"github.com/bottlefile/bottlefile/drivers/swarm/swarmtest"
+)
+
+// The conformance battery on the three-node fixture. Stopping a workload
+// behind the driver's back is scaling its service to no replicas, as an
+// operator would (a task stopped on its node is restarted by the cluster).
+func TestConformance(t *testing.T) {
+	f := swarmtest.Start(t)
+	mgr := f.Client(t, 0)
+	drivertest.TestDriver(t, drivertest.Harness{
+		NewDriver: func(t *testing.T) drivers.Driver { return fixtureDriver(t, f, true, nil) },
+		Image:     f.Busybox,
+		StopOutside: func(t *testing.T, _ string, obj drivers.LiveObject) {
+			svc, _, err := mgr.ServiceInspectWithRaw(t.Context(), obj.ID, swarm.ServiceInspectOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			zero := uint64(0)
+			svc.Spec.Mode.Replicated.Replicas = &zero
+			if _, err := mgr.ServiceUpdate(t.Context(), svc.ID, svc.Version, svc.Spec, swarm.ServiceUpdateOptions{}); err != nil {
+				t.Fatalf("docker service scale %s=0: %v", svc.Spec.Name, err)
+			}
+		},
+	})
+}

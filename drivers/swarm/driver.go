@@ -1,0 +1,272 @@
+package swarm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/docker/docker/api/types/swarm"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2/hcldec"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/docker"
+)
+
+// Driver drives one swarm through one of its managers. It is safe for
+// concurrent use once configured.
+type Driver struct {
+	log hclog.Logger
+
+	// eng is the docker driver configured against the manager's engine:
+	// the connection, image builds and the gateway image are its.
+	eng *docker.Driver
+
+	// mu guards the fields below, which Configure sets and Close clears.
+	mu       sync.RWMutex
+	api      swarmAPI
+	runtime  string
+	registry string   // "" without one
+	egress   string   // an existing egress network; "" for a managed one
+	dns      []string // the gateways' DNS servers
+
+	// cluster caches what Plan asks the manager, once per configured
+	// driver.
+	cluster *clusterFacts
+
+	// gwImage is the gateway image as the services run it (pushed to the
+	// registry), made once per configured driver.
+	gwImage *gatewayImage
+}
+
+var (
+	_ drivers.Driver  = (*Driver)(nil)
+	_ drivers.Closer  = (*Driver)(nil)
+	_ drivers.Factory = New
+)
+
+// New makes an unconfigured swarm driver.
+func New(log hclog.Logger) (drivers.Driver, error) {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	eng, err := docker.New(log)
+	if err != nil {
+		return nil, err
+	}
+	return &Driver{log: log.Named("swarm"), eng: eng.(*docker.Driver)}, nil
+}
+
+// Name is the driver attribute value of a swarm runtime block.
+func (d *Driver) Name() string { return "swarm" }
+
+// Declare is what a swarm runtime block and an agent's driver block hold,
+// and what the driver can do. It needs no engine.
+func (d *Driver) Declare() drivers.Declaration { return Declaration() }
+
+// Declaration is the swarm driver's declaration, without a driver.
+func Declaration() drivers.Declaration {
+	return drivers.Declaration{
+		Schema: drivers.Schema{Runtime: configSpec(), Agent: agentSpec()},
+		Capabilities: drivers.Capabilities{
+			Sidecars:   true,
+			Build:      true,
+			Attributes: drivers.WorkloadAttributes,
+			// Any change to a service starts a new task, losing what the
+			// old one wrote: only the allowlist, which is the gateway's,
+			// changes without touching the agent.
+			InPlace: []string{"egress"},
+			Egress: drivers.EgressCapabilities{
+				Names: true, Wildcards: true, Ports: true, Addresses: true, CIDRs: true,
+			},
+			// Snapshots (issue 16), logs and exec are not there yet.
+		},
+	}
+}
+
+// connectionAttrs are the attributes of the docker driver's runtime block
+// that say how to reach the engine: a swarm runtime block has them too,
+// for its manager.
+var connectionAttrs = []string{"host", "tls_ca", "tls_cert", "tls_key"}
+
+// sharedAttrs are the docker driver's attributes a swarm runtime block
+// passes on to it as they are.
+var sharedAttrs = append([]string{"gateway_binary", "gateway_dns"}, connectionAttrs...)
+
+// configSpec is the schema of a swarm runtime block's attributes.
+func configSpec() hcldec.ObjectSpec {
+	spec := hcldec.ObjectSpec{
+		"registry":       &hcldec.AttrSpec{Name: "registry", Type: cty.String},
+		"egress_network": &hcldec.AttrSpec{Name: "egress_network", Type: cty.String},
+	}
+	dspec := docker.Declaration().Schema.Runtime
+	for _, name := range sharedAttrs {
+		if s, ok := dspec[name]; ok {
+			spec[name] = s
+		}
+	}
+	return spec
+}
+
+// agentSpec is the schema of an agent's driver block on a swarm runtime.
+func agentSpec() hcldec.ObjectSpec {
+	return hcldec.ObjectSpec{
+		"placement": &hcldec.AttrSpec{Name: "placement", Type: cty.List(cty.String)},
+	}
+}
+
+// dockerConfig is the docker driver's runtime block for the manager's
+// engine: the connection and gateway attributes of the swarm block, the
+// others null (their defaults). The docker driver's isolation check,
+// which judges its own bridge networks, does not apply to overlays.
+func dockerConfig(cfg cty.Value) cty.Value {
+	spec := docker.Declaration().Schema.Runtime
+	ty := hcldec.ImpliedType(spec)
+	vals := map[string]cty.Value{}
+	for name, aty := range ty.AttributeTypes() {
+		vals[name] = cty.NullVal(aty)
+	}
+	for _, name := range sharedAttrs {
+		if _, ok := vals[name]; ok && cfg != cty.NilVal && !cfg.IsNull() && cfg.Type().IsObjectType() && cfg.Type().HasAttribute(name) {
+			vals[name] = cfg.GetAttr(name)
+		}
+	}
+	if _, ok := vals["insecure_skip_isolation_check"]; ok {
+		vals["insecure_skip_isolation_check"] = cty.True
+	}
+	return cty.ObjectVal(vals)
+}
+
+// Configure reads the runtime block and configures the docker driver for
+// the manager's engine. It does not contact the engine.
+func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) error {
+	registry, err := drivers.ConfigString(req.Config, "registry")
+	if err != nil {
+		return fmt.Errorf("runtime %q: registry: %w", req.Runtime, err)
+	}
+	if registry != "" {
+		if err := checkRegistry(registry); err != nil {
+			return fmt.Errorf("runtime %q: registry: %w", req.Runtime, err)
+		}
+	}
+	egressNet, err := drivers.ConfigString(req.Config, "egress_network")
+	if err != nil {
+		return fmt.Errorf("runtime %q: egress_network: %w", req.Runtime, err)
+	}
+	var dns []string
+	if req.Config != cty.NilVal && !req.Config.IsNull() && req.Config.Type().HasAttribute("gateway_dns") {
+		if dns, err = drivers.Strings(req.Config.GetAttr("gateway_dns")); err != nil {
+			return fmt.Errorf("runtime %q: gateway_dns: %w", req.Runtime, err)
+		}
+	}
+	dreq := req
+	dreq.Config = dockerConfig(req.Config)
+	if err := d.eng.Configure(ctx, dreq); err != nil {
+		return err
+	}
+	cli, err := d.eng.Client()
+	if err != nil {
+		return fmt.Errorf("runtime %q: %w", req.Runtime, err)
+	}
+	d.mu.Lock()
+	d.api, d.runtime, d.registry, d.egress, d.dns = cli, req.Runtime, registry, egressNet, dns
+	d.cluster = &clusterFacts{}
+	d.gwImage = &gatewayImage{}
+	d.mu.Unlock()
+	d.log.Debug("configured", "runtime", req.Runtime, "registry", registry)
+	return nil
+}
+
+// checkRegistry accepts a registry address as a repository prefix:
+// HOST[:PORT][/PATH], no scheme.
+func checkRegistry(s string) error {
+	switch {
+	case strings.Contains(s, "://"):
+		return fmt.Errorf("%q has a scheme: give the address as images name it (%q)", s, s[strings.Index(s, "://")+3:])
+	case strings.HasSuffix(s, "/") || strings.ContainsAny(s, " \t@"):
+		return fmt.Errorf("%q is not a registry address like %q", s, "registry.internal:5000")
+	}
+	return nil
+}
+
+// Close releases the engine client.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	d.api = nil
+	d.mu.Unlock()
+	return d.eng.Close()
+}
+
+// manager returns the client, or an error before Configure.
+func (d *Driver) manager() (swarmAPI, error) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.api == nil {
+		return nil, errors.New("swarm driver is not configured")
+	}
+	return d.api, nil
+}
+
+func (d *Driver) settings() (runtime, registry, egress string, dns []string) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.runtime, d.registry, d.egress, d.dns
+}
+
+// clusterFacts are what Plan asks the manager: whether it is a swarm
+// manager, and its node (where images built without a registry are).
+type clusterFacts struct {
+	mu   sync.Mutex
+	done bool
+	node swarm.Node // the manager's own node
+	err  error
+}
+
+// facts asks the manager once per configured driver: one Info call and
+// one node list, both read-only.
+func (d *Driver) facts(ctx context.Context) (swarm.Node, error) {
+	api, err := d.manager()
+	if err != nil {
+		return swarm.Node{}, err
+	}
+	d.mu.RLock()
+	c := d.cluster
+	runtime := d.runtime
+	d.mu.RUnlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done {
+		return c.node, c.err
+	}
+	info, err := api.Info(ctx)
+	if err != nil {
+		return swarm.Node{}, d.eng.Unreachable(err) // not remembered: the next call tries again
+	}
+	c.done = true
+	switch {
+	case info.Swarm.LocalNodeState != swarm.LocalNodeStateActive:
+		c.err = fmt.Errorf("runtime %q: the engine is not part of a swarm (its swarm state is %q): run docker swarm init on it, or point host at a manager", runtime, info.Swarm.LocalNodeState)
+	case !info.Swarm.ControlAvailable:
+		c.err = fmt.Errorf("runtime %q: the engine is a swarm worker, not a manager: point host at a manager (docker node ls there shows them)", runtime)
+	}
+	if c.err != nil {
+		return c.node, c.err
+	}
+	nodes, err := api.NodeList(ctx, swarm.NodeListOptions{})
+	if err != nil {
+		c.done = false
+		return swarm.Node{}, d.eng.Unreachable(err)
+	}
+	for _, n := range nodes {
+		if n.ID == info.Swarm.NodeID {
+			c.node = n
+		}
+	}
+	if c.node.ID == "" {
+		c.err = fmt.Errorf("runtime %q: the manager's node %s is not in its node list", runtime, info.Swarm.NodeID)
+	}
+	return c.node, c.err
+}

@@ -1,0 +1,504 @@
+package swarm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/swarm"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/docker"
+	"github.com/bottlefile/bottlefile/egress"
+)
+
+// gatewayReady bounds how long create and update wait for a new gateway
+// task to report that it listens with its rules.
+const gatewayReady = 30 * time.Second
+
+// gatewaySpec is a gateway object's attributes, decoded.
+type gatewaySpec struct {
+	name          string
+	agent         string
+	allow         []string
+	sidecars      []string
+	version       string
+	network       string // the bottle network's name
+	egressNetwork string
+	dns           []string
+	placement     []string
+}
+
+func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
+	o := req.Object
+	var s gatewaySpec
+	var err error
+	s.agent = agentOf(o.Addr)
+	if s.name, err = serviceName(req.Lineage, o.Addr); err != nil {
+		return s, err
+	}
+	if s.allow, err = drivers.Strings(attr(o, "allow")); err != nil {
+		return s, fmt.Errorf("allow: %w", err)
+	}
+	if s.sidecars, err = drivers.Strings(attr(o, "sidecars")); err != nil {
+		return s, fmt.Errorf("sidecars: %w", err)
+	}
+	if s.version, err = drivers.String(attr(o, "version")); err != nil {
+		return s, fmt.Errorf("version: %w", err)
+	}
+	netAddr, err := drivers.String(attr(o, "network"))
+	if err != nil {
+		return s, fmt.Errorf("network: %w", err)
+	}
+	if netAddr == "" {
+		netAddr = s.agent + ".network"
+	}
+	if s.network, err = networkName(req.Lineage, netAddr); err != nil {
+		return s, fmt.Errorf("network: %w", err)
+	}
+	eg, err := drivers.String(attr(o, "egress_network"))
+	if err != nil {
+		return s, fmt.Errorf("egress_network: %w", err)
+	}
+	if isEgressNetworkAddr(eg) {
+		if eg, err = networkName(req.Lineage, eg); err != nil {
+			return s, fmt.Errorf("egress_network: %w", err)
+		}
+	}
+	if eg == "" {
+		return s, errors.New("egress_network: no egress network")
+	}
+	s.egressNetwork = eg
+	if s.dns, err = drivers.Strings(attr(o, "dns")); err != nil {
+		return s, fmt.Errorf("dns: %w", err)
+	}
+	if s.placement, err = drivers.Strings(attr(o, "placement")); err != nil {
+		return s, fmt.Errorf("placement: %w", err)
+	}
+	return s, nil
+}
+
+// createGateway makes a bottle's gateway service: its rules and forbidden
+// prefixes as configs, the gateway image where every node can run it, a
+// service on the bottle's network (alias "gateway") and the egress
+// network, listening only on its address in the bottle's subnet. It waits
+// until the task runs and reports its rules in force.
+func (d *Driver) createGateway(ctx context.Context, api swarmAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	addr := req.Object.Addr
+	s, err := decodeGateway(req)
+	if err != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("creating gateway for %s: %w", addr, err)
+	}
+	fail := func(format string, args ...any) (drivers.ApplyResponse, error) {
+		return drivers.ApplyResponse{}, fmt.Errorf("creating gateway %s for %s: %s", s.name, addr, fmt.Sprintf(format, args...))
+	}
+	ref, version, err := d.gatewayRef(ctx, api)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if s.version != "" && s.version != version {
+		return fail("the gateway binary changed since the plan (now %s, planned %s); plan again", version, s.version)
+	}
+	bottle, err := api.NetworkInspect(ctx, s.network, network.InspectOptions{})
+	if err != nil {
+		return fail("its bottle network %s: %v", s.network, err)
+	}
+	subnet := ""
+	for _, c := range bottle.IPAM.Config {
+		if p, err := netip.ParsePrefix(c.Subnet); err == nil && p.Addr().Is4() {
+			subnet = p.Masked().String()
+		}
+	}
+	if subnet == "" {
+		return fail("its bottle network %s has no IPv4 subnet", s.network)
+	}
+	forbid, err := d.gatewayForbid(ctx, api, s.allow)
+	if err != nil {
+		return fail("%v", err)
+	}
+	configs, err := d.gatewayConfigs(ctx, api, req, s, forbid)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if err := d.removeStale(ctx, api, req.Lineage, addr, s.name); err != nil {
+		return fail("%v", err)
+	}
+
+	labels := ownLabels(req)
+	labels[labelKind] = kindGateway
+	spec := serviceBase(s.name, labels, s.placement)
+	spec.TaskTemplate.RestartPolicy.Condition = swarm.RestartPolicyConditionAny
+	cs := spec.TaskTemplate.ContainerSpec
+	cs.Image = ref
+	cs.Args = []string{"gateway",
+		"-listen", fmt.Sprintf(":%d", docker.GatewayPort), "-listen-in", subnet,
+		"-rules", docker.GatewayRulesDir + "/" + docker.GatewayRulesFile,
+		"-forbid-file", docker.GatewayRulesDir + "/" + docker.GatewayForbidFile}
+	cs.User = docker.GatewayUser
+	cs.Env = []string{fmt.Sprintf("GOMEMLIMIT=%dMiB", docker.GatewayMemory*5/8>>20)}
+	cs.CapabilityDrop = []string{"ALL"}
+	cs.Configs = configs
+	if len(s.dns) > 0 {
+		cs.DNSConfig = &swarm.DNSConfig{Nameservers: s.dns}
+	}
+	spec.TaskTemplate.Resources = &swarm.ResourceRequirements{Limits: &swarm.Limit{
+		NanoCPUs: docker.GatewayCPUs, MemoryBytes: docker.GatewayMemory, Pids: docker.GatewayPids,
+	}}
+	spec.TaskTemplate.Networks = []swarm.NetworkAttachmentConfig{
+		{Target: s.network, Aliases: []string{docker.GatewayAlias}},
+		{Target: s.egressNetwork},
+	}
+	created, err := api.ServiceCreate(ctx, spec, swarm.ServiceCreateOptions{})
+	if err != nil {
+		return fail("%v", err)
+	}
+	t, err := d.waitGateway(ctx, api, created.ID, s, ref, configs)
+	if err != nil {
+		if rmErr := api.ServiceRemove(context.WithoutCancel(ctx), created.ID); rmErr != nil && !cerrdefs.IsNotFound(rmErr) {
+			d.log.Warn("could not remove the gateway that did not start", "addr", addr, "id", shortID(created.ID), "error", rmErr)
+		}
+		return fail("%v", err)
+	}
+	d.log.Info("created gateway", "addr", addr, "name", s.name, "id", shortID(created.ID), "allow", len(s.allow), "forbid", len(forbid))
+	resp, err := d.serviceResponse(ctx, api, created.ID, s.name, t)
+	if err != nil {
+		return resp, err
+	}
+	resp.Computed["proxy"] = fmt.Sprintf("http://%s:%d", s.name, docker.GatewayPort)
+	return resp, nil
+}
+
+// waitGateway waits until the gateway's task that reads configs runs, then
+// reads its log until it listens with the rules s.allow in force.
+func (d *Driver) waitGateway(ctx context.Context, api swarmAPI, id string, s gatewaySpec, ref string, configs []*swarm.ConfigReference) (swarm.Task, error) {
+	want := map[string]bool{}
+	for _, c := range configs {
+		want[c.ConfigID] = true
+	}
+	t, err := d.waitRunningWith(ctx, api, id, s.placement, ref, func(t swarm.Task) bool {
+		if t.Spec.ContainerSpec == nil || len(t.Spec.ContainerSpec.Configs) != len(want) {
+			return false
+		}
+		for _, c := range t.Spec.ContainerSpec.Configs {
+			if !want[c.ConfigID] {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return t, err
+	}
+	lctx, cancel := context.WithTimeout(ctx, gatewayReady)
+	defer cancel()
+	rc, err := api.TaskLogs(lctx, t.ID, container.LogsOptions{ShowStderr: true, Follow: true})
+	if err != nil {
+		return t, fmt.Errorf("reading its log: %w", err)
+	}
+	defer rc.Close()
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := stdcopy.StdCopy(io.Discard, pw, rc)
+		pw.CloseWithError(err)
+	}()
+	defer pr.Close()
+	if _, err := docker.FollowGateway(pr, s.allow); err != nil {
+		if lctx.Err() != nil && ctx.Err() == nil {
+			return t, fmt.Errorf("the gateway did not report its rules in force within %v: %w", gatewayReady, err)
+		}
+		return t, err
+	}
+	return t, nil
+}
+
+// gatewayConfigs makes the configs a gateway task reads: its rules file
+// and its forbid file, named by their content, so that a gateway made
+// again with the same rules (a retry) uses the same ones.
+func (d *Driver) gatewayConfigs(ctx context.Context, api swarmAPI, req drivers.ApplyRequest, s gatewaySpec, forbid []netip.Prefix) ([]*swarm.ConfigReference, error) {
+	rules, err := egress.ParseRules(s.allow)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	rf := egress.NewRulesFile(s.agent, rules)
+	rf.Sidecars = s.sidecars
+	rdata, err := rf.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	fdata, err := egress.NewForbidFile(forbid).Marshal()
+	if err != nil {
+		return nil, err
+	}
+	labels := ownLabels(req)
+	labels[labelKind] = kindGatewayConfig
+	var out []*swarm.ConfigReference
+	for _, f := range []struct {
+		file string
+		data []byte
+	}{{docker.GatewayRulesFile, rdata}, {docker.GatewayForbidFile, fdata}} {
+		sum := sha256.Sum256(f.data)
+		name := s.name + "-" + strings.TrimSuffix(f.file, ".json") + "-" + hex.EncodeToString(sum[:6])
+		id, err := ensureConfig(ctx, api, name, f.data, labels)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &swarm.ConfigReference{
+			ConfigID: id, ConfigName: name,
+			File: &swarm.ConfigReferenceFileTarget{Name: docker.GatewayRulesDir + "/" + f.file, UID: "0", GID: "0", Mode: 0o444},
+		})
+	}
+	return out, nil
+}
+
+// ensureConfig makes a config, or finds the one of that name (configs
+// are immutable: the name holds a hash of the content).
+func ensureConfig(ctx context.Context, api swarmAPI, name string, data []byte, labels map[string]string) (string, error) {
+	resp, err := api.ConfigCreate(ctx, swarm.ConfigSpec{Annotations: swarm.Annotations{Name: name, Labels: labels}, Data: data})
+	if err == nil {
+		return resp.ID, nil
+	}
+	if !cerrdefs.IsConflict(err) && !strings.Contains(err.Error(), "already exists") {
+		return "", fmt.Errorf("creating config %s: %w", name, err)
+	}
+	list, lerr := api.ConfigList(ctx, swarm.ConfigListOptions{Filters: filters.NewArgs(filters.Arg("name", name))})
+	if lerr != nil {
+		return "", fmt.Errorf("creating config %s: %w", name, lerr)
+	}
+	for _, c := range list {
+		if c.Spec.Name == name && c.Spec.Labels[drivers.LabelLineage] == labels[drivers.LabelLineage] {
+			return c.ID, nil
+		}
+	}
+	return "", fmt.Errorf("creating config %s: %w", name, err)
+}
+
+// updateGateway gives the gateway a new allowlist: new configs, and the
+// service updated to read them, which starts a new gateway task (the
+// cluster has no way to change a running task's files). The agent is not
+// touched: it reaches the new task by the same name. The configs no
+// longer read go.
+func (d *Driver) updateGateway(ctx context.Context, api swarmAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	addr := req.Object.Addr
+	s, err := decodeGateway(req)
+	if err != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("updating gateway of %s: %w", addr, err)
+	}
+	ref := req.ID
+	if ref == "" {
+		ref = s.name
+	}
+	fail := func(format string, args ...any) (drivers.ApplyResponse, error) {
+		return drivers.ApplyResponse{}, fmt.Errorf("updating gateway %s of %s: %s", s.name, addr, fmt.Sprintf(format, args...))
+	}
+	svc, _, err := api.ServiceInspectWithRaw(ctx, ref, swarm.ServiceInspectOptions{})
+	if err != nil {
+		return fail("%v", err)
+	}
+	forbid, err := d.gatewayForbid(ctx, api, s.allow)
+	if err != nil {
+		return fail("%v", err)
+	}
+	configs, err := d.gatewayConfigs(ctx, api, req, s, forbid)
+	if err != nil {
+		return fail("%v", err)
+	}
+	spec := svc.Spec
+	spec.TaskTemplate.ContainerSpec.Configs = configs
+	spec.TaskTemplate.ForceUpdate++ // a new task even when the files are the same
+	if _, err := api.ServiceUpdate(ctx, svc.ID, svc.Version, spec, swarm.ServiceUpdateOptions{}); err != nil {
+		return fail("%v", err)
+	}
+	t, err := d.waitGateway(ctx, api, svc.ID, s, spec.TaskTemplate.ContainerSpec.Image, configs)
+	if err != nil {
+		return fail("%v", err)
+	}
+	d.removeConfigs(ctx, api, req.Lineage, addr, configs)
+	d.log.Info("updated gateway allowlist", "addr", addr, "id", shortID(svc.ID), "allow", len(s.allow))
+	resp, err := d.serviceResponse(ctx, api, svc.ID, s.name, t)
+	if err != nil {
+		return resp, err
+	}
+	resp.Computed["proxy"] = fmt.Sprintf("http://%s:%d", s.name, docker.GatewayPort)
+	resp.Notes = append(resp.Notes, "the gateway's task was replaced to read the new allowlist; the agent was not touched")
+	return resp, nil
+}
+
+// deleteGateway removes the gateway's service, then its configs.
+func (d *Driver) deleteGateway(ctx context.Context, api swarmAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	resp, err := d.deleteService(ctx, api, req)
+	if err != nil {
+		return resp, err
+	}
+	d.removeConfigs(ctx, api, req.Lineage, req.Object.Addr, nil)
+	return resp, nil
+}
+
+// removeConfigs removes the gateway configs of addr but those kept.
+// Failures are logged: a config left is listed by the lineage label.
+func (d *Driver) removeConfigs(ctx context.Context, api swarmAPI, lineage, addr string, keep []*swarm.ConfigReference) {
+	f := byLineage(lineage)
+	f.Add("label", drivers.LabelAddress+"="+addr)
+	list, err := api.ConfigList(ctx, swarm.ConfigListOptions{Filters: f})
+	if err != nil {
+		d.log.Warn("listing a gateway's configs", "addr", addr, "error", err)
+		return
+	}
+	for _, c := range list {
+		if slices.ContainsFunc(keep, func(k *swarm.ConfigReference) bool { return k.ConfigID == c.ID }) {
+			continue
+		}
+		if err := api.ConfigRemove(ctx, c.ID); err != nil && !cerrdefs.IsNotFound(err) {
+			d.log.Warn("could not remove a gateway config", "addr", addr, "config", c.Spec.Name, "error", err)
+		}
+	}
+}
+
+// gatewayForbid is what a gateway never connects to, besides what the
+// egress package refuses itself (loopback, link-local, its own addresses
+// and its default gateway, its node):
+//
+//   - the swarm's default address pools, from which every overlay takes
+//     its subnet: every bottle's network, on any node, and every other
+//     gateway on the egress network;
+//   - every node's address (with the swarm's ports, 2377, 7946 and 4789,
+//     and whatever else the nodes serve);
+//   - the subnets of the manager's local networks (docker_gwbridge,
+//     through which gateways reach the outside, among them);
+//   - the registry's addresses, unless a rule names the registry's host.
+func (d *Driver) gatewayForbid(ctx context.Context, api swarmAPI, allow []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	add := func(s string) {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+		} else if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+		}
+	}
+	info, err := api.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the swarm's address pools: %w", err)
+	}
+	pools := info.Swarm.Cluster
+	if pools != nil {
+		for _, p := range pools.DefaultAddrPool {
+			add(p)
+		}
+	}
+	if pools == nil || len(pools.DefaultAddrPool) == 0 {
+		add("10.0.0.0/8") // swarm's default pool
+	}
+	nodes, err := api.NodeList(ctx, swarm.NodeListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing the nodes: %w", err)
+	}
+	for _, n := range nodes {
+		add(n.Status.Addr)
+		if n.ManagerStatus != nil {
+			if host, _, err := net.SplitHostPort(n.ManagerStatus.Addr); err == nil {
+				add(host)
+			}
+		}
+	}
+	nets, err := api.NetworkList(ctx, network.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing networks: %w", err)
+	}
+	for _, n := range nets {
+		if n.Scope == "swarm" || n.Driver == "host" || n.Driver == "null" {
+			continue
+		}
+		for _, c := range n.IPAM.Config {
+			add(c.Subnet)
+		}
+	}
+	if _, registry, _, _ := d.settings(); registry != "" && !namesRegistry(allow, registry) {
+		for _, a := range d.registryAddrs(ctx, registry) {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return compact(out), nil
+}
+
+// namesRegistry reports whether a rule of the allowlist names the
+// registry's host.
+func namesRegistry(allow []string, registry string) bool {
+	host := registryHost(registry)
+	for _, s := range allow {
+		r, err := egress.ParseRule(s)
+		if err != nil {
+			continue
+		}
+		if strings.EqualFold(r.Host, host) || (r.Prefix.IsValid() && r.Prefix.Contains(addrOf(host))) {
+			return true
+		}
+	}
+	return false
+}
+
+// registryHost is the host of a registry address (HOST[:PORT][/PATH]).
+func registryHost(registry string) string {
+	hostport, _, _ := strings.Cut(registry, "/")
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return hostport
+}
+
+func addrOf(host string) netip.Addr {
+	a, _ := netip.ParseAddr(host)
+	return a
+}
+
+// registryAddrs are the registry host's addresses; a name that does not
+// resolve here gives none (logged).
+func (d *Driver) registryAddrs(ctx context.Context, registry string) []netip.Addr {
+	host := registryHost(registry)
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{a.Unmap()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		d.log.Warn("cannot resolve the registry to forbid its addresses to gateways", "host", host, "error", err)
+		return nil
+	}
+	for i, a := range addrs {
+		addrs[i] = a.Unmap()
+	}
+	return addrs
+}
+
+// compact sorts prefixes and drops those another one contains.
+func compact(ps []netip.Prefix) []netip.Prefix {
+	slices.SortFunc(ps, func(a, b netip.Prefix) int {
+		if a.Bits() != b.Bits() {
+			return a.Bits() - b.Bits()
+		}
+		return a.Addr().Compare(b.Addr())
+	})
+	var out []netip.Prefix
+next:
+	for _, p := range ps {
+		for _, q := range out {
+			if q.Bits() <= p.Bits() && q.Contains(p.Addr()) {
+				continue next
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}

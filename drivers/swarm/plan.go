@@ -1,0 +1,256 @@
+package swarm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/addrs"
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/docker"
+)
+
+// serviceAttrs are the workload attributes a service object records, as
+// the configuration wrote them (build is recorded as the image object and
+// the service's build_hash; egress as the gateway's allow list).
+var serviceAttrs = []string{"image", "command", "entrypoint", "env", "workdir", "user", "cpus", "memory", "labels"}
+
+// Plan expands one agent into its overlay network, its images when they
+// are built, its service and its sidecars' services, and, with an egress
+// block, its gateway service and the runtime's egress network. It reads
+// build contexts and the gateway binary to hash them, and asks the
+// manager (once per configured driver, read-only) that it is one and
+// which node it is; it changes nothing.
+func (d *Driver) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.PlanResponse, error) {
+	resp, err := d.plan(ctx, req)
+	return resp, d.eng.Unreachable(err)
+}
+
+func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.PlanResponse, error) {
+	a := req.Agent
+	addr := a.Addr
+	if addr == "" {
+		addr = addrs.Agent(a.Name).String()
+	}
+	if _, err := serviceName("x", addr); err != nil {
+		return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, err)
+	}
+	runtime, _, _, _ := d.settings()
+	if _, err := networkName("x", addrs.Runtime(runtime).Egress().String()); err != nil {
+		return drivers.PlanResponse{}, fmt.Errorf("%s: the runtime's egress network: %w", addr, err)
+	}
+	if refusals := drivers.CheckAgent(d.Name(), Declaration().Capabilities, a); len(refusals) > 0 {
+		return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, drivers.Err(refusals))
+	}
+	placement, err := decodePlacement(a.Driver)
+	if err != nil {
+		return drivers.PlanResponse{}, fmt.Errorf("%s: placement: %w", addr, err)
+	}
+	manager, err := d.facts(ctx)
+	if err != nil {
+		return drivers.PlanResponse{}, err
+	}
+	_, registry, egressNet, dns := d.settings()
+	// Without a registry, what is built exists on the manager only.
+	pinned := placement
+	if registry == "" {
+		pinned = append(append([]string{}, placement...), "node.id=="+manager.ID)
+	}
+
+	netAddr := addr + ".network"
+	objects := []drivers.Object{{
+		Addr:  netAddr,
+		Kind:  kindNetwork,
+		Attrs: map[string]cty.Value{"internal": cty.True, "driver": cty.StringVal("overlay")},
+	}}
+	var names []string
+	for _, sc := range a.Sidecars {
+		names = append(names, sc.Name)
+	}
+	objs, err := d.planWorkload(addr, netAddr, a.Workload, placement, pinned)
+	if err != nil {
+		return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, err)
+	}
+	objects = append(objects, objs...)
+	for _, sc := range a.Sidecars {
+		scAddr := sc.Addr
+		if scAddr == "" {
+			scAddr = addr + ".sidecar." + sc.Name
+		}
+		switch {
+		case !clusterName.MatchString(sc.Name):
+			return drivers.PlanResponse{}, fmt.Errorf("%s: the sidecar name %q cannot be a name on the bottle's network (use letters, digits, '-' and '_')", scAddr, sc.Name)
+		case strings.EqualFold(sc.Name, docker.GatewayAlias), strings.EqualFold(sc.Name, "localhost"):
+			return drivers.PlanResponse{}, fmt.Errorf("%s: a sidecar cannot be named %q", scAddr, sc.Name)
+		}
+		if err := docker.CheckSidecarEgress(drivers.WorkloadAttr(a.Workload, "egress"), drivers.WorkloadAttr(sc.Workload, "egress")); err != nil {
+			return drivers.PlanResponse{}, fmt.Errorf("%s: %w", scAddr, err)
+		}
+		objs, err := d.planWorkload(scAddr, netAddr, sc.Workload, placement, pinned)
+		if err != nil {
+			return drivers.PlanResponse{}, fmt.Errorf("%s: %w", scAddr, err)
+		}
+		svc := &objs[len(objs)-1]
+		svc.Attrs["alias"] = cty.StringVal(sc.Name)
+		objects = append(objects, objs...)
+	}
+	if len(names) > 0 {
+		for i := range objects {
+			if objects[i].Kind == kindService {
+				objects[i].Attrs["sidecars"] = stringList(names)
+			}
+		}
+	}
+
+	if hasEgressBlock(drivers.WorkloadAttr(a.Workload, "egress")) {
+		allow, err := docker.AllowValue(drivers.WorkloadAttr(a.Workload, "egress"))
+		if err != nil {
+			return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, err)
+		}
+		version, err := d.eng.GatewayVersion()
+		if err != nil {
+			return drivers.PlanResponse{}, fmt.Errorf("%s: gateway: %w", addr, err)
+		}
+		gw := drivers.Object{
+			Addr:      gatewayAddr(addr),
+			Kind:      kindGateway,
+			Workload:  true,
+			InPlace:   []string{"allow"},
+			DependsOn: []string{netAddr},
+			Attrs: map[string]cty.Value{
+				"allow":          allow,
+				"version":        cty.StringVal(version),
+				"network":        cty.StringVal(netAddr),
+				"egress_network": cty.StringVal(egressNet),
+				"dns":            stringList(dns),
+				"placement":      stringList(pinned),
+				"registry":       optString(registry),
+			},
+		}
+		if egressNet == "" {
+			egAddr := addrs.Runtime(runtime).Egress().String()
+			objects = append(objects, drivers.Object{
+				Addr:  egAddr,
+				Kind:  kindNetwork,
+				Attrs: map[string]cty.Value{"internal": cty.False, "driver": cty.StringVal("overlay")},
+			})
+			gw.Attrs["egress_network"] = cty.StringVal(egAddr)
+			gw.DependsOn = append(gw.DependsOn, egAddr)
+		}
+		if len(names) > 0 {
+			gw.Attrs["sidecars"] = stringList(names)
+			gw.InPlace = append(gw.InPlace, "sidecars")
+		}
+		objects = append(objects, gw)
+	}
+	return drivers.PlanResponse{Objects: objects}, nil
+}
+
+// planWorkload expands an agent's or a sidecar's workload: its image when
+// it is built, then its service on the bottle's network. A service of a
+// built image without a registry is pinned to the manager, which has it.
+func (d *Driver) planWorkload(addr, netAddr string, w cty.Value, placement, pinned []string) ([]drivers.Object, error) {
+	if err := docker.CheckLabels(drivers.WorkloadAttr(w, "labels")); err != nil {
+		return nil, fmt.Errorf("labels: %w", err)
+	}
+	if err := docker.CheckLimits(drivers.WorkloadAttr(w, "cpus"), drivers.WorkloadAttr(w, "memory")); err != nil {
+		return nil, err
+	}
+	if _, err := serviceName("x", addr); err != nil {
+		return nil, err
+	}
+	attrs := drivers.WorkloadAttrs(w, serviceAttrs...)
+	attrs["build_hash"] = cty.NullVal(cty.String)
+	attrs["network"] = cty.StringVal(netAddr)
+	attrs["placement"] = stringList(placement)
+	svc := drivers.Object{
+		Addr:      addr,
+		Kind:      kindService,
+		Workload:  true,
+		DependsOn: []string{netAddr},
+		Attrs:     attrs,
+	}
+	img, sum, err := d.eng.PlanImage(addr, w)
+	if err != nil {
+		return nil, err
+	}
+	if img == nil {
+		image := drivers.WorkloadAttr(w, "image")
+		if image.IsNull() {
+			return nil, errors.New("needs an image or a build block")
+		}
+		if s, err := drivers.String(image); err == nil && strings.TrimSpace(s) == "" {
+			return nil, errors.New("image is empty")
+		}
+		return []drivers.Object{svc}, nil
+	}
+	_, registry, _, _ := d.settings()
+	img.Attrs["registry"] = optString(registry)
+	svc.Attrs["image"] = cty.NullVal(cty.String)
+	svc.Attrs["build_hash"] = cty.StringVal(sum)
+	svc.Attrs["placement"] = stringList(pinned)
+	svc.DependsOn = append(svc.DependsOn, img.Addr)
+	return []drivers.Object{*img, svc}, nil
+}
+
+// decodePlacement reads an agent's placement constraints (its driver
+// block), checking their form: NAME==VALUE or NAME!=VALUE, as swarm takes
+// them. Values not known yet are left for apply.
+func decodePlacement(v cty.Value) ([]string, error) {
+	if v == cty.NilVal || v.IsNull() {
+		return nil, nil
+	}
+	v, _ = v.UnmarkDeep()
+	if !v.Type().IsObjectType() || !v.Type().HasAttribute("placement") {
+		return nil, nil
+	}
+	p := v.GetAttr("placement")
+	if !p.IsWhollyKnown() {
+		return nil, nil
+	}
+	list, err := drivers.Strings(p)
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range list {
+		if !constraint.MatchString(c) {
+			return nil, fmt.Errorf("constraint %d, %q, is not of the form NAME==VALUE or NAME!=VALUE (for example %q)", i+1, c, "node.labels.pool==agents")
+		}
+	}
+	return list, nil
+}
+
+// constraint is the form of a swarm placement constraint.
+var constraint = regexp.MustCompile(`^\s*[a-zA-Z0-9_.-]+\s*(==|!=)\s*\S.*$`)
+
+// hasEgressBlock reports whether an agent has an egress block (an empty
+// one too); an unknown value may be one.
+func hasEgressBlock(v cty.Value) bool {
+	if v == cty.NilVal {
+		return false
+	}
+	v, _ = v.UnmarkDeep()
+	return !v.IsKnown() || !v.IsNull()
+}
+
+func stringList(ss []string) cty.Value {
+	if len(ss) == 0 {
+		return cty.ListValEmpty(cty.String)
+	}
+	vals := make([]cty.Value, len(ss))
+	for i, s := range ss {
+		vals[i] = cty.StringVal(s)
+	}
+	return cty.ListVal(vals)
+}
+
+func optString(s string) cty.Value {
+	if s == "" {
+		return cty.NullVal(cty.String)
+	}
+	return cty.StringVal(s)
+}

@@ -1,0 +1,184 @@
+package swarm
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/bottlefile/bottlefile/drivers"
+)
+
+// Read lists the services, networks and built images of one lineage, and
+// the tasks of those services, with one list call per kind (and one of the
+// nodes, to name where each task runs). A service reads as running when
+// its task is running.
+func (d *Driver) Read(ctx context.Context, req drivers.ReadRequest) (drivers.ReadResponse, error) {
+	resp, err := d.read(ctx, req)
+	return resp, d.eng.Unreachable(err)
+}
+
+func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.ReadResponse, error) {
+	var resp drivers.ReadResponse
+	if req.Lineage == "" {
+		return resp, nil
+	}
+	api, err := d.manager()
+	if err != nil {
+		return resp, err
+	}
+	f := byLineage(req.Lineage)
+
+	services, err := api.ServiceList(ctx, swarm.ServiceListOptions{Filters: f})
+	if err != nil {
+		return resp, fmt.Errorf("listing services of lineage %s: %w", req.Lineage, err)
+	}
+	tasks := map[string][]swarm.Task{}
+	if len(services) > 0 {
+		tf := filters.NewArgs()
+		for _, s := range services {
+			tf.Add("service", s.ID)
+		}
+		list, err := api.TaskList(ctx, swarm.TaskListOptions{Filters: tf})
+		if err != nil {
+			return resp, fmt.Errorf("listing the tasks of lineage %s: %w", req.Lineage, err)
+		}
+		for _, t := range list {
+			tasks[t.ServiceID] = append(tasks[t.ServiceID], t)
+		}
+	}
+	nodes := map[string]string{}
+	if len(services) > 0 {
+		list, err := api.NodeList(ctx, swarm.NodeListOptions{})
+		if err != nil {
+			return resp, fmt.Errorf("listing nodes: %w", err)
+		}
+		for _, n := range list {
+			nodes[n.ID] = n.Description.Hostname
+		}
+	}
+	for _, s := range services {
+		kind := kindService
+		if s.Spec.Labels[labelKind] == kindGateway {
+			kind = kindGateway
+		}
+		o, ok := d.live(s.Spec.Labels, kind, s.ID, s.Spec.Name)
+		if !ok {
+			continue
+		}
+		serviceFacts(&o, s, tasks[s.ID], nodes)
+		resp.Objects = append(resp.Objects, o)
+	}
+
+	networks, err := api.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		return resp, fmt.Errorf("listing networks of lineage %s: %w", req.Lineage, err)
+	}
+	for _, n := range networks {
+		if n.Scope != "swarm" {
+			continue // a node's copy of an overlay is listed as the overlay
+		}
+		if o, ok := d.live(n.Labels, kindNetwork, n.ID, n.Name); ok {
+			resp.Objects = append(resp.Objects, o)
+		}
+	}
+
+	images, err := api.ImageList(ctx, image.ListOptions{Filters: f})
+	if err != nil {
+		return resp, fmt.Errorf("listing images of lineage %s: %w", req.Lineage, err)
+	}
+	for _, img := range images {
+		if len(img.RepoTags) == 0 {
+			continue
+		}
+		if o, ok := d.live(img.Labels, kindImage, img.ID, img.RepoTags[0]); ok {
+			resp.Objects = append(resp.Objects, o)
+		}
+	}
+	sort.SliceStable(resp.Objects, func(i, j int) bool {
+		if resp.Objects[i].Addr != resp.Objects[j].Addr {
+			return resp.Objects[i].Addr < resp.Objects[j].Addr
+		}
+		return resp.Objects[i].Kind < resp.Objects[j].Kind
+	})
+	return resp, nil
+}
+
+func (d *Driver) live(labels map[string]string, kind, id, name string) (drivers.LiveObject, bool) {
+	addr := labels[drivers.LabelAddress]
+	if addr == "" {
+		d.log.Warn("object with this lineage has no address label; ignoring it", "kind", kind, "id", id, "name", name)
+		return drivers.LiveObject{}, false
+	}
+	return drivers.LiveObject{Addr: addr, Kind: kind, ID: id, Name: name, Hash: labels[drivers.LabelConfigHash]}, true
+}
+
+// serviceFacts fills a service's state from its tasks: the task the
+// cluster wants running (else the newest), as the docker driver reports a
+// container: "running"; "created" while it is being placed or started;
+// "exited" with its code once it ended. A service scaled to no replicas
+// outside bottlefile reads as stopped.
+func serviceFacts(o *drivers.LiveObject, s swarm.Service, tasks []swarm.Task, nodes map[string]string) {
+	o.Created = s.CreatedAt.UTC()
+	if s.Spec.Mode.Replicated != nil && s.Spec.Mode.Replicated.Replicas != nil && *s.Spec.Mode.Replicated.Replicas == 0 {
+		o.State = drivers.StateExited
+		o.Exit = &drivers.Exit{Stopped: true}
+		return
+	}
+	t, ok := currentTask(tasks)
+	if !ok {
+		o.State = drivers.StateCreated
+		return
+	}
+	o.Node = nodes[t.NodeID]
+	switch t.Status.State {
+	case swarm.TaskStateRunning:
+		o.Running = true
+		o.State = drivers.StateRunning
+		o.Started = t.Status.Timestamp.UTC()
+	case swarm.TaskStateComplete, swarm.TaskStateFailed, swarm.TaskStateShutdown, swarm.TaskStateRejected, swarm.TaskStateOrphaned, swarm.TaskStateRemove:
+		o.State = drivers.StateExited
+		o.Finished = t.Status.Timestamp.UTC()
+		if cs := t.Status.ContainerStatus; cs != nil {
+			o.ExitCode = cs.ExitCode
+		}
+		o.Exit = &drivers.Exit{Code: o.ExitCode, At: o.Finished, Stopped: t.DesiredState != swarm.TaskStateRunning && t.Status.State == swarm.TaskStateShutdown}
+	default:
+		o.State = drivers.StateCreated
+	}
+}
+
+// currentTask is the task the cluster wants running, else the newest one.
+func currentTask(tasks []swarm.Task) (swarm.Task, bool) {
+	var best swarm.Task
+	found := false
+	for _, t := range tasks {
+		switch {
+		case !found:
+			best, found = t, true
+		case (t.DesiredState == swarm.TaskStateRunning) != (best.DesiredState == swarm.TaskStateRunning):
+			if t.DesiredState == swarm.TaskStateRunning {
+				best = t
+			}
+		case t.Meta.CreatedAt.After(best.Meta.CreatedAt):
+			best = t
+		}
+	}
+	return best, found
+}
+
+// taskProblem says why a task is not running, from what the cluster says
+// of it ("no suitable node (scheduling constraints not satisfied on 3
+// nodes)", "No such image: ..."); "" when it says nothing.
+func taskProblem(t swarm.Task) string {
+	msg := strings.TrimSpace(t.Status.Err)
+	if msg == "" {
+		msg = strings.TrimSpace(t.Status.Message)
+	}
+	return msg
+}

@@ -1,0 +1,431 @@
+package swarm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/docker"
+)
+
+// Settings every agent and sidecar service runs with.
+const (
+	// stopGrace is how long a task has to stop before it is killed: with
+	// an init process it stops at once, and a drain or removal does not
+	// wait the cluster's default ten seconds.
+	stopGrace = time.Second
+	// placeTimeout is how long apply waits for the cluster to place a
+	// task no node fits before it fails the apply, naming the
+	// constraints.
+	placeTimeout = 5 * time.Second
+	// runTimeout bounds how long apply waits for a placed task to run:
+	// the node may be pulling its image.
+	runTimeout = 3 * time.Minute
+)
+
+// serviceSpec is a service object's attributes, decoded.
+type serviceSpec struct {
+	drivers.Workload
+	name      string
+	network   string // the bottle network's name
+	alias     string // a sidecar's name on it
+	sidecars  []string
+	placement []string
+}
+
+func decodeService(req drivers.ApplyRequest, registry string) (serviceSpec, error) {
+	o := req.Object
+	var s serviceSpec
+	var err error
+	if s.name, err = serviceName(req.Lineage, o.Addr); err != nil {
+		return s, err
+	}
+	if s.Workload, err = drivers.DecodeWorkload(drivers.ObjectAttrs(o)); err != nil {
+		return s, err
+	}
+	buildHash, err := drivers.String(attr(o, "build_hash"))
+	if err != nil {
+		return s, fmt.Errorf("build_hash: %w", err)
+	}
+	if buildHash != "" {
+		if s.Image, err = builtRef(req.Lineage, o.Addr, buildHash, registry); err != nil {
+			return s, err
+		}
+	}
+	if req.BootImage != "" {
+		s.Image = req.BootImage
+	}
+	if s.Image == "" {
+		return s, errors.New("no image: set image or a build block")
+	}
+	if s.Entrypoint != nil && len(s.Entrypoint) == 0 {
+		s.Entrypoint = []string{""}
+	}
+	netAddr, err := drivers.String(attr(o, "network"))
+	if err != nil {
+		return s, fmt.Errorf("network: %w", err)
+	}
+	if netAddr == "" {
+		netAddr = agentOf(o.Addr) + ".network"
+	}
+	if s.network, err = networkName(req.Lineage, netAddr); err != nil {
+		return s, fmt.Errorf("network: %w", err)
+	}
+	if s.alias, err = drivers.String(attr(o, "alias")); err != nil {
+		return s, fmt.Errorf("alias: %w", err)
+	}
+	if s.sidecars, err = drivers.Strings(attr(o, "sidecars")); err != nil {
+		return s, fmt.Errorf("sidecars: %w", err)
+	}
+	if s.placement, err = drivers.Strings(attr(o, "placement")); err != nil {
+		return s, fmt.Errorf("placement: %w", err)
+	}
+	return s, nil
+}
+
+// createService makes an agent's or a sidecar's service and waits until
+// its task runs. A task the cluster cannot place or start fails the
+// create, and the service goes.
+func (d *Driver) createService(ctx context.Context, api swarmAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	addr := req.Object.Addr
+	_, registry, _, _ := d.settings()
+	s, err := decodeService(req, registry)
+	if err != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("creating service for %s: %w", addr, err)
+	}
+	fail := func(format string, args ...any) (drivers.ApplyResponse, error) {
+		return drivers.ApplyResponse{}, fmt.Errorf("creating service %s for %s: %s", s.name, addr, fmt.Sprintf(format, args...))
+	}
+	if err := d.removeStale(ctx, api, req.Lineage, addr, s.name); err != nil {
+		return fail("%v", err)
+	}
+	gw, err := serviceName(req.Lineage, gatewayAddr(agentOf(addr)))
+	if err != nil {
+		return fail("%v", err)
+	}
+	labels := map[string]string{}
+	for k, v := range s.Labels {
+		labels[k] = v
+	}
+	for k, v := range ownLabels(req) {
+		labels[k] = v
+	}
+	env := proxyEnv(s.Env, gw, s.sidecars)
+	nanoCPUs := int64(math.Round(s.CPUs * 1e9))
+	spec := serviceBase(s.name, labels, s.placement)
+	cs := spec.TaskTemplate.ContainerSpec
+	cs.Image = s.Image
+	cs.Command = s.Entrypoint
+	cs.Args = s.Command
+	cs.Env = env
+	cs.Dir = s.Workdir
+	cs.User = s.User
+	cs.CapabilityDrop = []string{"CAP_NET_RAW"}
+	cs.DNSConfig = &swarm.DNSConfig{Options: docker.DNSOptions}
+	if nanoCPUs > 0 || s.Memory > 0 {
+		spec.TaskTemplate.Resources = &swarm.ResourceRequirements{Limits: &swarm.Limit{NanoCPUs: nanoCPUs, MemoryBytes: s.Memory}}
+	}
+	att := swarm.NetworkAttachmentConfig{Target: s.network}
+	if s.alias != "" {
+		att.Aliases = []string{s.alias}
+	}
+	spec.TaskTemplate.Networks = []swarm.NetworkAttachmentConfig{att}
+
+	created, err := api.ServiceCreate(ctx, spec, swarm.ServiceCreateOptions{})
+	if err != nil {
+		return fail("%v", err)
+	}
+	for _, w := range created.Warnings {
+		d.log.Debug("engine warning", "addr", addr, "warning", w)
+	}
+	t, err := d.waitRunning(ctx, api, created.ID, s.placement, s.Image)
+	if err != nil {
+		if rmErr := api.ServiceRemove(context.WithoutCancel(ctx), created.ID); rmErr != nil && !cerrdefs.IsNotFound(rmErr) {
+			d.log.Warn("could not remove the service whose task did not run", "addr", addr, "id", shortID(created.ID), "error", rmErr)
+		}
+		return fail("%v", err)
+	}
+	d.log.Info("created service", "addr", addr, "name", s.name, "id", shortID(created.ID), "node", t.NodeID)
+	return d.serviceResponse(ctx, api, created.ID, s.name, t)
+}
+
+// serviceBase is what every service of a bottle is: one replica, names
+// resolved round robin (no virtual IP), an init process, a short stop,
+// restarted on failure (and moved when its node goes), the labels on the
+// service and on its task's container.
+func serviceBase(name string, labels map[string]string, placement []string) swarm.ServiceSpec {
+	one := uint64(1)
+	init := true
+	grace := stopGrace
+	delay := time.Second
+	return swarm.ServiceSpec{
+		Annotations: swarm.Annotations{Name: name, Labels: labels},
+		Mode:        swarm.ServiceMode{Replicated: &swarm.ReplicatedService{Replicas: &one}},
+		TaskTemplate: swarm.TaskSpec{
+			ContainerSpec: &swarm.ContainerSpec{
+				Labels:          labels,
+				Init:            &init,
+				StopGracePeriod: &grace,
+			},
+			RestartPolicy: &swarm.RestartPolicy{Condition: swarm.RestartPolicyConditionOnFailure, Delay: &delay},
+			Placement:     &swarm.Placement{Constraints: placement},
+		},
+		EndpointSpec: &swarm.EndpointSpec{Mode: swarm.ResolutionModeDNSRR},
+	}
+}
+
+// proxyEnv is a workload's environment with its bottle's proxy settings,
+// as the docker driver sets them: a variable the configuration sets
+// itself is left as configured.
+func proxyEnv(env map[string]string, gateway string, sidecars []string) []string {
+	var out []string
+	for _, k := range sortedKeys(env) {
+		out = append(out, k+"="+env[k])
+	}
+	proxy := fmt.Sprintf("http://%s:%d", gateway, docker.GatewayPort)
+	noProxy := strings.Join(append([]string{"localhost", "127.0.0.1"}, sidecars...), ",")
+	for _, k := range docker.ProxyVars {
+		if _, ok := env[k]; !ok {
+			out = append(out, k+"="+proxy)
+		}
+	}
+	for _, k := range docker.NoProxyVars {
+		if _, ok := env[k]; !ok {
+			out = append(out, k+"="+noProxy)
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// waitRunning waits until the service's task runs, and returns it. A task
+// rejected or failed (its image missing on its node, its command not
+// found) is an error quoting the cluster; so is one that stays pending
+// for placeTimeout because no node fits, naming the constraints.
+func (d *Driver) waitRunning(ctx context.Context, api swarmAPI, id string, placement []string, image string) (swarm.Task, error) {
+	return d.waitRunningWith(ctx, api, id, placement, image, nil)
+}
+
+// waitRunningWith is waitRunning for the task that is (when is is not
+// nil) of the service's current spec: after an update, the old task may
+// still be listed as the one to run.
+func (d *Driver) waitRunningWith(ctx context.Context, api swarmAPI, id string, placement []string, image string, is func(swarm.Task) bool) (swarm.Task, error) {
+	f := filters.NewArgs(filters.Arg("service", id), filters.Arg("desired-state", "running"))
+	start := time.Now()
+	var pendingSince time.Time
+	last := ""
+	for {
+		tasks, err := api.TaskList(ctx, swarm.TaskListOptions{Filters: f})
+		if err != nil {
+			return swarm.Task{}, fmt.Errorf("listing its tasks: %w", err)
+		}
+		if is != nil {
+			tasks = slices.DeleteFunc(tasks, func(t swarm.Task) bool { return !is(t) })
+		}
+		t, ok := currentTask(tasks)
+		if ok {
+			last = fmt.Sprintf("%s: %s", t.Status.State, taskProblem(t))
+			switch t.Status.State {
+			case swarm.TaskStateRunning:
+				return t, nil
+			case swarm.TaskStateRejected, swarm.TaskStateFailed:
+				return t, fmt.Errorf("its task could not run: %s%s", taskProblem(t), imageHint(taskProblem(t), image))
+			case swarm.TaskStateComplete:
+				return t, errors.New("its task ran and ended at once: a workload must keep running")
+			case swarm.TaskStatePending:
+				if pendingSince.IsZero() {
+					pendingSince = time.Now()
+				}
+				if time.Since(pendingSince) > placeTimeout {
+					return t, fmt.Errorf("no node can run its task: %s%s", taskProblem(t), placementHint(placement))
+				}
+			default:
+				pendingSince = time.Time{}
+			}
+		}
+		if time.Since(start) > runTimeout {
+			return t, fmt.Errorf("its task did not run within %v (last: %s)", runTimeout, last)
+		}
+		select {
+		case <-ctx.Done():
+			return t, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func placementHint(placement []string) string {
+	if len(placement) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; its placement is %s, which no node that is ready and active matches (docker node ls and docker node inspect show the nodes' labels)", strings.Join(quoteAll(placement), ", "))
+}
+
+func imageHint(problem, image string) string {
+	if strings.Contains(strings.ToLower(problem), "no such image") || strings.Contains(problem, "pull") {
+		return fmt.Sprintf(" (the image %s is not on the node the task was placed on, and the node could not pull it: set registry in the runtime block so built images are pushed where every node pulls them, or load the image on every node)", image)
+	}
+	return ""
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
+}
+
+// serviceResponse reports a service's computed values: its name and the
+// node its task runs on.
+func (d *Driver) serviceResponse(ctx context.Context, api swarmAPI, id, name string, t swarm.Task) (drivers.ApplyResponse, error) {
+	node := t.NodeID
+	if nodes, err := api.NodeList(ctx, swarm.NodeListOptions{Filters: filters.NewArgs(filters.Arg("id", t.NodeID))}); err == nil {
+		for _, n := range nodes {
+			if n.ID == t.NodeID {
+				node = n.Description.Hostname
+			}
+		}
+	}
+	return drivers.ApplyResponse{ID: id, Computed: map[string]string{"name": name, "node": node}}, nil
+}
+
+// removeStale removes a service of this lineage made for addr under name
+// by an apply that crashed before recording it. One of that name that is
+// anyone else's, or another object's, is refused.
+func (d *Driver) removeStale(ctx context.Context, api swarmAPI, lineage, addr, name string) error {
+	old, _, err := api.ServiceInspectWithRaw(ctx, name, swarm.ServiceInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("checking for an existing service: %w", err)
+	}
+	if old.Spec.Labels[drivers.LabelLineage] != lineage || old.Spec.Labels[drivers.LabelAddress] != addr {
+		return fmt.Errorf("a service named %s already exists and is not this state's %s (lineage %s); remove or rename it", name, addr, lineage)
+	}
+	d.log.Info("removing unrecorded service of this lineage before creating it again", "addr", addr, "name", name, "id", shortID(old.ID))
+	if err := api.ServiceRemove(ctx, old.ID); err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("removing the unrecorded service %s left by an earlier run: %w", shortID(old.ID), err)
+	}
+	return nil
+}
+
+// startService brings back a service that is not running: one scaled to
+// no replicas outside bottlefile gets its replica back; one whose task
+// ended gets a new task (a forced update). Its ID stays.
+func (d *Driver) startService(ctx context.Context, api swarmAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	addr := req.Object.Addr
+	ref := req.ID
+	if ref == "" {
+		name, err := serviceName(req.Lineage, addr)
+		if err != nil {
+			return drivers.ApplyResponse{}, fmt.Errorf("starting service of %s: %w", addr, err)
+		}
+		ref = name
+	}
+	fail := func(format string, args ...any) (drivers.ApplyResponse, error) {
+		return drivers.ApplyResponse{}, fmt.Errorf("starting service %s of %s: %s", shortID(ref), addr, fmt.Sprintf(format, args...))
+	}
+	svc, _, err := api.ServiceInspectWithRaw(ctx, ref, swarm.ServiceInspectOptions{})
+	if err != nil {
+		return fail("%v", err)
+	}
+	spec := svc.Spec
+	one := uint64(1)
+	if r := spec.Mode.Replicated; r != nil && (r.Replicas == nil || *r.Replicas != 1) {
+		r.Replicas = &one
+	} else {
+		spec.TaskTemplate.ForceUpdate++
+	}
+	if _, err := api.ServiceUpdate(ctx, svc.ID, svc.Version, spec, swarm.ServiceUpdateOptions{}); err != nil {
+		return fail("%v", err)
+	}
+	var placement []string
+	if spec.TaskTemplate.Placement != nil {
+		placement = spec.TaskTemplate.Placement.Constraints
+	}
+	t, err := d.waitRunning(ctx, api, svc.ID, placement, spec.TaskTemplate.ContainerSpec.Image)
+	if err != nil {
+		return fail("%v", err)
+	}
+	d.log.Info("started service", "addr", addr, "id", shortID(svc.ID))
+	return d.serviceResponse(ctx, api, svc.ID, svc.Spec.Name, t)
+}
+
+// deleteService removes a service and waits until its task's container is
+// gone from its node, so that what the bottle's network and images are
+// deleted after finds nothing of it.
+func (d *Driver) deleteService(ctx context.Context, api swarmAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	addr := req.Object.Addr
+	id := req.ID
+	if id == "" {
+		name, err := serviceName(req.Lineage, addr)
+		if err != nil {
+			return drivers.ApplyResponse{}, fmt.Errorf("deleting service of %s: %w", addr, err)
+		}
+		svc, _, err := api.ServiceInspectWithRaw(ctx, name, swarm.ServiceInspectOptions{})
+		if cerrdefs.IsNotFound(err) {
+			return drivers.ApplyResponse{}, nil
+		}
+		if err != nil {
+			return drivers.ApplyResponse{}, fmt.Errorf("deleting service %s of %s: %w", name, addr, err)
+		}
+		if svc.Spec.Labels[drivers.LabelLineage] != req.Lineage {
+			return drivers.ApplyResponse{}, fmt.Errorf("deleting service %s of %s: it does not belong to this state (lineage %s)", name, addr, req.Lineage)
+		}
+		id = svc.ID
+	}
+	if err := api.ServiceRemove(ctx, id); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return drivers.ApplyResponse{}, nil
+		}
+		return drivers.ApplyResponse{}, fmt.Errorf("deleting service %s of %s: %w", shortID(id), addr, err)
+	}
+	if err := waitTasksGone(ctx, api, id); err != nil {
+		d.log.Warn("the tasks of a removed service linger", "addr", addr, "id", shortID(id), "error", err)
+	}
+	d.log.Info("deleted service", "addr", addr, "id", shortID(id))
+	return drivers.ApplyResponse{}, nil
+}
+
+// tasksGone bounds how long a delete waits for a removed service's tasks.
+const tasksGone = 30 * time.Second
+
+// waitTasksGone waits until the cluster lists no task of a removed
+// service: its containers have been removed from their nodes.
+func waitTasksGone(ctx context.Context, api swarmAPI, id string) error {
+	deadline := time.Now().Add(tasksGone)
+	f := filters.NewArgs(filters.Arg("service", id))
+	for {
+		tasks, err := api.TaskList(ctx, swarm.TaskListOptions{Filters: f})
+		if err != nil || len(tasks) == 0 {
+			return nil // the service is gone, and its tasks with it
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d tasks still listed after %v", len(tasks), tasksGone)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
