@@ -26,7 +26,7 @@ declare -A allowed=(
   [drivers/docker/dockertest]="drivers"
   # swarm drives a docker.Driver for its manager: the connection, builds
   # and the gateway image are that driver's.
-  [drivers/swarm]="drivers drivers/docker egress"
+  [drivers/swarm]="drivers drivers/docker drivers/engine egress"
   [drivers/swarm/swarmtest]="drivers drivers/docker/dockertest"
   [drivers/smolvm]="drivers egress dockersave"
   [drivers/smolvm/fakesmolvm]=""

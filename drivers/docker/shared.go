@@ -26,9 +26,10 @@ import (
 const KindImage = kindImage
 
 // Client is the engine client the configured driver uses, as the whole
-// Docker API, for calls this driver does not make (swarm services).
-func (d *Driver) Client() (client.APIClient, error) {
-	api, _, err := d.engine()
+// Docker API, for calls this driver does not make (swarm services). The
+// first call checks that the engine answers (drivers/engine Connect).
+func (d *Driver) Client(ctx context.Context) (client.APIClient, error) {
+	api, _, err := d.engine(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +103,7 @@ func (d *Driver) GatewayVersion() (string, error) {
 // binary, importing it when missing, and returns its reference and the
 // binary's version (GatewayVersion).
 func (d *Driver) GatewayImage(ctx context.Context) (ref, version string, err error) {
-	api, _, err := d.engine()
+	api, _, err := d.engine(ctx)
 	if err != nil {
 		return "", "", err
 	}

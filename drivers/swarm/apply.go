@@ -16,7 +16,7 @@ func (d *Driver) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.A
 }
 
 func (d *Driver) apply(ctx context.Context, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
-	api, err := d.manager()
+	api, err := d.manager(ctx)
 	if err != nil {
 		return drivers.ApplyResponse{}, err
 	}

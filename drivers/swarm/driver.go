@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -14,6 +16,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 )
 
 // Driver drives one swarm through one of its managers. It is safe for
@@ -25,13 +28,13 @@ type Driver struct {
 	// the connection, image builds and the gateway image are its.
 	eng *docker.Driver
 
-	// mu guards the fields below, which Configure sets and Close clears.
-	mu       sync.RWMutex
-	api      swarmAPI
-	runtime  string
-	registry string   // "" without one
-	egress   string   // an existing egress network; "" for a managed one
-	dns      []string // the gateways' DNS servers
+	// mu guards the fields below, which Configure sets.
+	mu         sync.RWMutex
+	configured bool
+	runtime    string
+	registry   string   // "" without one
+	egress     string   // an existing egress network; "" for a managed one
+	dns        []string // the gateways' DNS servers
 
 	// cluster caches what Plan asks the manager, once per configured
 	// driver.
@@ -70,7 +73,7 @@ func (d *Driver) Declare() drivers.Declaration { return Declaration() }
 // Declaration is the swarm driver's declaration, without a driver.
 func Declaration() drivers.Declaration {
 	return drivers.Declaration{
-		Schema: drivers.Schema{Runtime: configSpec(), Agent: agentSpec()},
+		Schema: drivers.Schema{Runtime: configSpec(), Agent: agentSpec(), CheckRuntime: engine.Check},
 		Capabilities: drivers.Capabilities{
 			Sidecars:   true,
 			Build:      true,
@@ -87,26 +90,30 @@ func Declaration() drivers.Declaration {
 	}
 }
 
-// connectionAttrs are the attributes of the docker driver's runtime block
-// that say how to reach the engine: a swarm runtime block has them too,
-// for its manager.
-var connectionAttrs = []string{"host", "tls_ca", "tls_cert", "tls_key"}
+// gatewayAttrs are the docker driver's attributes for its gateways that a
+// swarm runtime block has too.
+var gatewayAttrs = []string{"gateway_binary", "gateway_dns"}
 
-// sharedAttrs are the docker driver's attributes a swarm runtime block
-// passes on to it as they are.
-var sharedAttrs = append([]string{"gateway_binary", "gateway_dns"}, connectionAttrs...)
+// sharedAttrs are the attributes a swarm runtime block passes on to the
+// docker driver as they are: how to reach the manager's engine
+// (drivers/engine), and the gateway's.
+var sharedAttrs = func() []string {
+	out := slices.Sorted(maps.Keys(engine.Spec()))
+	return append(out, gatewayAttrs...)
+}()
 
-// configSpec is the schema of a swarm runtime block's attributes.
+// configSpec is the schema of a swarm runtime block's attributes: the
+// manager's engine (host, tls_ca, tls_cert, tls_key, as drivers/engine
+// reads them), the registry, and the gateways'.
 func configSpec() hcldec.ObjectSpec {
 	spec := hcldec.ObjectSpec{
 		"registry":       &hcldec.AttrSpec{Name: "registry", Type: cty.String},
 		"egress_network": &hcldec.AttrSpec{Name: "egress_network", Type: cty.String},
 	}
+	maps.Copy(spec, engine.Spec())
 	dspec := docker.Declaration().Schema.Runtime
-	for _, name := range sharedAttrs {
-		if s, ok := dspec[name]; ok {
-			spec[name] = s
-		}
+	for _, name := range gatewayAttrs {
+		spec[name] = dspec[name]
 	}
 	return spec
 }
@@ -167,12 +174,9 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 	if err := d.eng.Configure(ctx, dreq); err != nil {
 		return err
 	}
-	cli, err := d.eng.Client()
-	if err != nil {
-		return fmt.Errorf("runtime %q: %w", req.Runtime, err)
-	}
 	d.mu.Lock()
-	d.api, d.runtime, d.registry, d.egress, d.dns = cli, req.Runtime, registry, egressNet, dns
+	d.configured = true
+	d.runtime, d.registry, d.egress, d.dns = req.Runtime, registry, egressNet, dns
 	d.cluster = &clusterFacts{}
 	d.gwImage = &gatewayImage{}
 	d.mu.Unlock()
@@ -193,21 +197,18 @@ func checkRegistry(s string) error {
 }
 
 // Close releases the engine client.
-func (d *Driver) Close() error {
-	d.mu.Lock()
-	d.api = nil
-	d.mu.Unlock()
-	return d.eng.Close()
-}
+func (d *Driver) Close() error { return d.eng.Close() }
 
-// manager returns the client, or an error before Configure.
-func (d *Driver) manager() (swarmAPI, error) {
+// manager returns the manager's client (checking, the first time, that it
+// answers), or an error before Configure.
+func (d *Driver) manager(ctx context.Context) (swarmAPI, error) {
 	d.mu.RLock()
-	defer d.mu.RUnlock()
-	if d.api == nil {
+	ok := d.configured
+	d.mu.RUnlock()
+	if !ok {
 		return nil, errors.New("swarm driver is not configured")
 	}
-	return d.api, nil
+	return d.eng.Client(ctx)
 }
 
 func (d *Driver) settings() (runtime, registry, egress string, dns []string) {
@@ -228,7 +229,7 @@ type clusterFacts struct {
 // facts asks the manager once per configured driver: one Info call and
 // one node list, both read-only.
 func (d *Driver) facts(ctx context.Context) (swarm.Node, error) {
-	api, err := d.manager()
+	api, err := d.manager(ctx)
 	if err != nil {
 		return swarm.Node{}, err
 	}

@@ -28,7 +28,7 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 	if req.Lineage == "" {
 		return resp, nil
 	}
-	api, err := d.manager()
+	api, err := d.manager(ctx)
 	if err != nil {
 		return resp, err
 	}
