@@ -355,6 +355,9 @@ func ParseHost(s string) (*url.URL, error) {
 			return nil, fmt.Errorf("%q: ssh:// takes no password; use a key (ssh-agent or ~/.ssh/config)", s)
 		}
 	}
+	if scheme == SchemeSSH && (strings.HasPrefix(u.User.Username(), "-") || strings.HasPrefix(u.Hostname(), "-")) {
+		return nil, fmt.Errorf("%q: an ssh user or host does not begin with \"-\"", s)
+	}
 	return u, nil
 }
 

@@ -62,6 +62,7 @@ func TestCheck(t *testing.T) {
 		{"bad port", map[string]cty.Value{AttrHost: s("tcp://h:99999")}, []string{`host: "tcp://h:99999": "99999" is not a port`}},
 		{"ssh with a path", map[string]cty.Value{AttrHost: s("ssh://u@h/var/run/docker.sock")}, []string{"host: an engine address has no path"}},
 		{"ssh with a password", map[string]cty.Value{AttrHost: s("ssh://u:secret@h")}, []string{"host: ssh:// takes no password"}},
+		{"ssh user as an option", map[string]cty.Value{AttrHost: s("ssh://-oProxyCommand=x@h")}, []string{`host: "ssh://-oProxyCommand=x@h": an ssh user or host does not begin with "-"`}},
 		{"tcp with a user", map[string]cty.Value{AttrHost: s("tcp://u@h:2376")}, []string{"host: a tcp:// address takes no user"}},
 
 		{"TLS on a unix socket", tls(s("unix:///var/run/docker.sock")), []string{

@@ -82,7 +82,9 @@ func (ep Endpoint) Open() (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr := &http.Transport{MaxIdleConns: 6, IdleConnTimeout: 30 * time.Second}
+	// Idle connections are kept for an apply's parallel steps (10 by
+	// default): over ssh each new one is an ssh login.
+	tr := &http.Transport{MaxIdleConns: 16, MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}
 	host := ep.URL.String()
 	if ep.URL.Scheme == SchemeSSH {
 		// The client speaks HTTP over what the dialer returns; the

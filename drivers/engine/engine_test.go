@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -167,4 +168,47 @@ func TestAPITooOld(t *testing.T) {
 			t.Errorf("asked %s of an engine too old", p)
 		}
 	}
+}
+
+// TestSSHEngine: an engine reached with ssh:// through the ssh client
+// and `docker system dial-stdio` on the far side (a real sshd of the
+// test's on loopback) answers; a key the sshd refuses and a host key the
+// client does not know are authentication failures, an address where no
+// sshd listens a refusal.
+func TestSSHEngine(t *testing.T) {
+	dockertest.Client(t)
+	sshd := enginetest.StartSSHD(t)
+
+	t.Run("a key the host takes", func(t *testing.T) {
+		sshd.UseClient(t, enginetest.Client{})
+		eng, err := connect(t, endpoint(t, sshd.Host(), "", "", ""))
+		if err != nil {
+			t.Fatalf("%v\nsshd:\n%s", err, sshd.Log())
+		}
+		info, err := eng.Info(t.Context())
+		if err != nil || info.ID == "" {
+			t.Fatalf("Info over ssh: %v", err)
+		}
+	})
+	t.Run("a key the host refuses", func(t *testing.T) {
+		sshd.UseClient(t, enginetest.Client{OtherKey: true})
+		_, err := connect(t, endpoint(t, sshd.Host(), "", "", ""))
+		wantFailure(t, err, engine.Authentication, "ssh authentication to "+sshd.User+"@127.0.0.1:", "Permission denied (publickey)")
+	})
+	t.Run("a host key not known", func(t *testing.T) {
+		sshd.UseClient(t, enginetest.Client{UnknownHost: true})
+		_, err := connect(t, endpoint(t, sshd.Host(), "", "", ""))
+		wantFailure(t, err, engine.Authentication, "ssh does not know the host key of", "connect once with ssh")
+	})
+	t.Run("no sshd there", func(t *testing.T) {
+		sshd.UseClient(t, enginetest.Client{})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().(*net.TCPAddr)
+		ln.Close()
+		_, err = connect(t, endpoint(t, fmt.Sprintf("ssh://%s@127.0.0.1:%d", sshd.User, addr.Port), "", "", ""))
+		wantFailure(t, err, engine.Refused, "was refused: no ssh server listens there")
+	})
 }

@@ -173,11 +173,12 @@ func sshError(target string, code int, stderr string) error {
 	return &ConnectError{Failure: Unreachable, Msg: fmt.Sprintf("`docker system dial-stdio` on %s ended with code %d: %s", target, code, said)}
 }
 
-// lastLines is the last n non-empty lines of s, joined with "; ".
+// lastLines is the last n non-empty lines of s, joined with "; ", leaving
+// out ssh's note that it added a host key.
 func lastLines(s string, n int) string {
 	var lines []string
 	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "Warning: Permanently added") {
 			lines = append(lines, l)
 		}
 	}
