@@ -3,6 +3,7 @@ package drivers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,6 +52,25 @@ type Factory func(log hclog.Logger) (Driver, error)
 
 // Registry maps a driver name to its factory. cmd/bottlefile builds it.
 type Registry map[string]Factory
+
+// AgentSetting names, in order, the drivers whose agents take the
+// per-agent setting name (Schema.Agent): what an agent's driver block
+// needs when its own driver lacks the setting ("placement": swarm). It
+// makes each driver unconfigured, as validate does.
+func (r Registry) AgentSetting(name string) []string {
+	var out []string
+	for driver, factory := range r {
+		d, err := factory(nil)
+		if err != nil {
+			continue
+		}
+		if _, ok := d.Declare().Schema.Agent[name]; ok {
+			out = append(out, driver)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 // ConfigureRequest carries one decoded runtime block.
 type ConfigureRequest struct {

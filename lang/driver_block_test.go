@@ -41,19 +41,27 @@ agent "plain" {
 		want          cty.Value // cty.NilVal: none
 		wantErr       string
 		wantLine      int
+		offeredBy     func(string) []string // nil: no other driver is known
 	}{
 		{"placed", "swarm", placement, cty.ObjectVal(map[string]cty.Value{
 			"placement": cty.ListVal([]cty.Value{cty.StringVal("node.labels.pool==agents")}),
-		}), "", 0},
+		}), "", 0, nil},
 		{"plain", "swarm", placement, cty.ObjectVal(map[string]cty.Value{
 			"placement": cty.NullVal(cty.List(cty.String)),
-		}), "", 0},
-		{"plain", "docker", nil, cty.NilVal, "", 0},
-		{"placed", "docker", nil, cty.NilVal, `agent.placed runs on runtime "default", whose docker driver has no per-agent settings`, 7},
-		{"placed", "other", hcldec.ObjectSpec{"zone": &hcldec.AttrSpec{Name: "zone", Type: cty.String}}, cty.NilVal, `"placement" is not expected here`, 8},
+		}), "", 0, nil},
+		{"plain", "docker", nil, cty.NilVal, "", 0, nil},
+		{"placed", "docker", nil, cty.NilVal, `agent.placed runs on runtime "default", whose docker driver has no per-agent settings`, 7, nil},
+		{"placed", "other", hcldec.ObjectSpec{"zone": &hcldec.AttrSpec{Name: "zone", Type: cty.String}}, cty.NilVal, `"placement" is not expected here`, 8, nil},
+		// With the drivers known, the error names the runtime the setting
+		// needs, at the attribute.
+		{"placed", "docker", nil, cty.NilVal, `Placement needs a swarm runtime; agent.placed runs on runtime "default", whose docker driver has no placement setting: it is a setting of the swarm driver. Run the agent on a runtime with driver = "swarm", or remove placement.`, 8, swarmPlaces},
+		{"placed", "other", hcldec.ObjectSpec{"zone": &hcldec.AttrSpec{Name: "zone", Type: cty.String}}, cty.NilVal, `Placement needs a swarm runtime`, 8, swarmPlaces},
+		{"placed", "swarm", placement, cty.ObjectVal(map[string]cty.Value{
+			"placement": cty.ListVal([]cty.Value{cty.StringVal("node.labels.pool==agents")}),
+		}), "", 0, swarmPlaces},
 	} {
 		t.Run(tc.agent+"/"+tc.driver, func(t *testing.T) {
-			got, diags := scope.EvalAgentDriver(cfg.Agents[tc.agent], tc.driver, tc.spec)
+			got, diags := scope.EvalAgentDriver(cfg.Agents[tc.agent], tc.driver, tc.spec, tc.offeredBy)
 			if tc.wantErr != "" {
 				if !diags.HasErrors() || !strings.Contains(diags.Error(), tc.wantErr) {
 					t.Fatalf("diags = %v, want an error with %q", diags, tc.wantErr)
@@ -77,6 +85,14 @@ agent "plain" {
 			}
 		})
 	}
+}
+
+// swarmPlaces says that swarm, alone, has a placement setting.
+func swarmPlaces(setting string) []string {
+	if setting == "placement" {
+		return []string{"swarm"}
+	}
+	return nil
 }
 
 func TestDuplicateDriverBlock(t *testing.T) {

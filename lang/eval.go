@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -179,8 +180,16 @@ func (s *Scope) EvalRuntime(r *Runtime, spec hcldec.Spec) (cty.Value, hcl.Diagno
 // EvalAgentDriver decodes the agent's driver block against spec, the
 // per-agent schema its runtime's driver declares (driver names it). With
 // no block, the spec decodes an empty body. A driver that declares no
-// per-agent settings (an empty spec) takes no driver block.
-func (s *Scope) EvalAgentDriver(a *Agent, driver string, spec hcldec.ObjectSpec) (cty.Value, hcl.Diagnostics) {
+// per-agent settings (an empty spec) takes no driver block. offeredBy,
+// when not nil, names the drivers that have a setting, so that one the
+// agent's driver lacks says which runtime it needs ("placement needs a
+// swarm runtime").
+func (s *Scope) EvalAgentDriver(a *Agent, driver string, spec hcldec.ObjectSpec, offeredBy func(setting string) []string) (cty.Value, hcl.Diagnostics) {
+	if a.Driver != nil && offeredBy != nil {
+		if diags := settingsElsewhere(a, driver, spec, offeredBy); len(diags) > 0 {
+			return cty.NilVal, diags
+		}
+	}
 	if len(spec) == 0 {
 		if a.Driver != nil {
 			return cty.NilVal, hcl.Diagnostics{{
@@ -204,6 +213,43 @@ func (s *Scope) EvalAgentDriver(a *Agent, driver string, spec hcldec.ObjectSpec)
 	v, moreDiags := hcldec.Decode(body, spec, ctx)
 	diags = append(diags, moreDiags...)
 	return v, s.redact.redact(diags)
+}
+
+// settingsElsewhere reports each attribute of the agent's driver block
+// that its driver lacks and other drivers have, naming them, at the
+// attribute.
+func settingsElsewhere(a *Agent, driver string, spec hcldec.ObjectSpec, offeredBy func(string) []string) hcl.Diagnostics {
+	attrs, _ := a.Driver.Body.JustAttributes()
+	names := make([]string, 0, len(attrs))
+	for name := range attrs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var diags hcl.Diagnostics
+	for _, name := range names {
+		if _, ok := spec[name]; ok {
+			continue
+		}
+		others := offeredBy(name)
+		if len(others) == 0 {
+			continue
+		}
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  fmt.Sprintf("%s needs a %s runtime", titleFirst(name), strings.Join(others, " or ")),
+			Detail: fmt.Sprintf("%s runs on runtime %q, whose %s driver has no %s setting: it is a setting of the %s driver. Run the agent on a runtime with driver = %q, or remove %s.",
+				a.Addr(), a.RuntimeName, driver, name, strings.Join(others, " and "), others[0], name),
+			Subject: attrs[name].NameRange.Ptr(),
+		})
+	}
+	return diags
+}
+
+func titleFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // resolvePath makes a path from the configuration absolute, relative to its

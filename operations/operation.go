@@ -56,6 +56,9 @@ type Operation struct {
 	// last hour; time.Now when nil.
 	Clock func() time.Time
 
+	// registry is every driver there is (Request.Registry).
+	registry Registry
+
 	// released is the lineage once ReleaseState closed the store.
 	released string
 }
@@ -78,7 +81,7 @@ func Open(ctx context.Context, req Request) (*Operation, hcl.Diagnostics) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	op := &Operation{Dir: req.Dir, Parser: lang.NewParser(), Log: log}
+	op := &Operation{Dir: req.Dir, Parser: lang.NewParser(), Log: log, registry: req.Registry}
 	cfg, moreDiags := op.Parser.LoadDir(req.LoadDir)
 	diags = append(diags, moreDiags...)
 	if diags.HasErrors() {
@@ -124,7 +127,7 @@ func (op *Operation) Plan(ctx context.Context, opts planner.Options) (*planner.P
 			before = op.outputValues()
 		}
 	}
-	op.Planner = &planner.Planner{Config: op.Config, Scope: op.Scope, Runtimes: op.Runtimes, State: op.Store, Log: op.Log, Options: opts}
+	op.Planner = &planner.Planner{Config: op.Config, Scope: op.Scope, Runtimes: op.Runtimes, State: op.Store, Log: op.Log, Options: opts, Registry: op.registry}
 	p, diags := op.Planner.Plan(ctx)
 	if p != nil && before != nil {
 		op.OutputChanges = outputChanges(op.Config.OutputNames(), before, op.outputValues(), opts.Destroy)

@@ -77,7 +77,7 @@ func Validate(req ValidateRequest) (*lang.Parser, hcl.Diagnostics) {
 		}
 		driver := cfg.Runtimes[a.RuntimeName].Driver
 		if decode {
-			_, moreDiags := scope.EvalAgentDriver(a, driver, decl.Schema.Agent)
+			_, moreDiags := scope.EvalAgentDriver(a, driver, decl.Schema.Agent, req.Registry.AgentSetting)
 			diags = append(diags, moreDiags...)
 		}
 		diags = append(diags, planner.ValidateCapabilities(scope, a, a.RuntimeName, driver, decl.Capabilities, ceilings[a.RuntimeName])...)

@@ -16,6 +16,7 @@ import (
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker"
 	"github.com/bottlefile/bottlefile/drivers/smolvm"
+	"github.com/bottlefile/bottlefile/drivers/swarm"
 )
 
 // guarded is a real driver whose every call but Name and Declare fails
@@ -59,7 +60,7 @@ func guardedRegistry(t *testing.T) Registry {
 			return guarded{Driver: d, t: t}, nil
 		}
 	}
-	return Registry{"docker": wrap(docker.New), "smolvm": wrap(smolvm.New)}
+	return Registry{"docker": wrap(docker.New), "smolvm": wrap(smolvm.New), "swarm": wrap(swarm.New)}
 }
 
 // TestValidateStatic runs validate on each fixture in testdata/validate.

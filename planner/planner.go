@@ -36,6 +36,9 @@ type Planner struct {
 	State    StateReader
 	Log      hclog.Logger
 	Options  Options
+	// Registry is every driver there is, to say which runtime an agent's
+	// driver setting needs when its own driver lacks it; nil says nothing.
+	Registry drivers.Registry
 
 	// policyDiags collects what planPolicies refuses: migrations that
 	// cannot move a snapshot, forks whose snapshot is missing.
@@ -754,7 +757,7 @@ func (p *Planner) evalAgent(a *lang.Agent, rt *Runtime) (*agentPlan, hcl.Diagnos
 	}
 	spec := agentSpec(a, val)
 	var moreDiags hcl.Diagnostics
-	spec.Driver, moreDiags = p.Scope.EvalAgentDriver(a, rt.Driver.Name(), rt.Driver.Declare().Schema.Agent)
+	spec.Driver, moreDiags = p.Scope.EvalAgentDriver(a, rt.Driver.Name(), rt.Driver.Declare().Schema.Agent, p.Registry.AgentSetting)
 	diags = append(diags, moreDiags...)
 	if moreDiags.HasErrors() {
 		return nil, diags
