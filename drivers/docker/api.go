@@ -42,6 +42,8 @@ type dockerAPI interface {
 	ContainerKill(ctx context.Context, container, signal string) error
 	ContainerLogs(ctx context.Context, container string, options container.LogsOptions) (io.ReadCloser, error)
 	CopyToContainer(ctx context.Context, container, path string, content io.Reader, options container.CopyToContainerOptions) error
+	// For credentials (credentials.go): the image's CA bundle.
+	CopyFromContainer(ctx context.Context, container, srcPath string) (io.ReadCloser, container.PathStat, error)
 	NetworkConnect(ctx context.Context, network, container string, config *network.EndpointSettings) error
 	ImageImport(ctx context.Context, source image.ImportSource, ref string, options image.ImportOptions) (io.ReadCloser, error)
 }

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -143,6 +144,9 @@ func (d *Driver) planSidecar(a drivers.AgentSpec, sc drivers.SidecarSpec, agentA
 	}
 	if err := checkSidecarEgress(drivers.WorkloadAttr(a.Workload, "egress"), drivers.WorkloadAttr(sc.Workload, "egress")); err != nil {
 		return nil, err
+	}
+	if !drivers.WorkloadAttr(sc.Workload, "credentials").IsNull() {
+		return nil, errors.New("credential blocks go in the agent's egress block: on the docker driver a bottle has one gateway, which injects them for the agent")
 	}
 	objects, err := d.planWorkload(addr, netAddr, sc.Workload)
 	if err != nil {

@@ -178,6 +178,10 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 	if err := wireContainer(req, spec.network, cfg, hostCfg, netCfg); err != nil {
 		return fail("%v", err)
 	}
+	withCreds, err := wireCredentials(req, cfg)
+	if err != nil {
+		return fail("%v", err)
+	}
 
 	created, err := api.ContainerCreate(ctx, cfg, hostCfg, netCfg, nil, name)
 	if err != nil {
@@ -185,6 +189,14 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 	}
 	for _, w := range created.Warnings {
 		d.log.Warn("engine warning", "addr", addr, "warning", w)
+	}
+	if withCreds {
+		if err := d.copyCA(ctx, api, created.ID, req); err != nil {
+			if rmErr := api.ContainerRemove(context.WithoutCancel(ctx), created.ID, container.RemoveOptions{Force: true}); rmErr != nil {
+				d.log.Warn("could not remove the container the CA could not be copied into", "addr", addr, "id", shortID(created.ID), "error", rmErr)
+			}
+			return fail("%v", err)
+		}
 	}
 	if err := api.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		// Leave nothing unrecorded behind when the start fails.

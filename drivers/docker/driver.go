@@ -41,6 +41,9 @@ type Driver struct {
 	pool    netip.Prefix
 	egress  egressConfig
 	snap    snapshotConfig // snapshot.go
+	// stateDir is the state's directory, where bottles' CAs are kept
+	// (credentials.go).
+	stateDir string
 
 	// gatewayDeleted is set when this run deleted a gateway: Close then
 	// sweeps the gateway images.
@@ -109,6 +112,7 @@ func Declaration() drivers.Declaration {
 			InPlace: []string{"cpus", "memory", "egress"},
 			Egress: drivers.EgressCapabilities{
 				Names: true, Wildcards: true, Ports: true, Addresses: true, CIDRs: true,
+				Credentials: true,
 			},
 			Snapshots: drivers.SnapshotCapabilities{Take: true, Format: drivers.FormatImage, Export: true, Import: true},
 			Logs:      true,
@@ -171,6 +175,7 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 	d.mu.Lock()
 	old := d.api
 	d.api, d.runtime, d.ep, d.pool, d.egress = api, req.Runtime, ep, pool, eg
+	d.stateDir = req.StateDir
 	d.checks = &engineChecks{}
 	d.snap = sc
 	d.mu.Unlock()

@@ -40,6 +40,10 @@ type egressConfig struct {
 	// dns are the DNS servers the gateways resolve with (gateway_dns);
 	// nil means the engine's default.
 	dns []string
+	// credentialCAFile (credential_ca_file) holds CA certificates the
+	// gateways trust, besides the host's, for the destinations they
+	// inject credentials into; "" for none.
+	credentialCAFile string
 	// skipIsolationCheck (insecure_skip_isolation_check) plans bottles on
 	// an engine that cannot isolate them: for throwaway test engines only.
 	skipIsolationCheck bool
@@ -52,6 +56,7 @@ func egressSpec() hcldec.ObjectSpec {
 		"egress_subnet_pool":            &hcldec.AttrSpec{Name: "egress_subnet_pool", Type: cty.String},
 		"gateway_binary":                &hcldec.AttrSpec{Name: "gateway_binary", Type: cty.String},
 		"gateway_dns":                   &hcldec.AttrSpec{Name: "gateway_dns", Type: cty.List(cty.String)},
+		"credential_ca_file":            &hcldec.AttrSpec{Name: "credential_ca_file", Type: cty.String},
 		"insecure_skip_isolation_check": &hcldec.AttrSpec{Name: "insecure_skip_isolation_check", Type: cty.Bool},
 	}
 }
@@ -78,6 +83,9 @@ func parseEgressConfig(cfg cty.Value) (egressConfig, error) {
 	}
 	if ec.binary, err = drivers.ConfigString(cfg, "gateway_binary"); err != nil {
 		return ec, fmt.Errorf("gateway_binary: %w", err)
+	}
+	if ec.credentialCAFile, err = drivers.ConfigString(cfg, "credential_ca_file"); err != nil {
+		return ec, fmt.Errorf("credential_ca_file: %w", err)
 	}
 	if v := configAttr(cfg, "insecure_skip_isolation_check"); !v.IsNull() {
 		if !v.IsKnown() || v.Type() != cty.Bool {

@@ -57,6 +57,7 @@ const (
 
 	// gatewayUser runs the gateway: it needs no privilege at all.
 	gatewayUser = "65534:65534"
+	gatewayUID  = 65534
 
 	// gatewayReady bounds how long create and update wait for the gateway
 	// to report that it listens, or that it loaded the new rules.
@@ -186,6 +187,14 @@ func (d *Driver) planGateway(a drivers.AgentSpec, agentAddr, netAddr string, egr
 		}
 		o.Attrs["dns"] = cty.ListVal(vals)
 	}
+	if creds := drivers.WorkloadAttr(a.Workload, "credentials"); !creds.IsNull() {
+		// Only when set, so a gateway without credentials keeps its
+		// configuration hash. Sensitive: the core records its hash only.
+		o.Attrs["credentials"] = creds
+	}
+	// A change of credentials (a rotated value) is written into the
+	// running gateway, as the allowlist is.
+	o.InPlace = append(o.InPlace, "credentials")
 	return o, nil
 }
 
@@ -253,7 +262,7 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 
 // rulesTar is a tar holding the gateway's forbid file and rules file, for
 // CopyToContainer into rulesDir.
-func rulesTar(agent string, allow, sidecars []string, forbid []netip.Prefix) ([]byte, error) {
+func rulesTar(agent string, allow, sidecars []string, forbid []netip.Prefix, more ...tarFile) ([]byte, error) {
 	rules, err := egress.ParseRules(allow)
 	if err != nil {
 		return nil, err
@@ -264,12 +273,14 @@ func rulesTar(agent string, allow, sidecars []string, forbid []netip.Prefix) ([]
 	if err != nil {
 		return nil, err
 	}
-	return forbidTar(forbid, tarFile{rulesName, data})
+	return forbidTar(forbid, append(more, tarFile{name: rulesName, data: data})...)
 }
 
 type tarFile struct {
-	name string
-	data []byte
+	name     string
+	data     []byte
+	mode     int64 // 0 for 0644
+	uid, gid int   // applied with CopyUIDGID
 }
 
 // forbidTar is a tar holding the forbid file, then more files.
@@ -278,11 +289,15 @@ func forbidTar(forbid []netip.Prefix, more ...tarFile) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	files := append([]tarFile{{forbidName, fdata}}, more...)
+	files := append([]tarFile{{name: forbidName, data: fdata}}, more...)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, f := range files {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: time.Now()}); err != nil {
+		mode := f.mode
+		if mode == 0 {
+			mode = 0o644
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: mode, Uid: f.uid, Gid: f.gid, Size: int64(len(f.data)), ModTime: time.Now()}); err != nil {
 			return nil, err
 		}
 		if _, err := tw.Write(f.data); err != nil {
@@ -365,7 +380,15 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 		managed, _ = netip.ParsePrefix(out.IPAM.Config[0].Subnet)
 	}
 	forbid := d.gatewayForbid(ctx, nets, pool, managed)
-	tarball, err := rulesTar(spec.agent, spec.allow, spec.sidecars, forbid)
+	credFile, err := d.credentialsFile(req.Lineage, req.Object)
+	if err != nil {
+		return fail("%v", err)
+	}
+	credTar, err := credentialsTarFile(credFile)
+	if err != nil {
+		return fail("credentials: %v", err)
+	}
+	tarball, err := rulesTar(spec.agent, spec.allow, spec.sidecars, forbid, credTar)
 	if err != nil {
 		return fail("rules: %v", err)
 	}
@@ -375,7 +398,7 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 	}
 
 	listen := netip.AddrPortFrom(ip, GatewayPort).String()
-	cmd := []string{"gateway", "-listen", listen, "-rules", rulesDir + "/" + rulesName, "-forbid-file", rulesDir + "/" + forbidName}
+	cmd := []string{"gateway", "-listen", listen, "-rules", rulesDir + "/" + rulesName, "-forbid-file", rulesDir + "/" + forbidName, "-credentials", rulesDir + "/" + credentialsName}
 	for _, p := range forbid {
 		cmd = append(cmd, "-forbid", p.String())
 	}
@@ -426,7 +449,8 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 		cleanup()
 		return fail("connecting it to the egress network %s: %v", spec.egressNetwork, err)
 	}
-	if err := api.CopyToContainer(ctx, created.ID, rulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{}); err != nil {
+	// CopyUIDGID: the credentials file is the gateway user's alone.
+	if err := api.CopyToContainer(ctx, created.ID, rulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{CopyUIDGID: true}); err != nil {
 		cleanup()
 		return fail("writing its rules file: %v", err)
 	}
@@ -436,7 +460,7 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 		cleanup()
 		return fail("starting: %v", err)
 	}
-	if _, err := d.waitGateway(ctx, api, created.ID, spec.allow, true); err != nil {
+	if _, err := d.waitGateway(ctx, api, created.ID, spec.allow, credFile.Version, true); err != nil {
 		cleanup()
 		return fail("%v", err)
 	}
@@ -444,7 +468,7 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 	forbidSent(created.ID, forbid)
 	// The others of this state learn of what this apply made (a network).
 	d.pushForbid(ctx, api, req.Lineage, forbid)
-	d.log.Info("created gateway", "addr", addr, "name", spec.name, "id", shortID(created.ID), "listen", listen, "allow", len(spec.allow), "forbid", len(forbid))
+	d.log.Info("created gateway", "addr", addr, "name", spec.name, "id", shortID(created.ID), "listen", listen, "allow", len(spec.allow), "forbid", len(forbid), "credentials", len(credFile.Credentials))
 	resp, err := d.containerResponse(ctx, api, addr, created.ID, spec.network)
 	if err != nil {
 		return resp, err
@@ -507,23 +531,31 @@ func (d *Driver) updateGateway(ctx context.Context, api dockerAPI, req drivers.A
 	if err != nil {
 		return fail("sidecars: %v", err)
 	}
-	tarball, err := rulesTar(agentOf(addr), allow, sidecars, forbid)
+	credFile, err := d.credentialsFile(req.Lineage, req.Object)
+	if err != nil {
+		return fail("%v", err)
+	}
+	credTar, err := credentialsTarFile(credFile)
+	if err != nil {
+		return fail("credentials: %v", err)
+	}
+	tarball, err := rulesTar(agentOf(addr), allow, sidecars, forbid, credTar)
 	if err != nil {
 		return fail("rules: %v", err)
 	}
-	if err := api.CopyToContainer(ctx, id, rulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{}); err != nil {
+	if err := api.CopyToContainer(ctx, id, rulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{CopyUIDGID: true}); err != nil {
 		return fail("writing its rules file: %v", err)
 	}
 	if err := api.ContainerKill(ctx, id, "HUP"); err != nil {
 		return fail("signalling it to reload: %v", err)
 	}
-	closed, err := d.waitGateway(ctx, api, id, allow, false)
+	closed, err := d.waitGateway(ctx, api, id, allow, credFile.Version, false)
 	if err != nil {
 		return fail("%v", err)
 	}
 	forbidSent(id, forbid)
 	d.pushForbid(ctx, api, req.Lineage, forbid)
-	d.log.Info("updated gateway allowlist", "addr", addr, "id", shortID(id), "allow", len(allow), "tunnels_closed", closed)
+	d.log.Info("updated gateway", "addr", addr, "id", shortID(id), "allow", len(allow), "credentials", len(credFile.Credentials), "tunnels_closed", closed)
 	resp, err := d.containerResponse(ctx, api, addr, id, "")
 	if err != nil {
 		return resp, err
@@ -544,6 +576,7 @@ type gatewayEvent struct {
 	Allow         []string `json:"allow"`
 	Error         string   `json:"error"`
 	TunnelsClosed int      `json:"tunnels_closed"`
+	Version       string   `json:"version"` // of the credentials file
 }
 
 // waitGateway reads the gateway's event log until the rules in force are
@@ -556,10 +589,10 @@ type gatewayEvent struct {
 // it): every event in it is this start's. An update polls the whole log,
 // whose last rules event is the one that counts (an earlier one may name
 // the same rules).
-func (d *Driver) waitGateway(ctx context.Context, api dockerAPI, id string, allow []string, starting bool) (int, error) {
-	want := slices.Clone(allow)
+func (d *Driver) waitGateway(ctx context.Context, api dockerAPI, id string, allow []string, credVersion string, starting bool) (int, error) {
+	want := gatewayWant{allow: slices.Clone(allow), version: credVersion}
 	if rules, err := egress.ParseRules(allow); err == nil {
-		want = egress.NewRulesFile("", rules).Allow
+		want.allow = egress.NewRulesFile("", rules).Allow
 	}
 	if starting {
 		return d.followGateway(ctx, api, id, want)
@@ -582,7 +615,7 @@ func (d *Driver) waitGateway(ctx context.Context, api dockerAPI, id string, allo
 		for _, line := range strings.Split(log, "\n") {
 			st.add(line, want)
 		}
-		if st.rulesOK {
+		if st.ready(false) {
 			return st.closed, nil
 		}
 		if time.Now().After(deadline) {
@@ -599,18 +632,34 @@ func (d *Driver) waitGateway(ctx context.Context, api dockerAPI, id string, allo
 	}
 }
 
+// gatewayWant is what a gateway must report in force: the allowlist and,
+// when version is set, the credentials file of that version.
+type gatewayWant struct {
+	allow   []string
+	version string
+}
+
 // gatewayLog is what a gateway's event log says so far.
 type gatewayLog struct {
-	listening, rulesOK   bool
-	lastErr              string
-	closed, forbidClosed int
+	listening, rulesOK, credsOK bool
+	lastErr                     string
+	closed, forbidClosed        int
+}
+
+// ready reports whether the gateway took what it was given (and, when
+// starting, listens).
+func (st *gatewayLog) ready(starting bool) bool {
+	return st.rulesOK && st.credsOK && (st.listening || !starting)
 }
 
 // add takes one line of the log.
-func (st *gatewayLog) add(line string, want []string) {
+func (st *gatewayLog) add(line string, want gatewayWant) {
 	var ev gatewayEvent
 	if json.Unmarshal([]byte(line), &ev) != nil {
 		return
+	}
+	if want.version == "" {
+		st.credsOK = true
 	}
 	switch ev.Event {
 	case "listening":
@@ -618,10 +667,14 @@ func (st *gatewayLog) add(line string, want []string) {
 	case "forbid-loaded":
 		st.forbidClosed = ev.TunnelsClosed
 	case "rules-loaded":
-		st.rulesOK, st.lastErr = slices.Equal(ev.Allow, want), ""
+		st.rulesOK, st.lastErr = slices.Equal(ev.Allow, want.allow), ""
 		st.closed, st.forbidClosed = ev.TunnelsClosed+st.forbidClosed, 0
 	case "rules-invalid", "rules-unreadable":
 		st.rulesOK, st.lastErr = false, ev.Error
+	case "credentials-loaded":
+		st.credsOK = want.version == "" || ev.Version == want.version
+	case "credentials-invalid", "credentials-unreadable":
+		st.credsOK, st.lastErr = false, ev.Error
 	}
 }
 
@@ -629,7 +682,7 @@ func (st *gatewayLog) add(line string, want []string) {
 // rules want, it exits, or gatewayReady passes. Following costs one stream
 // per gateway where polling cost twenty calls a second, which at a hundred
 // gateways starting at once kept the engine busy answering them.
-func (d *Driver) followGateway(ctx context.Context, api dockerAPI, id string, want []string) (int, error) {
+func (d *Driver) followGateway(ctx context.Context, api dockerAPI, id string, want gatewayWant) (int, error) {
 	wctx, cancel := context.WithTimeout(ctx, gatewayReady)
 	defer cancel()
 	rc, err := api.ContainerLogs(wctx, id, container.LogsOptions{ShowStderr: true, Follow: true})
@@ -651,7 +704,7 @@ func (d *Driver) followGateway(ctx context.Context, api dockerAPI, id string, wa
 		line := sc.Text()
 		log.WriteString(line + "\n")
 		st.add(line, want)
-		if st.rulesOK && st.listening {
+		if st.ready(true) {
 			return st.closed, nil
 		}
 	}

@@ -27,6 +27,11 @@ func (c *countingAPI) CopyToContainer(ctx context.Context, id, path string, r io
 	return c.api.CopyToContainer(ctx, id, path, r, o)
 }
 
+func (c *countingAPI) CopyFromContainer(ctx context.Context, id, path string) (io.ReadCloser, container.PathStat, error) {
+	c.count("CopyFromContainer")
+	return c.api.CopyFromContainer(ctx, id, path)
+}
+
 func (c *countingAPI) NetworkConnect(ctx context.Context, net, id string, cfg *network.EndpointSettings) error {
 	c.count("NetworkConnect")
 	return c.api.NetworkConnect(ctx, net, id, cfg)
@@ -56,6 +61,11 @@ func (f *fakeAPI) CopyToContainer(_ context.Context, id, path string, _ io.Reade
 		return f.CopyToContainerFn(id, path)
 	}
 	return unexpected("CopyToContainer")
+}
+
+func (f *fakeAPI) CopyFromContainer(context.Context, string, string) (io.ReadCloser, container.PathStat, error) {
+	f.record("CopyFromContainer")
+	return nil, container.PathStat{}, unexpected("CopyFromContainer")
 }
 
 func (f *fakeAPI) NetworkConnect(context.Context, string, string, *network.EndpointSettings) error {

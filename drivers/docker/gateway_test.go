@@ -97,7 +97,7 @@ func TestPlanGateway(t *testing.T) {
 	if !ok {
 		t.Fatalf("no gateway planned: %v", objs)
 	}
-	if gw.Kind != "gateway" || !gw.Workload || !slices.Equal(gw.InPlace, []string{"allow"}) {
+	if gw.Kind != "gateway" || !gw.Workload || !slices.Equal(gw.InPlace, []string{"allow", "credentials"}) {
 		t.Errorf("gateway = %+v", gw)
 	}
 	if got, want := strs(gw.Attrs["allow"]), []string{"github.com", "*.pypi.org:443", "10.1.2.3:5432"}; !slices.Equal(got, want) {

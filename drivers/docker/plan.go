@@ -41,6 +41,16 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 	if err != nil {
 		return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, err)
 	}
+	credEnv, err := credentialEnvValue(drivers.WorkloadAttr(a.Workload, "credentials"))
+	if err != nil {
+		return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, err)
+	}
+	if !credEnv.IsNull() {
+		// Only when set: a container without credentials keeps its
+		// configuration hash. Their names and env, never their values:
+		// a rotated value does not touch the agent.
+		objects[len(objects)-1].Attrs["credentials"] = credEnv
+	}
 	objects, err = d.planBottle(ctx, a, addr, netAddr, append([]drivers.Object{network}, objects...))
 	if err != nil {
 		return drivers.PlanResponse{}, err

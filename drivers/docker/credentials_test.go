@@ -1,0 +1,150 @@
+package docker
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/egress"
+)
+
+const testKey = "sk-test-value-0123456789"
+
+func credentialWorkload(t *testing.T, value string) cty.Value {
+	t.Helper()
+	creds := cty.ListVal([]cty.Value{cty.ObjectVal(map[string]cty.Value{
+		"name":   cty.StringVal("anthropic"),
+		"host":   cty.StringVal("api.anthropic.com"),
+		"port":   cty.NumberIntVal(443),
+		"header": cty.StringVal("x-api-key"),
+		"prefix": cty.StringVal(""),
+		"value":  cty.StringVal(value).Mark("sensitive"),
+		"env":    cty.StringVal("ANTHROPIC_API_KEY"),
+	})})
+	return drivers.MustWorkload(map[string]cty.Value{
+		"image":       cty.StringVal("x:1"),
+		"egress":      cty.ListVal([]cty.Value{cty.StringVal("api.anthropic.com:443")}),
+		"credentials": creds,
+	})
+}
+
+// TestPlanCredentials: the gateway records the credentials (the value
+// sensitive, for the core to hash) and changes them in place; the agent
+// container records the names and env only, so a rotated value leaves it
+// as it was.
+func TestPlanCredentials(t *testing.T) {
+	d := egressDriver(t, listing(isolatingEngine()), nil)
+	plan := func(value string) map[string]drivers.Object {
+		return planObjects(t, d, drivers.AgentSpec{Addr: "agent.coder", Name: "coder", Workload: credentialWorkload(t, value)})
+	}
+	objs := plan(testKey)
+	gw, agent := objs["agent.coder.gateway"], objs["agent.coder"]
+	creds := gw.Attrs["credentials"]
+	if creds == cty.NilVal || !creds.HasMarkDeep("sensitive") {
+		t.Fatalf("gateway credentials %#v, want the list with the value marked sensitive", creds)
+	}
+	if !strings.Contains(strings.Join(gw.InPlace, ","), "credentials") {
+		t.Errorf("gateway InPlace %v lacks credentials", gw.InPlace)
+	}
+	want := cty.MapVal(map[string]cty.Value{"anthropic": cty.StringVal("ANTHROPIC_API_KEY")})
+	if got := agent.Attrs["credentials"]; got == cty.NilVal || !got.RawEquals(want) {
+		t.Errorf("agent credentials attribute %#v, want %#v", got, want)
+	}
+	for name, v := range agent.Attrs {
+		if v != cty.NilVal && v.HasMarkDeep("sensitive") {
+			t.Errorf("agent attribute %s is sensitive: the value reached the agent's object", name)
+		}
+	}
+	rotated := plan("sk-rotated-9876543210")
+	if a, b := agent.Attrs["credentials"], rotated["agent.coder"].Attrs["credentials"]; !a.RawEquals(b) {
+		t.Errorf("a rotated value changed the agent's attribute: %#v, then %#v", a, b)
+	}
+
+	// Without credentials, neither object has the attribute: their
+	// configuration hashes stay what they were.
+	plain := planObjects(t, d, drivers.AgentSpec{Addr: "agent.coder", Name: "coder", Workload: drivers.MustWorkload(map[string]cty.Value{
+		"image": cty.StringVal("x:1"), "egress": cty.ListVal([]cty.Value{cty.StringVal("github.com")}),
+	})})
+	for _, addr := range []string{"agent.coder", "agent.coder.gateway"} {
+		if _, ok := plain[addr].Attrs["credentials"]; ok {
+			t.Errorf("%s without credentials has a credentials attribute", addr)
+		}
+	}
+
+	// A sidecar's credential block is refused: the bottle's gateway
+	// injects for the agent.
+	sc := credentialWorkload(t, testKey)
+	_, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: drivers.AgentSpec{Addr: "agent.coder", Name: "coder",
+		Workload: credentialWorkload(t, testKey),
+		Sidecars: []drivers.SidecarSpec{{Addr: "agent.coder.sidecar.web", Name: "web", Workload: sc}}}})
+	if err == nil || !strings.Contains(err.Error(), "credential blocks go in the agent's egress block") {
+		t.Errorf("sidecar with credentials: %v", err)
+	}
+}
+
+// TestCredentialsFile: the gateway's file holds the value, the bottle's
+// CA and the placeholder; the CA is made once and kept in the state
+// directory (the key readable by its owner only); the agent's env gets
+// the placeholder and the trust variables, never the value.
+func TestCredentialsFile(t *testing.T) {
+	d := egressDriver(t, listing(isolatingEngine()), nil)
+	d.stateDir = t.TempDir()
+	gw := drivers.Object{Addr: "agent.coder.gateway", Attrs: map[string]cty.Value{"credentials": drivers.WorkloadAttr(credentialWorkload(t, testKey), "credentials")}}
+	f, err := d.credentialsFile("lin", gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Credentials) != 1 || f.Credentials[0].Value != testKey || f.CACert == "" || f.CAKey == "" || f.Version == "" {
+		t.Fatalf("credentials file %+v", f)
+	}
+	ph := placeholder("lin", "agent.coder", "anthropic")
+	if f.Credentials[0].Placeholder != ph || strings.Contains(ph, testKey) {
+		t.Errorf("placeholder %q", f.Credentials[0].Placeholder)
+	}
+	again, err := d.credentialsFile("lin", gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.CACert != f.CACert || again.Version == f.Version {
+		t.Errorf("a second file has another CA, or the same version")
+	}
+	st, err := os.Stat(filepath.Join(d.stateDir, "credentials", "lin", "agent.coder", "ca.key"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("CA key: %v, mode %v", err, st.Mode())
+	}
+	// The gateway takes it.
+	g := &egress.Gateway{}
+	if err := g.SetCredentials(f); err != nil {
+		t.Fatalf("the gateway refuses the file: %v", err)
+	}
+	tf, err := credentialsTarFile(f)
+	if err != nil || tf.mode != 0o400 || tf.uid != gatewayUID {
+		t.Errorf("tar entry %+v, %v", tf, err)
+	}
+	var back egress.CredentialsFile
+	if err := json.Unmarshal(tf.data, &back); err != nil || back.Credentials[0].Value != testKey {
+		t.Errorf("tar entry does not hold the file: %v", err)
+	}
+
+	agent := drivers.Object{Addr: "agent.coder", Attrs: map[string]cty.Value{"credentials": cty.MapVal(map[string]cty.Value{"anthropic": cty.StringVal("ANTHROPIC_API_KEY")})}}
+	cfg := &container.Config{Env: []string{"GIT_SSL_CAINFO=/mine.pem"}}
+	with, err := wireCredentials(drivers.ApplyRequest{Lineage: "lin", Object: agent}, cfg)
+	if err != nil || !with {
+		t.Fatalf("wireCredentials: %v %v", with, err)
+	}
+	env := strings.Join(cfg.Env, "\n")
+	for _, want := range []string{"ANTHROPIC_API_KEY=" + ph, "SSL_CERT_FILE=" + agentCABundle, "REQUESTS_CA_BUNDLE=" + agentCABundle, "NODE_EXTRA_CA_CERTS=" + agentCAFile, "GIT_SSL_CAINFO=/mine.pem"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("env lacks %s:\n%s", want, env)
+		}
+	}
+	if strings.Contains(env, "GIT_SSL_CAINFO="+agentCABundle) || strings.Contains(env, testKey) {
+		t.Errorf("env overrides the configuration's variable, or holds the value:\n%s", env)
+	}
+}
