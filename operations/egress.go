@@ -149,13 +149,61 @@ func Denials(decs []GatewayDecision) []Denial {
 	return res
 }
 
+// Injection is the requests into which a gateway injected credentials,
+// grouped by agent and destination.
+type Injection struct {
+	Agent       string
+	Destination string // host:port
+	Count       int
+	Last        time.Time
+	Reason      string // the last one's: which credentials, in which headers
+}
+
+// Injections groups the credential-injected decisions among decs by agent
+// and destination, in order of agent, then most first.
+func Injections(decs []GatewayDecision) []Injection {
+	byKey := map[[2]string]*Injection{}
+	var out []*Injection
+	for _, d := range decs {
+		if d.Outcome != egress.OutcomeCredentialInjected {
+			continue
+		}
+		k := [2]string{d.Agent, d.Destination}
+		g := byKey[k]
+		if g == nil {
+			g = &Injection{Agent: d.Agent, Destination: d.Destination}
+			byKey[k] = g
+			out = append(out, g)
+		}
+		g.Count++
+		if !d.Time.Before(g.Last) {
+			g.Last, g.Reason = d.Time, d.Reason
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Agent != b.Agent {
+			return a.Agent < b.Agent
+		}
+		if a.Count != b.Count {
+			return a.Count > b.Count
+		}
+		return a.Destination < b.Destination
+	})
+	res := make([]Injection, len(out))
+	for i, g := range out {
+		res[i] = *g
+	}
+	return res
+}
+
 // ruleFor is the allow rule that would let a refused destination through:
 // the destination itself, host:port, checked to parse as a rule; the
 // address rule the reason names when an allowed name resolved to an
 // address only an address rule allows. None for a malformed request or a
 // sidecar's name (which the client must reach directly).
 func ruleFor(d egress.Decision) string {
-	if d.Outcome == egress.OutcomeBadRequest || strings.HasPrefix(d.Destination, "(unparsed)") || strings.Contains(d.Reason, "is a sidecar of this bottle") {
+	if d.Outcome == egress.OutcomeBadRequest || d.Outcome == egress.OutcomeCredentialElsewhere || strings.HasPrefix(d.Destination, "(unparsed)") || strings.Contains(d.Reason, "is a sidecar of this bottle") {
 		return ""
 	}
 	if _, after, ok := strings.Cut(d.Reason, "(such as "); ok {
@@ -204,7 +252,7 @@ func Replay(decs []GatewayDecision, rules []egress.Rule) WhatIf {
 		}
 		_, match := egress.Match(rules, host, port)
 		switch {
-		case !d.Allowed && d.Outcome != egress.OutcomeBadRequest && d.Rule == "" && match:
+		case !d.Allowed && d.Outcome != egress.OutcomeBadRequest && d.Outcome != egress.OutcomeCredentialElsewhere && d.Rule == "" && match:
 			allowed[d.Destination]++
 		case d.Allowed && !match:
 			denied[d.Destination]++

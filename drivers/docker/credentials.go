@@ -33,15 +33,15 @@ import (
 //     file into the running gateway and signals it; the agent is not
 //     touched.
 //   - The value reaches the gateway in that file alone, copied with
-//     CopyToContainer into the gateway's /etc/bottlefile, owned by the
-//     gateway's user, mode 0400: never an environment variable, a command
+//     CopyToContainer into the gateway's /etc/bottlefile (credentialsTarFile):
+//     never an environment variable, a command
 //     line argument, a label or a log line, and never in the agent's
 //     container, image or snapshots.
 //   - The bottle's CA (egress.NewCA) is made on first use and kept in the
 //     state directory (credentials/<lineage>/<agent>/, the key mode
 //     0600): the gateway gets the key in the same file; the agent only the
 //     certificate.
-//   - The agent container's "credentials" attribute maps each credential's
+//   - The agent container's "credential_env" attribute maps each credential's
 //     name to its env (so adding or removing one, or changing its env,
 //     replaces the agent, and rotating a value does not). At create, its
 //     env holds the credential's placeholder (placeholder), and the CA is
@@ -83,7 +83,7 @@ var trustVars = [][2]string{
 	{"NODE_EXTRA_CA_CERTS", agentCAFile},
 }
 
-// credentialEnvValue is an agent container's "credentials" attribute: the
+// credentialEnvValue is an agent container's "credential_env" attribute: the
 // credentials' names to their env ("" for none); null without credentials,
 // so that a container without any keeps its configuration hash.
 func credentialEnvValue(creds cty.Value) (cty.Value, error) {
@@ -243,27 +243,29 @@ func (d *Driver) credentialsFile(lineage string, o drivers.Object) (egress.Crede
 	return f, nil
 }
 
-// credentialsTarFile is the credentials file as a tar entry for rulesTar:
-// owned by the gateway's user, readable by it alone.
+// credentialsTarFile is the credentials file as a tar entry for rulesTar.
+// The engine makes what it copies in root's, so the file is readable by
+// all in the gateway container (0444), where the gateway runs alone,
+// without a shell: what matters is that it is in no other container.
 func credentialsTarFile(f egress.CredentialsFile) (tarFile, error) {
 	data, err := f.Marshal()
 	if err != nil {
 		return tarFile{}, err
 	}
-	return tarFile{name: credentialsName, data: data, mode: 0o400, uid: gatewayUID, gid: gatewayUID}, nil
+	return tarFile{name: credentialsName, data: data, mode: 0o444}, nil
 }
 
 // wireCredentials adds to an agent container's env, at create, its
 // credentials' placeholders and the trust variables; it returns whether
 // the container has credentials (and so needs the CA copied in).
 func wireCredentials(req drivers.ApplyRequest, cfg *container.Config) (bool, error) {
-	v := attr(req.Object, "credentials")
+	v := attr(req.Object, "credential_env")
 	if v.IsNull() {
 		return false, nil
 	}
 	envs, err := drivers.StringMap(v)
 	if err != nil {
-		return false, fmt.Errorf("credentials: %w", err)
+		return false, fmt.Errorf("credential_env: %w", err)
 	}
 	if len(envs) == 0 {
 		return false, nil

@@ -53,7 +53,7 @@ func TestPlanCredentials(t *testing.T) {
 		t.Errorf("gateway InPlace %v lacks credentials", gw.InPlace)
 	}
 	want := cty.MapVal(map[string]cty.Value{"anthropic": cty.StringVal("ANTHROPIC_API_KEY")})
-	if got := agent.Attrs["credentials"]; got == cty.NilVal || !got.RawEquals(want) {
+	if got := agent.Attrs["credential_env"]; got == cty.NilVal || !got.RawEquals(want) {
 		t.Errorf("agent credentials attribute %#v, want %#v", got, want)
 	}
 	for name, v := range agent.Attrs {
@@ -62,7 +62,7 @@ func TestPlanCredentials(t *testing.T) {
 		}
 	}
 	rotated := plan("sk-rotated-9876543210")
-	if a, b := agent.Attrs["credentials"], rotated["agent.coder"].Attrs["credentials"]; !a.RawEquals(b) {
+	if a, b := agent.Attrs["credential_env"], rotated["agent.coder"].Attrs["credential_env"]; !a.RawEquals(b) {
 		t.Errorf("a rotated value changed the agent's attribute: %#v, then %#v", a, b)
 	}
 
@@ -73,6 +73,9 @@ func TestPlanCredentials(t *testing.T) {
 	})})
 	for _, addr := range []string{"agent.coder", "agent.coder.gateway"} {
 		if _, ok := plain[addr].Attrs["credentials"]; ok {
+			t.Errorf("%s without credentials has a credentials attribute", addr)
+		}
+		if _, ok := plain[addr].Attrs["credential_env"]; ok {
 			t.Errorf("%s without credentials has a credentials attribute", addr)
 		}
 	}
@@ -124,7 +127,7 @@ func TestCredentialsFile(t *testing.T) {
 		t.Fatalf("the gateway refuses the file: %v", err)
 	}
 	tf, err := credentialsTarFile(f)
-	if err != nil || tf.mode != 0o400 || tf.uid != gatewayUID {
+	if err != nil || tf.mode != 0o444 {
 		t.Errorf("tar entry %+v, %v", tf, err)
 	}
 	var back egress.CredentialsFile
@@ -132,7 +135,7 @@ func TestCredentialsFile(t *testing.T) {
 		t.Errorf("tar entry does not hold the file: %v", err)
 	}
 
-	agent := drivers.Object{Addr: "agent.coder", Attrs: map[string]cty.Value{"credentials": cty.MapVal(map[string]cty.Value{"anthropic": cty.StringVal("ANTHROPIC_API_KEY")})}}
+	agent := drivers.Object{Addr: "agent.coder", Attrs: map[string]cty.Value{"credential_env": cty.MapVal(map[string]cty.Value{"anthropic": cty.StringVal("ANTHROPIC_API_KEY")})}}
 	cfg := &container.Config{Env: []string{"GIT_SSL_CAINFO=/mine.pem"}}
 	with, err := wireCredentials(drivers.ApplyRequest{Lineage: "lin", Object: agent}, cfg)
 	if err != nil || !with {

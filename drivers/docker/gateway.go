@@ -57,7 +57,6 @@ const (
 
 	// gatewayUser runs the gateway: it needs no privilege at all.
 	gatewayUser = "65534:65534"
-	gatewayUID  = 65534
 
 	// gatewayReady bounds how long create and update wait for the gateway
 	// to report that it listens, or that it loaded the new rules.
@@ -277,10 +276,9 @@ func rulesTar(agent string, allow, sidecars []string, forbid []netip.Prefix, mor
 }
 
 type tarFile struct {
-	name     string
-	data     []byte
-	mode     int64 // 0 for 0644
-	uid, gid int   // applied with CopyUIDGID
+	name string
+	data []byte
+	mode int64 // 0 for 0644
 }
 
 // forbidTar is a tar holding the forbid file, then more files.
@@ -297,7 +295,7 @@ func forbidTar(forbid []netip.Prefix, more ...tarFile) ([]byte, error) {
 		if mode == 0 {
 			mode = 0o644
 		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: mode, Uid: f.uid, Gid: f.gid, Size: int64(len(f.data)), ModTime: time.Now()}); err != nil {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: mode, Size: int64(len(f.data)), ModTime: time.Now()}); err != nil {
 			return nil, err
 		}
 		if _, err := tw.Write(f.data); err != nil {
@@ -449,8 +447,7 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 		cleanup()
 		return fail("connecting it to the egress network %s: %v", spec.egressNetwork, err)
 	}
-	// CopyUIDGID: the credentials file is the gateway user's alone.
-	if err := api.CopyToContainer(ctx, created.ID, rulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{CopyUIDGID: true}); err != nil {
+	if err := api.CopyToContainer(ctx, created.ID, rulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{}); err != nil {
 		cleanup()
 		return fail("writing its rules file: %v", err)
 	}
@@ -543,7 +540,7 @@ func (d *Driver) updateGateway(ctx context.Context, api dockerAPI, req drivers.A
 	if err != nil {
 		return fail("rules: %v", err)
 	}
-	if err := api.CopyToContainer(ctx, id, rulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{CopyUIDGID: true}); err != nil {
+	if err := api.CopyToContainer(ctx, id, rulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{}); err != nil {
 		return fail("writing its rules file: %v", err)
 	}
 	if err := api.ContainerKill(ctx, id, "HUP"); err != nil {

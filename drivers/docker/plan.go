@@ -49,7 +49,7 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 		// Only when set: a container without credentials keeps its
 		// configuration hash. Their names and env, never their values:
 		// a rotated value does not touch the agent.
-		objects[len(objects)-1].Attrs["credentials"] = credEnv
+		objects[len(objects)-1].Attrs["credential_env"] = credEnv
 	}
 	objects, err = d.planBottle(ctx, a, addr, netAddr, append([]drivers.Object{network}, objects...))
 	if err != nil {

@@ -146,9 +146,9 @@ var (
 // many open tunnels the gateway closed as it took them, or an error that
 // quotes the log when the log ends first or the gateway rejects its rules.
 func FollowGateway(r io.Reader, allow []string) (int, error) {
-	want := allow
+	want := gatewayWant{allow: allow}
 	if rules, err := egress.ParseRules(allow); err == nil {
-		want = egress.NewRulesFile("", rules).Allow
+		want.allow = egress.NewRulesFile("", rules).Allow
 	}
 	var st gatewayLog
 	var log strings.Builder
@@ -162,7 +162,7 @@ func FollowGateway(r io.Reader, allow []string) (int, error) {
 		}
 		log.WriteString(line + "\n")
 		st.add(line, want)
-		if st.rulesOK && st.listening {
+		if st.ready(true) {
 			return st.closed, nil
 		}
 	}

@@ -51,8 +51,11 @@ Usage: bottlefile [global options] egress denials [options] [ADDR]
     egress { allow = [..., "api.example.com:443"] }
 
   A destination no rule can allow (a malformed request, a sidecar's name
-  sent through the proxy) says what to do instead. It reads the state and
-  the runtimes and changes nothing.
+  sent through the proxy, a credential's placeholder sent where the
+  credential does not go) says what to do instead. Then it lists where the
+  gateways injected credentials (egress credential blocks): how many
+  requests, when last, which credentials, never their values. It reads the
+  state and the runtimes and changes nothing.
 
 Options:
 
@@ -96,15 +99,40 @@ func (c *EgressDenialsCommand) Run(args []string) int {
 	if m.showDiags(op.Files(), diags) {
 		return 1
 	}
-	denials := operations.Denials(decs)
+	denials, injected := operations.Denials(decs), operations.Injections(decs)
 	if *asJSON {
-		if err := writeDenialsJSON(m.Stdout, denials, *since); err != nil {
+		if err := writeDenialsJSON(m.Stdout, denials, injected, *since); err != nil {
 			return m.fail("Cannot write the denials", err)
 		}
 		return 0
 	}
 	renderDenials(m.Stdout, denials, *since, at)
+	renderInjections(m.Stdout, injected, *since)
 	return 0
+}
+
+// renderInjections prints, after the denials, where the gateways injected
+// credentials: a block per agent, a line per destination. Nothing when
+// they injected none.
+func renderInjections(w io.Writer, injected []operations.Injection, since time.Duration) {
+	if len(injected) == 0 {
+		return
+	}
+	agent := ""
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw)
+	for _, in := range injected {
+		if in.Agent != agent {
+			if agent != "" {
+				fmt.Fprintln(tw)
+			}
+			agent = in.Agent
+			fmt.Fprintf(tw, "%s (credentials injected in the last %s)\n", agent, since)
+		}
+		fmt.Fprintf(tw, "  %s\t%d %s\tlast %s\t%s\n", in.Destination, in.Count, map[bool]string{true: "request", false: "requests"}[in.Count == 1],
+			in.Last.UTC().Format("2006-01-02 15:04:05 UTC"), in.Reason)
+	}
+	tw.Flush()
 }
 
 // renderDenials prints one block per agent: a line per destination, then
@@ -146,13 +174,25 @@ type denialJSON struct {
 	Rule        string    `json:"rule,omitempty"`
 }
 
-func writeDenialsJSON(w io.Writer, denials []operations.Denial, since time.Duration) error {
+type injectionJSON struct {
+	Agent       string    `json:"agent"`
+	Destination string    `json:"destination"`
+	Count       int       `json:"count"`
+	Last        time.Time `json:"last"`
+	Reason      string    `json:"reason"`
+}
+
+func writeDenialsJSON(w io.Writer, denials []operations.Denial, injected []operations.Injection, since time.Duration) error {
 	doc := struct {
-		Since   string       `json:"since"`
-		Denials []denialJSON `json:"denials"`
-	}{Since: since.String(), Denials: []denialJSON{}}
+		Since    string          `json:"since"`
+		Denials  []denialJSON    `json:"denials"`
+		Injected []injectionJSON `json:"credentials_injected"`
+	}{Since: since.String(), Denials: []denialJSON{}, Injected: []injectionJSON{}}
 	for _, d := range denials {
 		doc.Denials = append(doc.Denials, denialJSON{d.Agent, d.Destination, d.Count, d.Last.UTC(), d.Reason, d.Outcome, d.Serial, d.Rule})
+	}
+	for _, in := range injected {
+		doc.Injected = append(doc.Injected, injectionJSON{in.Agent, in.Destination, in.Count, in.Last.UTC(), in.Reason})
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
