@@ -72,6 +72,9 @@ type WorkloadStatus struct {
 	// Written is what it wrote to its own filesystem, in bytes; nil when
 	// the runtime does not tell.
 	Written *int64
+	// Node is the machine it runs on, on a runtime of several (a swarm
+	// node's name); "" otherwise.
+	Node string
 }
 
 // Status reports every bottle of this configuration and state, or only
@@ -268,6 +271,7 @@ func workloadStatus(l Live) WorkloadStatus {
 	w := WorkloadStatus{
 		Addr: l.Addr, Role: role(l.Addr), ID: l.ID, RuntimeState: o.State,
 		Created: o.Created, Started: o.Started, Finished: o.Finished, Written: o.Written,
+		Node: o.Node,
 	}
 	switch {
 	case o.Running || o.State == drivers.StateRunning:

@@ -18,6 +18,7 @@ import (
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
 	"github.com/bottlefile/bottlefile/drivers/smolvm/smolvmtest"
+	"github.com/bottlefile/bottlefile/drivers/swarm/swarmtest"
 	"github.com/bottlefile/bottlefile/state"
 )
 
@@ -42,6 +43,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	smolvmtest.Cleanup()
+	swarmtest.Stop()
 	os.Exit(code)
 }
 

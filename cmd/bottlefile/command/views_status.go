@@ -46,14 +46,20 @@ func renderStatus(w io.Writer, bottles []operations.BottleStatus, at time.Time) 
 	}
 }
 
+// workloadState is a workload's state, and where it runs on a runtime of
+// several machines ("running on node2").
 func workloadState(wl operations.WorkloadStatus) string {
-	if wl.State == operations.WorkloadExited && wl.ExitCode != nil {
-		return fmt.Sprintf("exited (%d)", *wl.ExitCode)
+	state := wl.State
+	switch {
+	case wl.State == operations.WorkloadExited && wl.ExitCode != nil:
+		state = fmt.Sprintf("exited (%d)", *wl.ExitCode)
+	case wl.State == operations.WorkloadExited && wl.RuntimeState != "" && wl.RuntimeState != "exited":
+		state = "exited (" + wl.RuntimeState + ")"
 	}
-	if wl.State == operations.WorkloadExited && wl.RuntimeState != "" && wl.RuntimeState != "exited" {
-		return "exited (" + wl.RuntimeState + ")"
+	if wl.Node != "" {
+		state += " on " + wl.Node
 	}
-	return wl.State
+	return state
 }
 
 // workloadSince is how long a workload has been up, or how long ago it
@@ -153,6 +159,8 @@ type workloadJSON struct {
 	// UptimeSeconds is set while it runs and its start is known.
 	UptimeSeconds *int64 `json:"uptime_seconds"`
 	WrittenBytes  *int64 `json:"written_bytes"`
+	// Node is where it runs, on a runtime of several machines.
+	Node string `json:"node,omitempty"`
 }
 
 func writeStatusJSON(w io.Writer, bottles []operations.BottleStatus, at time.Time) error {
@@ -173,7 +181,7 @@ func writeStatusJSON(w io.Writer, bottles []operations.BottleStatus, at time.Tim
 			wj := workloadJSON{
 				Address: wl.Addr, Role: wl.Role, ID: wl.ID, State: wl.State, RuntimeState: wl.RuntimeState,
 				ExitCode: wl.ExitCode, Created: optTime(wl.Created), Started: optTime(wl.Started),
-				Finished: optTime(wl.Finished), WrittenBytes: wl.Written,
+				Finished: optTime(wl.Finished), WrittenBytes: wl.Written, Node: wl.Node,
 			}
 			if wl.State == operations.WorkloadRunning && !wl.Started.IsZero() {
 				up := int64(max(0, at.Sub(wl.Started).Seconds()))

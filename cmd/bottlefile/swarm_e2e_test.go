@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/swarm/swarmtest"
+)
+
+// TestE2ESwarmPlacement is issue 15's first promise on the three-node
+// fixture: nine bottles placed by node labels land on the labelled nodes
+// (status says where), a second plan says "No changes.", and destroy
+// leaves no service, network, task container, config or image of the
+// lineage on any node.
+func TestE2ESwarmPlacement(t *testing.T) {
+	f := swarmtest.Start(t)
+	dir := t.TempDir()
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "runtime \"fleet\" {\n  driver   = \"swarm\"\n  host     = %q\n  registry = %q\n}\n", f.Manager().Host, f.Registry)
+	want := map[string]string{} // agent -> node
+	for _, n := range f.Nodes {
+		zone := n.Labels["zone"]
+		for j := 1; j <= 3; j++ {
+			name := fmt.Sprintf("%s%d", zone, j)
+			want[name] = n.Name
+			fmt.Fprintf(&cfg, `
+agent %q {
+  runtime = runtime.fleet
+  image   = %q
+  command = ["sleep", "600"]
+  driver {
+    placement = ["node.labels.zone==%s"]
+  }
+}
+`, name, f.Busybox, zone)
+		}
+	}
+	writeBottlefile(t, dir, "%s", cfg.String())
+
+	timed := func(args ...string) result {
+		t.Helper()
+		start := time.Now()
+		r := mustRun(t, dir, args...)
+		t.Logf("bottlefile %s: %.1fs", strings.Join(args, " "), time.Since(start).Seconds())
+		return r
+	}
+	r := timed("apply", "-auto-approve")
+	lineage, _ := readState(t, dir)
+	if lineage == "" {
+		t.Fatal("no lineage after apply")
+	}
+	f.Cleanup(t, lineage)
+	if !strings.Contains(r.stdout, "Apply complete! Objects: 18 added") {
+		t.Errorf("apply did not add 9 networks and 9 services:\n%s", r)
+	}
+	prefix := drivers.LineagePrefix(lineage)
+	for agent, node := range want {
+		i, _, err := f.TaskContainer(t.Context(), "bf-"+prefix+"-"+agent)
+		if err != nil {
+			t.Errorf("agent.%s: %v", agent, err)
+			continue
+		}
+		if got := f.Nodes[i].Name; got != node {
+			t.Errorf("agent.%s runs on %s, want %s (its zone label)", agent, got, node)
+		}
+	}
+
+	if r := timed("plan", "-detailed-exitcode"); !strings.Contains(r.stdout, "No changes.") {
+		t.Errorf("the plan after apply is not empty:\n%s", r)
+	}
+	r = mustRun(t, dir, "status")
+	for agent, node := range want {
+		if !strings.Contains(r.stdout, fmt.Sprintf("agent.%s  ", agent)) || !strings.Contains(r.stdout, "running on "+node) {
+			t.Errorf("status does not show agent.%s running on %s:\n%s", agent, node, r.stdout)
+		}
+	}
+
+	r = timed("destroy", "-auto-approve")
+	if !strings.Contains(r.stdout, "Destroy complete! Objects: 0 added, 0 changed, 18 destroyed") {
+		t.Errorf("destroy did not remove the 18 objects:\n%s", r)
+	}
+	var left []string
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		var err error
+		if left, err = f.LineageObjects(context.Background(), lineage); err != nil {
+			t.Fatal(err)
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("left on the swarm after destroy:\n  %s", strings.Join(left, "\n  "))
+	}
+}
