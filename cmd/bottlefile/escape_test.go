@@ -48,7 +48,9 @@ const escapeLabel = "io.bottlefile.test.escape"
 // names with the test's recording DNS server. alpha has an allowlist and a
 // sidecar "web"; beta has an empty egress block (a gateway that allows
 // nothing; a bottle without an egress block has no gateway at all, see
-// TestE2EEgressAddRemove) and a sidecar "db". Every
+// TestE2EEgressAddRemove) and a sidecar "db". alpha's egress block holds a
+// credential (for a name its allowlist opens), so that every way out is
+// tried with credentials configured. Every
 // workload serves its own name on :8080 (busybox httpd), so a connection
 // that should fail would visibly succeed.
 const escapeBottlefile = `
@@ -64,6 +66,13 @@ agent "alpha" {
   command = ["sh", "-c", %[5]q]
   egress {
     allow = %[4]s
+    credential "vault" {
+      host   = "vault.recorded.test:8080"
+      header = "authorization"
+      prefix = "Bearer "
+      value  = %[9]q
+      env    = "VAULT_TOKEN"
+    }
   }
   sidecar "web" {
     image   = %[3]q
@@ -101,6 +110,8 @@ type escapeRig struct {
 	run     string // random id of this run
 	dir     string
 	lineage string
+	// credential is the value of alpha's credential: never in alpha.
+	credential string
 
 	outside       string       // the outside network's name (the runtime's egress_network)
 	outsideSubnet netip.Prefix // its subnet
@@ -157,6 +168,7 @@ func TestEscape(t *testing.T) {
 	t.Run("14_idle_and_unread_connections", r.idleConnections)
 	t.Run("15_log_flood", r.logFlood)
 	t.Run("16_revoked_rule_and_new_network", r.revokeAndNewNetwork)
+	t.Run("17_credential_never_in_the_agent", r.credentialNeverInAgent)
 	t.Logf("suite took %v", time.Since(start).Round(time.Millisecond))
 }
 
@@ -371,8 +383,11 @@ func (r *escapeRig) allowlist(extra ...string) []string {
 
 func (r *escapeRig) writeConfig(allow []string) {
 	list, _ := json.Marshal(allow)
+	if r.credential == "" {
+		r.credential = "escape-credential-" + randomHex(12)
+	}
 	writeBottlefile(r.t, r.dir, escapeBottlefile, r.outside, r.recorderIP.String(), r.img, string(list),
-		serve("alpha-agent-content"), serve("alpha-web-content"), serve("beta-agent-content"), serve("beta-db-content"))
+		serve("alpha-agent-content"), serve("alpha-web-content"), serve("beta-agent-content"), serve("beta-db-content"), r.credential)
 }
 
 // applyBottles applies the two bottles and finds their containers.
@@ -1638,4 +1653,36 @@ func (r *escapeRig) revokeAndNewNetwork(t *testing.T) {
 	// The state's other gateway, not updated itself, was given the new
 	// address too.
 	r.waitLog(t, r.betaGW.id, `"`+newGW.String()+`/32"`, 10*time.Second)
+}
+
+// credentialNeverInAgent: alpha holds its credential's placeholder, never
+// its value (in its inspect, its environment, anything it can read), and
+// the placeholder sent through the proxy to another allowed host is
+// refused and logged.
+func (r *escapeRig) credentialNeverInAgent(t *testing.T) {
+	_, raw, err := r.cli.ContainerInspectWithRaw(context.Background(), r.alpha.id, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), r.credential) {
+		t.Errorf("alpha's docker inspect holds the credential")
+	}
+	// Every file alpha can read but /proc, /sys and /dev, searched for the
+	// value; a control file holds a marker the same search must find.
+	marker := "escape-control-" + randomHex(6)
+	env := r.execIn(t, r.alpha.id, "env; echo "+marker+" > /tmp/escape-control; for d in /*; do case $d in /proc|/sys|/dev) ;; *) grep -rsl -e "+shellQuote(r.credential)+" -e "+marker+" $d ;; esac; done; true")
+	if strings.Contains(env.out, r.credential) || strings.Count(env.out, "/tmp/escape-control") != 1 {
+		t.Errorf("alpha can read the credential, or the search missed its control file:\n%s", env.out)
+	}
+	if !strings.Contains(env.out, "VAULT_TOKEN=bottlefile-placeholder-vault-") {
+		t.Errorf("alpha's VAULT_TOKEN is not the placeholder:\n%s", env.out)
+	}
+	res := r.probeAll(t, r.alpha.id, []probe{{"placeholder to allowed-host", `timeout 5 wget -qO- --header "Authorization: Bearer $VAULT_TOKEN" http://allowed-host:8080/`}})
+	want403(t, res, "placeholder to allowed-host", "allowed-host-content")
+	if !r.waitLog(t, r.alphaGW.id, "an attempt to use the credential elsewhere", 10*time.Second) {
+		t.Errorf("alpha's gateway did not log the attempt")
+	}
+	if strings.Contains(r.logs(t, r.alphaGW.id), r.credential) {
+		t.Errorf("alpha's gateway logs hold the credential")
+	}
 }
