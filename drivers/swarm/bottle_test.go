@@ -104,7 +104,9 @@ func TestGatewayOnSwarm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	start := time.Now()
 	ids := applyAll(t, d, lineage, plan.Objects)
+	t.Logf("created the bottle and its gateway in %.1fs", time.Since(start).Seconds())
 
 	svc, err := serviceName(lineage, "agent.egress")
 	if err != nil {
@@ -130,9 +132,11 @@ func TestGatewayOnSwarm(t *testing.T) {
 		t.Fatal(err)
 	}
 	gw := plan2.Objects[slices.IndexFunc(plan2.Objects, func(o drivers.Object) bool { return o.Kind == kindGateway })]
+	start = time.Now()
 	if _, err := d.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpUpdate, Lineage: lineage, Object: gw, ID: ids[gw.Addr], Hash: "h2"}); err != nil {
 		t.Fatalf("updating the allowlist: %v", err)
 	}
+	t.Logf("updated the allowlist in %.1fs", time.Since(start).Seconds())
 	if _, after := taskContainer(t, f, svc); after != ctr {
 		t.Errorf("the agent's container changed from %s to %s with the allowlist", ctr[:12], after[:12])
 	}
@@ -140,8 +144,10 @@ func TestGatewayOnSwarm(t *testing.T) {
 		t.Errorf("after the allowlist dropped the host: %q, want a 403 from the gateway", out)
 	}
 
+	start = time.Now()
 	deleteAll(t, d, lineage)
 	assertNothingLeft(t, f, lineage)
+	t.Logf("deleted it all in %.1fs", time.Since(start).Seconds())
 }
 
 // taskContainer is the node index and container id of a service's task.
@@ -175,4 +181,61 @@ func assertNothingLeft(t *testing.T, f *swarmtest.Fixture, lineage string) {
 	if len(left) > 0 {
 		t.Errorf("left of lineage %s:\n  %s", lineage, strings.Join(left, "\n  "))
 	}
+}
+
+// TestUnplaceable: a task no node fits, and a task whose image no node
+// can get, fail the create naming the constraint and the image, and leave
+// no service behind.
+func TestUnplaceable(t *testing.T) {
+	f := swarmtest.Start(t)
+	d := fixtureDriver(t, f, true, nil)
+	lineage := uuid.NewString()
+	f.Cleanup(t, lineage)
+	for _, tc := range []struct {
+		name, image string
+		placement   []string
+		want        []string
+	}{
+		{"nowhere", f.Busybox, []string{"node.labels.zone==nowhere"}, []string{"no node can run its task", "no suitable node", `"node.labels.zone==nowhere"`}},
+		{"noimage", swarmtest.Registry + "/bottlefile-test/missing:1", nil, []string{"its task could not run", "bottlefile-test/missing:1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: placedAgent(tc.name, tc.image, tc.placement, nil)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var netObj, svcObj drivers.Object
+			for _, o := range plan.Objects {
+				switch o.Kind {
+				case kindNetwork:
+					netObj = o
+				case kindService:
+					svcObj = o
+				}
+			}
+			if _, err := d.Apply(t.Context(), drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: lineage, Object: netObj, Hash: "h"}); err != nil {
+				t.Fatal(err)
+			}
+			_, err = d.Apply(t.Context(), drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: lineage, Object: svcObj, Hash: "h"})
+			if err == nil {
+				t.Fatal("the create of a task that cannot run succeeded")
+			}
+			t.Logf("create failed: %v", err)
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error lacks %q: %v", w, err)
+				}
+			}
+			read, rerr := d.Read(t.Context(), drivers.ReadRequest{Lineage: lineage})
+			if rerr != nil {
+				t.Fatal(rerr)
+			}
+			for _, o := range read.Objects {
+				if o.Addr == svcObj.Addr {
+					t.Errorf("the service of the failed create is left: %+v", o)
+				}
+			}
+		})
+	}
+	deleteAll(t, d, lineage)
 }

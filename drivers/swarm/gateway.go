@@ -141,6 +141,9 @@ func (d *Driver) createGateway(ctx context.Context, api swarmAPI, req drivers.Ap
 	labels[labelKind] = kindGateway
 	spec := serviceBase(s.name, labels, s.placement)
 	spec.TaskTemplate.RestartPolicy.Condition = swarm.RestartPolicyConditionAny
+	// A new allowlist starts the new task before the old one stops: the
+	// agent's proxy name resolves to one of them throughout.
+	spec.UpdateConfig = &swarm.UpdateConfig{Parallelism: 1, Order: swarm.UpdateOrderStartFirst, Monitor: 100 * time.Millisecond}
 	cs := spec.TaskTemplate.ContainerSpec
 	cs.Image = ref
 	cs.Args = []string{"gateway",
@@ -165,7 +168,7 @@ func (d *Driver) createGateway(ctx context.Context, api swarmAPI, req drivers.Ap
 	if err != nil {
 		return fail("%v", err)
 	}
-	t, err := d.waitGateway(ctx, api, created.ID, s, ref, configs)
+	t, err := d.waitGateway(ctx, api, created.ID, s, ref, configs, nil)
 	if err != nil {
 		if rmErr := api.ServiceRemove(context.WithoutCancel(ctx), created.ID); rmErr != nil && !cerrdefs.IsNotFound(rmErr) {
 			d.log.Warn("could not remove the gateway that did not start", "addr", addr, "id", shortID(created.ID), "error", rmErr)
@@ -183,12 +186,12 @@ func (d *Driver) createGateway(ctx context.Context, api swarmAPI, req drivers.Ap
 
 // waitGateway waits until the gateway's task that reads configs runs, then
 // reads its log until it listens with the rules s.allow in force.
-func (d *Driver) waitGateway(ctx context.Context, api swarmAPI, id string, s gatewaySpec, ref string, configs []*swarm.ConfigReference) (swarm.Task, error) {
+func (d *Driver) waitGateway(ctx context.Context, api swarmAPI, id string, s gatewaySpec, ref string, configs []*swarm.ConfigReference, before map[string]bool) (swarm.Task, error) {
 	want := map[string]bool{}
 	for _, c := range configs {
 		want[c.ConfigID] = true
 	}
-	t, err := d.waitRunningWith(ctx, api, id, s.placement, ref, func(t swarm.Task) bool {
+	t, err := d.waitRunning(ctx, api, id, s.placement, ref, before, func(t swarm.Task) bool {
 		if t.Spec.ContainerSpec == nil || len(t.Spec.ContainerSpec.Configs) != len(want) {
 			return false
 		}
@@ -222,6 +225,28 @@ func (d *Driver) waitGateway(ctx context.Context, api swarmAPI, id string, s gat
 		return t, err
 	}
 	return t, nil
+}
+
+// waitStopped waits until none of the tasks in ids runs.
+func waitStopped(ctx context.Context, api swarmAPI, service string, ids map[string]bool) error {
+	deadline := time.Now().Add(gatewayReady)
+	for {
+		tasks, err := api.TaskList(ctx, swarm.TaskListOptions{Filters: filters.NewArgs(filters.Arg("service", service))})
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(tasks, func(t swarm.Task) bool { return ids[t.ID] && t.Status.State == swarm.TaskStateRunning }) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still running after %v", gatewayReady)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // gatewayConfigs makes the configs a gateway task reads: its rules file
@@ -318,12 +343,21 @@ func (d *Driver) updateGateway(ctx context.Context, api swarmAPI, req drivers.Ap
 	spec := svc.Spec
 	spec.TaskTemplate.ContainerSpec.Configs = configs
 	spec.TaskTemplate.ForceUpdate++ // a new task even when the files are the same
+	before, err := taskIDs(ctx, api, svc.ID)
+	if err != nil {
+		return fail("%v", err)
+	}
 	if _, err := api.ServiceUpdate(ctx, svc.ID, svc.Version, spec, swarm.ServiceUpdateOptions{}); err != nil {
 		return fail("%v", err)
 	}
-	t, err := d.waitGateway(ctx, api, svc.ID, s, spec.TaskTemplate.ContainerSpec.Image, configs)
+	t, err := d.waitGateway(ctx, api, svc.ID, s, spec.TaskTemplate.ContainerSpec.Image, configs, before)
 	if err != nil {
 		return fail("%v", err)
+	}
+	// Until the old task is gone, the proxy name may still lead to it and
+	// its old allowlist.
+	if err := waitStopped(ctx, api, svc.ID, before); err != nil {
+		return fail("the gateway's old task: %v", err)
 	}
 	d.removeConfigs(ctx, api, req.Lineage, addr, configs)
 	d.log.Info("updated gateway allowlist", "addr", addr, "id", shortID(svc.ID), "allow", len(s.allow))

@@ -147,7 +147,7 @@ func (d *Driver) createService(ctx context.Context, api swarmAPI, req drivers.Ap
 	for _, w := range created.Warnings {
 		d.log.Debug("engine warning", "addr", addr, "warning", w)
 	}
-	t, err := d.waitRunning(ctx, api, created.ID, s.placement, s.Image)
+	t, err := d.waitRunning(ctx, api, created.ID, s.placement, s.Image, nil, nil)
 	if err != nil {
 		if rmErr := api.ServiceRemove(context.WithoutCancel(ctx), created.ID); rmErr != nil && !cerrdefs.IsNotFound(rmErr) {
 			d.log.Warn("could not remove the service whose task did not run", "addr", addr, "id", shortID(created.ID), "error", rmErr)
@@ -215,19 +215,14 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// waitRunning waits until the service's task runs, and returns it. A task
-// rejected or failed (its image missing on its node, its command not
-// found) is an error quoting the cluster; so is one that stays pending
-// for placeTimeout because no node fits, naming the constraints.
-func (d *Driver) waitRunning(ctx context.Context, api swarmAPI, id string, placement []string, image string) (swarm.Task, error) {
-	return d.waitRunningWith(ctx, api, id, placement, image, nil)
-}
-
-// waitRunningWith is waitRunning for the task that is (when is is not
-// nil) of the service's current spec: after an update, the old task may
-// still be listed as the one to run.
-func (d *Driver) waitRunningWith(ctx context.Context, api swarmAPI, id string, placement []string, image string, is func(swarm.Task) bool) (swarm.Task, error) {
-	f := filters.NewArgs(filters.Arg("service", id), filters.Arg("desired-state", "running"))
+// waitRunning waits until a task of the service runs, and returns it. A
+// task rejected or failed (its image missing on its node, its command not
+// found) is an error quoting the cluster; so is one that stays pending for
+// placeTimeout because no node fits, naming the constraints. Tasks in
+// before (those listed before an update or a start) are not looked at,
+// nor, when is is not nil, tasks it refuses.
+func (d *Driver) waitRunning(ctx context.Context, api swarmAPI, id string, placement []string, image string, before map[string]bool, is func(swarm.Task) bool) (swarm.Task, error) {
+	f := filters.NewArgs(filters.Arg("service", id))
 	start := time.Now()
 	var pendingSince time.Time
 	last := ""
@@ -236,27 +231,41 @@ func (d *Driver) waitRunningWith(ctx context.Context, api swarmAPI, id string, p
 		if err != nil {
 			return swarm.Task{}, fmt.Errorf("listing its tasks: %w", err)
 		}
-		if is != nil {
-			tasks = slices.DeleteFunc(tasks, func(t swarm.Task) bool { return !is(t) })
+		tasks = slices.DeleteFunc(tasks, func(t swarm.Task) bool { return before[t.ID] || (is != nil && !is(t)) })
+		var failed *swarm.Task
+		for i, t := range tasks {
+			switch t.Status.State {
+			case swarm.TaskStateRunning:
+				if t.DesiredState == swarm.TaskStateRunning {
+					return t, nil
+				}
+			case swarm.TaskStateRejected, swarm.TaskStateFailed, swarm.TaskStateComplete:
+				if failed == nil || t.Meta.CreatedAt.After(failed.Meta.CreatedAt) {
+					failed = &tasks[i]
+				}
+			}
+		}
+		if failed != nil {
+			if failed.Status.State == swarm.TaskStateComplete {
+				return *failed, errors.New("its task ran and ended at once: a workload must keep running")
+			}
+			code := ""
+			if cs := failed.Status.ContainerStatus; cs != nil && cs.ExitCode != 0 {
+				code = fmt.Sprintf(" (exit code %d)", cs.ExitCode)
+			}
+			return *failed, fmt.Errorf("its task could not run: %s%s%s", taskProblem(*failed), code, imageHint(taskProblem(*failed), image))
 		}
 		t, ok := currentTask(tasks)
 		if ok {
 			last = fmt.Sprintf("%s: %s", t.Status.State, taskProblem(t))
-			switch t.Status.State {
-			case swarm.TaskStateRunning:
-				return t, nil
-			case swarm.TaskStateRejected, swarm.TaskStateFailed:
-				return t, fmt.Errorf("its task could not run: %s%s", taskProblem(t), imageHint(taskProblem(t), image))
-			case swarm.TaskStateComplete:
-				return t, errors.New("its task ran and ended at once: a workload must keep running")
-			case swarm.TaskStatePending:
+			if t.Status.State == swarm.TaskStatePending {
 				if pendingSince.IsZero() {
 					pendingSince = time.Now()
 				}
 				if time.Since(pendingSince) > placeTimeout {
 					return t, fmt.Errorf("no node can run its task: %s%s", taskProblem(t), placementHint(placement))
 				}
-			default:
+			} else {
 				pendingSince = time.Time{}
 			}
 		}
@@ -271,6 +280,20 @@ func (d *Driver) waitRunningWith(ctx context.Context, api swarmAPI, id string, p
 	}
 }
 
+// taskIDs are the service's tasks now, for waitRunning to pass over after
+// an update.
+func taskIDs(ctx context.Context, api swarmAPI, id string) (map[string]bool, error) {
+	tasks, err := api.TaskList(ctx, swarm.TaskListOptions{Filters: filters.NewArgs(filters.Arg("service", id))})
+	if err != nil {
+		return nil, fmt.Errorf("listing its tasks: %w", err)
+	}
+	out := make(map[string]bool, len(tasks))
+	for _, t := range tasks {
+		out[t.ID] = true
+	}
+	return out, nil
+}
+
 func placementHint(placement []string) string {
 	if len(placement) == 0 {
 		return ""
@@ -280,7 +303,7 @@ func placementHint(placement []string) string {
 
 func imageHint(problem, image string) string {
 	if strings.Contains(strings.ToLower(problem), "no such image") || strings.Contains(problem, "pull") {
-		return fmt.Sprintf(" (the image %s is not on the node the task was placed on, and the node could not pull it: set registry in the runtime block so built images are pushed where every node pulls them, or load the image on every node)", image)
+		return fmt.Sprintf(" (the node the task was placed on has no image %s and could not pull it: push it to a registry every node pulls from, as bottlefile does with what it builds when the runtime sets registry, or load it on every node)", image)
 	}
 	return ""
 }
@@ -355,6 +378,10 @@ func (d *Driver) startService(ctx context.Context, api swarmAPI, req drivers.App
 	} else {
 		spec.TaskTemplate.ForceUpdate++
 	}
+	before, err := taskIDs(ctx, api, svc.ID)
+	if err != nil {
+		return fail("%v", err)
+	}
 	if _, err := api.ServiceUpdate(ctx, svc.ID, svc.Version, spec, swarm.ServiceUpdateOptions{}); err != nil {
 		return fail("%v", err)
 	}
@@ -362,7 +389,7 @@ func (d *Driver) startService(ctx context.Context, api swarmAPI, req drivers.App
 	if spec.TaskTemplate.Placement != nil {
 		placement = spec.TaskTemplate.Placement.Constraints
 	}
-	t, err := d.waitRunning(ctx, api, svc.ID, placement, spec.TaskTemplate.ContainerSpec.Image)
+	t, err := d.waitRunning(ctx, api, svc.ID, placement, spec.TaskTemplate.ContainerSpec.Image, before, nil)
 	if err != nil {
 		return fail("%v", err)
 	}
