@@ -229,6 +229,14 @@ func (s *Scope) evalCredentials(ctx *hcl.EvalContext, w *Workload, allow, env ct
 		}
 
 		valueV, valueExpr, ok := str("value")
+		if ok && !IsSensitive(valueV) {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagWarning,
+				Summary:  "Credential value not from a sensitive variable",
+				Detail:   fmt.Sprintf("The value of credential %q does not come from a variable declared sensitive = true. bottlefile treats it as sensitive from here on, but a literal is in the Bottlefile for anyone who reads it, and the -var value of a variable not declared sensitive is kept in saved plans. Give it through a variable with sensitive = true.", name),
+				Subject:  valueExpr.Range().Ptr(),
+			})
+		}
 		if ok {
 			u := unmarkDeep(valueV).AsString()
 			switch {
