@@ -97,3 +97,24 @@ agent %q {
 		t.Errorf("left on the swarm after destroy:\n  %s", strings.Join(left, "\n  "))
 	}
 }
+
+// TestE2ESwarmExamplePlans: examples/swarm, pointed at the fixture's
+// manager and registry as its README says, plans what it describes.
+func TestE2ESwarmExamplePlans(t *testing.T) {
+	f := swarmtest.Start(t)
+	dir := copyExampleTree(t, "swarm")
+	r := mustRun(t, dir, "plan", "-var", "manager="+f.Manager().Host, "-var", "registry="+f.Registry)
+	for _, want := range []string{
+		"+ agent.alpha (service)", "+ agent.alpha.sidecar.cache (service)", "+ agent.alpha.gateway (gateway)",
+		"+ agent.beta.gateway (gateway)", "+ agent.gamma (service)", "+ runtime.fleet.egress (network)",
+		`"node.labels.pool==agents"`,
+		"Plan: 10 to add, 0 to change, 0 to destroy.",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the example's plan lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "agent.gamma.gateway") {
+		t.Errorf("gamma has no egress block, but its plan has a gateway:\n%s", r.stdout)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/bottlefile/bottlefile/drivers/docker"
 	"github.com/bottlefile/bottlefile/drivers/drivertest"
 	"github.com/bottlefile/bottlefile/drivers/smolvm"
+	"github.com/bottlefile/bottlefile/drivers/swarm"
 )
 
 // TestExamples: every directory under examples/ validates with no error, is
@@ -31,10 +32,13 @@ func TestExamples(t *testing.T) {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			// Fakes that declare what the real drivers declare: validate
 			// checks each example against them.
-			dk, sv := docker.Declaration(), smolvm.Declaration()
+			dk, sv, sw := docker.Declaration(), smolvm.Declaration(), swarm.Declaration()
 			w := &workspace{t: t, dir: dir,
-				fake:  &drivertest.Fake{DriverName: "docker", DeclareResponse: &dk},
-				extra: map[string]*drivertest.Fake{"smolvm": {DriverName: "smolvm", DeclareResponse: &sv}},
+				fake: &drivertest.Fake{DriverName: "docker", DeclareResponse: &dk},
+				extra: map[string]*drivertest.Fake{
+					"smolvm": {DriverName: "smolvm", DeclareResponse: &sv},
+					"swarm":  {DriverName: "swarm", DeclareResponse: &sw},
+				},
 			}
 			if code, out, errs := w.run("validate"); code != 0 {
 				t.Errorf("validate: exit %d\n%s%s", code, out, errs)
