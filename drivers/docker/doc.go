@@ -18,6 +18,7 @@
 //	  egress_subnet_pool = "10.214.0.0/16" # optional; the default, for a managed one
 //	  gateway_dns        = ["10.0.0.53"]   # optional: the gateways' DNS servers
 //	  gateway_binary     = "/path/to/bottlefile" # optional: a static build; else the running one
+//	  credential_ca_file = "corp-ca.pem"   # optional: CAs the gateways trust for credential hosts
 //	  insecure_skip_isolation_check = false # true only for throwaway test engines
 //	}
 //
@@ -60,6 +61,9 @@
 //     the sidecar names when there are any). A missing image reference is
 //     pulled at apply, never at plan. cpus and memory change in place
 //     (memory without extra swap); everything else replaces the container.
+//     With credential blocks, "credential_env" maps their names to their
+//     env, and create adds each placeholder, the trust variables and the
+//     bottle's CA files (credentials.go).
 //     It does not depend on its gateway. Computed: name, ip.
 //   - agent.coder.sidecar.S (kind "container", a workload), one per sidecar
 //     block: like the agent's container, on the same network with the
@@ -73,9 +77,11 @@
 //     "gateway", the only address it listens on, port 3128) and on the
 //     egress network. Attributes: allow (the rules, canonical), version
 //     (the binary's version and SHA-256 prefix, "v0.2.0 (3f2a9c1d4e5f)";
-//     a new binary replaces the gateway), network, egress_network, dns. allow changes
-//     in place: the rules file is copied in, the gateway gets SIGHUP, and
-//     apply waits until its log reports the new rules in force. It never
+//     a new binary replaces the gateway), network, egress_network, dns,
+//     and credentials (the agent's credential blocks, values sensitive)
+//     when there are any. allow and credentials change
+//     in place: the rules and credentials files are copied in, the gateway gets SIGHUP, and
+//     apply waits until its log reports the new rules and credentials in force. It never
 //     connects to the subnet pool, internal networks, a managed egress
 //     network, the gateway address of any network on the engine, or, with
 //     a local engine, this machine's addresses (-forbid).

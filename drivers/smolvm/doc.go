@@ -18,8 +18,10 @@
 //
 // Plan never calls the CLI, and rejects what smolvm cannot do before
 // anything runs: sidecars (bottlefile cannot give the agent access to a
-// second machine by name), build blocks, user, and egress rules it cannot
-// enforce (as a *drivers.RuleError, so the diagnostic points at the rule).
+// second machine by name), build blocks, user, egress rules it cannot
+// enforce (as a *drivers.RuleError, so the diagnostic points at the rule),
+// and credential blocks: smolvm has no gateway that could inject them, and
+// the key is never handed to the machine instead.
 //
 // One object per agent: agent.NAME, kind "machine", named
 // bf-<lineage[:8]>-<NAME> and labelled io.bottlefile.lineage, .address and
