@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -29,7 +30,26 @@ type SSHD struct {
 	dir  string
 	// hostKey is its public host key, for known_hosts.
 	hostKey string
-	log     *bytes.Buffer
+	log     *lockedBuffer
+}
+
+// lockedBuffer is sshd's output: written by exec's copying goroutine while
+// the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // Host is its address as a runtime's host attribute:
@@ -69,7 +89,7 @@ func StartSSHD(t testing.TB) *SSHD {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	s := &SSHD{User: u.Username, dir: dir, log: &bytes.Buffer{}}
+	s := &SSHD{User: u.Username, dir: dir, log: &lockedBuffer{}}
 	keygen(t, filepath.Join(dir, "host_key"))
 	keygen(t, filepath.Join(dir, "client_key"))
 	keygen(t, filepath.Join(dir, "other_key"))
