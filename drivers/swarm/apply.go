@@ -36,7 +36,7 @@ func (d *Driver) apply(ctx context.Context, req drivers.ApplyRequest) (drivers.A
 		case drivers.OpCreate:
 			return d.createImage(ctx, api, req)
 		case drivers.OpDelete:
-			return d.eng.Apply(ctx, req)
+			return d.deleteImage(ctx, req)
 		}
 	case kindService:
 		switch req.Op {

@@ -2,6 +2,8 @@ package swarm
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -238,4 +240,42 @@ func TestUnplaceable(t *testing.T) {
 		})
 	}
 	deleteAll(t, d, lineage)
+}
+
+// TestBuiltImageOnWorker: a build block is built on the manager, pushed to
+// the registry, and run by a worker that pulls it; deleting it removes the
+// worker's copy too (node_hosts).
+func TestBuiltImageOnWorker(t *testing.T) {
+	f := swarmtest.Start(t)
+	hosts := map[string]cty.Value{}
+	for _, n := range f.Nodes[1:] {
+		hosts[n.Name] = cty.StringVal(n.Host)
+	}
+	d := fixtureDriver(t, f, true, map[string]cty.Value{"node_hosts": cty.MapVal(hosts)})
+	lineage := uuid.NewString()
+	f.Cleanup(t, lineage)
+	ctxDir := t.TempDir()
+	dockerfile := "FROM " + f.Busybox + "\nRUN echo built-here > /built\nCMD [\"sleep\", \"600\"]\n"
+	if err := os.WriteFile(filepath.Join(ctxDir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := placedAgent("built", f.Busybox, []string{"node.labels.zone==c"}, nil)
+	a.Workload = drivers.WithWorkloadAttr(a.Workload, "image", cty.NullVal(cty.String))
+	a.Workload = drivers.WithWorkloadAttr(a.Workload, "command", cty.NullVal(cty.List(cty.String)))
+	a.Workload = drivers.WithWorkloadAttr(a.Workload, "build", drivers.BuildValue(ctxDir, "Dockerfile"))
+	plan, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyAll(t, d, lineage, plan.Objects)
+	svc, _ := serviceName(lineage, "agent.built")
+	node, ctr := taskContainer(t, f, svc)
+	if node != 2 {
+		t.Errorf("the built agent runs on node%d, want node3", node+1)
+	}
+	if out := dockertest.Sh(t, f.Client(t, node), ctr, "cat /built"); !strings.Contains(out, "built-here") {
+		t.Errorf("the task does not run the built image: /built is %q", out)
+	}
+	deleteAll(t, d, lineage)
+	assertNothingLeft(t, f, lineage)
 }
