@@ -8,6 +8,7 @@
 //	  driver   = "swarm"
 //	  host     = "unix:///var/run/docker.sock" # a manager's engine; else DOCKER_HOST
 //	  registry = "registry.internal:5000"      # optional: where built images go, so every node can run them
+//	  node_hosts = { "worker-1" = "ssh://admin@worker-1" } # optional: other nodes' engines, to remove what they pulled
 //
 //	  egress_network = "corp-egress"   # optional: an existing overlay for the gateways
 //	  gateway_binary = "/path/to/bottlefile" # optional: a static build; else the running one
@@ -29,6 +30,9 @@
 //     the manager's engine by the docker driver, then tagged
 //     REGISTRY/bf-<L[:8]>-coder:<context_hash[:12]> and pushed to the
 //     registry. Computed: image_id, tag, ref (what the service runs).
+//     Deleting it removes it from the manager, and from each node of
+//     node_hosts (which pulled it to run a task); without node_hosts the
+//     nodes keep their copies, and the apply says so.
 //   - agent.coder (kind "service", a workload): a one-replica service
 //     bf-<L[:8]>-coder on the bottle's network, with DNS round robin (no
 //     virtual IP: it needs IPVS, which many kernels lack), an init
