@@ -101,7 +101,10 @@ func TestGatewayOnSwarm(t *testing.T) {
 	f.Cleanup(t, lineage)
 	ctx := t.Context()
 
-	agent := placedAgent("egress", f.Busybox, []string{"node.labels.zone==c"}, []string{swarmtest.Outside + ":80"})
+	// The node's block, on the swarm's port and the registry's: the
+	// gateway refuses the nodes and the registry all the same.
+	nodes := swarmtest.Underlay + ".0/24"
+	agent := placedAgent("egress", f.Busybox, []string{"node.labels.zone==c"}, []string{swarmtest.Outside + ":80", nodes + ":2377", nodes + ":5000"})
 	plan, err := d.Plan(ctx, drivers.PlanRequest{Agent: agent})
 	if err != nil {
 		t.Fatal(err)
@@ -125,6 +128,15 @@ func TestGatewayOnSwarm(t *testing.T) {
 	}
 	if out := dockertest.Sh(t, cli, ctr, "unset http_proxy HTTP_PROXY; "+fetch); strings.Contains(out, "outside-ok") {
 		t.Errorf("straight out of the internal overlay: %q, want no answer", out)
+	}
+	for _, url := range []string{
+		"http://" + f.Nodes[0].Addr + ":2377/", // the manager's cluster port
+		"http://" + f.Nodes[2].Addr + ":2377/", // its own node
+		"http://" + f.Registry + "/v2/",        // the registry, not named by a rule
+	} {
+		if out := dockertest.Sh(t, cli, ctr, "timeout 5 wget -q -O - "+url+" 2>&1; echo rc=$?"); !strings.Contains(out, "403") {
+			t.Errorf("through the gateway to %s, which a rule's block holds: %q, want a 403", url, out)
+		}
 	}
 
 	// A new allowlist: the gateway's task is replaced, the agent's is not.
@@ -150,6 +162,27 @@ func TestGatewayOnSwarm(t *testing.T) {
 	deleteAll(t, d, lineage)
 	assertNothingLeft(t, f, lineage)
 	t.Logf("deleted it all in %.1fs", time.Since(start).Seconds())
+}
+
+// A rule names the registry by its host or its one address; a block that
+// holds it does not.
+func TestNamesRegistry(t *testing.T) {
+	for _, tc := range []struct {
+		allow    []string
+		registry string
+		want     bool
+	}{
+		{[]string{"10.250.0.254:5000"}, "10.250.0.254:5000", true},
+		{[]string{"10.250.0.254"}, "10.250.0.254:5000/team", true},
+		{[]string{"registry.internal:443"}, "registry.internal", true},
+		{[]string{"10.250.0.0/24:5000"}, "10.250.0.254:5000", false},
+		{[]string{"*.internal"}, "registry.internal:5000", false},
+		{[]string{"github.com:443"}, "registry.internal:5000", false},
+	} {
+		if got := namesRegistry(tc.allow, tc.registry); got != tc.want {
+			t.Errorf("namesRegistry(%q, %q) = %v, want %v", tc.allow, tc.registry, got, tc.want)
+		}
+	}
 }
 
 // taskContainer is the node index and container id of a service's task.

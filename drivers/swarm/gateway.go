@@ -467,7 +467,8 @@ func (d *Driver) gatewayForbid(ctx context.Context, api swarmAPI, allow []string
 }
 
 // namesRegistry reports whether a rule of the allowlist names the
-// registry's host.
+// registry's host: its name, or its one address. A block of addresses
+// that holds it does not name it.
 func namesRegistry(allow []string, registry string) bool {
 	host := registryHost(registry)
 	for _, s := range allow {
@@ -475,7 +476,7 @@ func namesRegistry(allow []string, registry string) bool {
 		if err != nil {
 			continue
 		}
-		if strings.EqualFold(r.Host, host) || (r.Prefix.IsValid() && r.Prefix.Contains(addrOf(host))) {
+		if (r.Host != "" && !r.Wildcard && strings.EqualFold(r.Host, host)) || (r.Prefix.IsSingleIP() && r.Prefix.Addr() == addrOf(host)) {
 			return true
 		}
 	}
