@@ -240,6 +240,12 @@ var imageMaking sync.RWMutex
 // An unrecorded image an interrupted apply left at the same reference
 // loses the tag to the new one, and goes with the next sweep.
 func (d *Driver) createSnapshot(ctx context.Context, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	return d.commitSnapshot(ctx, req, "")
+}
+
+// commitSnapshot is createSnapshot of the container named name; "" is the
+// agent's own container.
+func (d *Driver) commitSnapshot(ctx context.Context, req drivers.ApplyRequest, name string) (drivers.ApplyResponse, error) {
 	addr := req.Object.Addr
 	fail := func(format string, args ...any) (drivers.ApplyResponse, error) {
 		return drivers.ApplyResponse{}, fmt.Errorf("taking snapshot %s: %s", addr, fmt.Sprintf(format, args...))
@@ -256,9 +262,10 @@ func (d *Driver) createSnapshot(ctx context.Context, req drivers.ApplyRequest) (
 	if err != nil {
 		return fail("%v", err)
 	}
-	name, err := objectName(req.Lineage, agentAddr, kindContainer)
-	if err != nil {
-		return fail("%v", err)
+	if name == "" {
+		if name, err = objectName(req.Lineage, agentAddr, kindContainer); err != nil {
+			return fail("%v", err)
+		}
 	}
 	ctr, err := api.ContainerInspect(ctx, name)
 	if cerrdefs.IsNotFound(err) {

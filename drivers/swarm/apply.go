@@ -58,6 +58,15 @@ func (d *Driver) apply(ctx context.Context, req drivers.ApplyRequest) (drivers.A
 		case drivers.OpDelete:
 			return d.deleteGateway(ctx, api, req)
 		}
+	case drivers.KindSnapshot:
+		switch req.Op {
+		case drivers.OpCreate:
+			return d.createSnapshot(ctx, api, req)
+		case drivers.OpUpdate:
+			return drivers.ApplyResponse{ID: req.ID}, nil // only the description changes, in state
+		case drivers.OpDelete:
+			return d.deleteSnapshot(ctx, req)
+		}
 	default:
 		return drivers.ApplyResponse{}, fmt.Errorf("%s: the swarm driver has no object kind %q", req.Object.Addr, req.Object.Kind)
 	}

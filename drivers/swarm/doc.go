@@ -7,8 +7,9 @@
 //	runtime "fleet" {
 //	  driver   = "swarm"
 //	  host     = "unix:///var/run/docker.sock" # a manager's engine; else DOCKER_HOST
-//	  registry = "registry.internal:5000"      # optional: where built images go, so every node can run them
-//	  node_hosts = { "worker-1" = "ssh://admin@worker-1" } # optional: other nodes' engines, to remove what they pulled
+//	  registry = "registry.internal:5000"      # optional: where built images and snapshots go, so every node can run them
+//	  registry_url = "https://registry.internal:5000" # optional: the registry's API as bottlefile reaches it
+//	  node_hosts = { "node-2" = "tcp://10.0.0.12:2376" } # optional: each node's engine, by hostname
 //
 //	  egress_network = "corp-egress"   # optional: an existing overlay for the gateways
 //	  gateway_binary = "/path/to/bottlefile" # optional: a static build; else the running one
@@ -71,6 +72,9 @@
 // (ContainerSpec labels). Read lists services, tasks, networks, images and
 // nodes with one call each.
 //
-// Not supported yet, and declared so (the plan refuses them): snapshots
-// (issue 16), logs and exec.
+// Snapshots (kind "snapshot") live in the registry: snapshot.go; a node's
+// own engine is reached through node_hosts: nodes.go.
+//
+// Not supported yet, and declared so (the plan refuses them): logs and
+// exec.
 package swarm

@@ -46,6 +46,12 @@ type Driver struct {
 	// gwImage is the gateway image as the services run it (pushed to the
 	// registry), made once per configured driver.
 	gwImage *gatewayImage
+
+	// nodeEngs are docker drivers of the nodes' engines (node_hosts, as
+	// nodes), regAPI the registry's API (snapshots); nil before
+	// Configure, regAPI without a registry.
+	nodeEngs *nodeEngines
+	regAPI   *registryAPI
 }
 
 var (
@@ -76,7 +82,7 @@ func (d *Driver) Declare() drivers.Declaration { return Declaration() }
 // Declaration is the swarm driver's declaration, without a driver.
 func Declaration() drivers.Declaration {
 	return drivers.Declaration{
-		Schema: drivers.Schema{Runtime: configSpec(), Agent: agentSpec(), CheckRuntime: engine.Check},
+		Schema: drivers.Schema{Runtime: configSpec(), Agent: agentSpec(), CheckRuntime: checkRuntime},
 		Capabilities: drivers.Capabilities{
 			Sidecars:   true,
 			Build:      true,
@@ -88,7 +94,9 @@ func Declaration() drivers.Declaration {
 			Egress: drivers.EgressCapabilities{
 				Names: true, Wildcards: true, Ports: true, Addresses: true, CIDRs: true,
 			},
-			// Snapshots (issue 16), logs and exec are not there yet.
+			// Snapshots live in the runtime's registry (snapshot.go).
+			Snapshots: drivers.SnapshotCapabilities{Take: true, Format: drivers.FormatImage, Export: true, Import: true},
+			// Logs and exec are not there yet.
 		},
 	}
 }
@@ -112,7 +120,8 @@ func configSpec() hcldec.ObjectSpec {
 	spec := hcldec.ObjectSpec{
 		"registry":       &hcldec.AttrSpec{Name: "registry", Type: cty.String},
 		"egress_network": &hcldec.AttrSpec{Name: "egress_network", Type: cty.String},
-		"node_hosts":     &hcldec.AttrSpec{Name: "node_hosts", Type: cty.Map(cty.String)},
+		attrNodeHosts:    &hcldec.AttrSpec{Name: attrNodeHosts, Type: cty.Map(cty.String)},
+		attrRegistryURL:  &hcldec.AttrSpec{Name: attrRegistryURL, Type: cty.String},
 	}
 	maps.Copy(spec, engine.Spec())
 	dspec := docker.Declaration().Schema.Runtime
@@ -163,6 +172,19 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 			return fmt.Errorf("runtime %q: registry: %w", req.Runtime, err)
 		}
 	}
+	registryURL, err := drivers.ConfigString(req.Config, attrRegistryURL)
+	if err != nil {
+		return fmt.Errorf("runtime %q: %s: %w", req.Runtime, attrRegistryURL, err)
+	}
+	if registryURL != "" {
+		if err := checkRegistryURL(registryURL); err != nil {
+			return fmt.Errorf("runtime %q: %s: %w", req.Runtime, attrRegistryURL, err)
+		}
+	}
+	nodeHosts, err := parseNodeEngines(req.Config)
+	if err != nil {
+		return fmt.Errorf("runtime %q: %s: %w", req.Runtime, attrNodeHosts, err)
+	}
 	egressNet, err := drivers.ConfigString(req.Config, "egress_network")
 	if err != nil {
 		return fmt.Errorf("runtime %q: egress_network: %w", req.Runtime, err)
@@ -182,12 +204,20 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 	if err != nil {
 		return fmt.Errorf("runtime %q: node_hosts: %w", req.Runtime, err)
 	}
+	var reg *registryAPI
+	if registry != "" {
+		reg = newRegistryAPI(registry, registryURL)
+	}
 	d.mu.Lock()
 	d.configured = true
 	d.runtime, d.registry, d.egress, d.dns, d.nodes = req.Runtime, registry, egressNet, dns, nodes
 	d.cluster = &clusterFacts{}
 	d.gwImage = &gatewayImage{}
+	oldNodes := d.nodeEngs
+	d.nodeEngs = &nodeEngines{hosts: nodeHosts, cfg: req.Config, req: req}
+	d.regAPI = reg
 	d.mu.Unlock()
+	_ = oldNodes.close()
 	d.log.Debug("configured", "runtime", req.Runtime, "registry", registry)
 	return nil
 }
@@ -233,8 +263,14 @@ func checkRegistry(s string) error {
 	return nil
 }
 
-// Close releases the engine client.
-func (d *Driver) Close() error { return d.eng.Close() }
+// Close releases the engine clients: the manager's and the nodes'.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	nodes := d.nodeEngs
+	d.nodeEngs = nil
+	d.mu.Unlock()
+	return errors.Join(nodes.close(), d.eng.Close())
+}
 
 // manager returns the manager's client (checking, the first time, that it
 // answers), or an error before Configure.

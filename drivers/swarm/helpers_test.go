@@ -41,9 +41,10 @@ func fixtureDriver(t *testing.T, f *swarmtest.Fixture, registry bool, more map[s
 	if err != nil {
 		t.Fatal(err)
 	}
-	attrs := map[string]cty.Value{"host": cty.StringVal(f.Manager().Host)}
+	attrs := map[string]cty.Value{"host": cty.StringVal(f.Manager().Host), attrNodeHosts: nodeEnginesOf(f)}
 	if registry {
 		attrs["registry"] = cty.StringVal(f.Registry)
+		attrs[attrRegistryURL] = cty.StringVal(f.RegistryURL)
 	}
 	for k, v := range more {
 		attrs[k] = v
@@ -53,4 +54,14 @@ func fixtureDriver(t *testing.T, f *swarmtest.Fixture, registry bool, more map[s
 	}
 	t.Cleanup(func() { d.(drivers.Closer).Close() })
 	return d.(*Driver)
+}
+
+// nodeEnginesOf is node_hosts for the fixture: every node's engine by
+// its hostname.
+func nodeEnginesOf(f *swarmtest.Fixture) cty.Value {
+	m := map[string]cty.Value{}
+	for _, n := range f.Nodes {
+		m[n.Name] = cty.StringVal(n.Host)
+	}
+	return cty.MapVal(m)
 }

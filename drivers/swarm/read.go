@@ -100,6 +100,11 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 			resp.Objects = append(resp.Objects, o)
 		}
 	}
+	snaps, err := d.readSnapshots(ctx, req.Lineage)
+	if err != nil {
+		return resp, err
+	}
+	resp.Objects = append(resp.Objects, snaps...)
 	sort.SliceStable(resp.Objects, func(i, j int) bool {
 		if resp.Objects[i].Addr != resp.Objects[j].Addr {
 			return resp.Objects[i].Addr < resp.Objects[j].Addr

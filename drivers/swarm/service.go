@@ -420,6 +420,7 @@ func (d *Driver) deleteService(ctx context.Context, api swarmAPI, req drivers.Ap
 		}
 		id = svc.ID
 	}
+	copies := copiesOf(ctx, api, id)
 	if err := api.ServiceRemove(ctx, id); err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return drivers.ApplyResponse{}, nil
@@ -429,6 +430,7 @@ func (d *Driver) deleteService(ctx context.Context, api swarmAPI, req drivers.Ap
 	if err := waitTasksGone(ctx, api, id); err != nil {
 		d.log.Warn("the tasks of a removed service linger", "addr", addr, "id", shortID(id), "error", err)
 	}
+	d.removeCopiesOf(ctx, req.Lineage, copies) // nodes.go
 	d.log.Info("deleted service", "addr", addr, "id", shortID(id))
 	return drivers.ApplyResponse{}, nil
 }

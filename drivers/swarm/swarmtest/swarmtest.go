@@ -110,6 +110,11 @@ type Fixture struct {
 	Nodes []Node // Nodes[0] is the manager
 	// Registry is the registry's address, as Registry.
 	Registry string
+	// RegistryURL is where this process reaches the registry's HTTP API
+	// (the registry lives in the hub's network namespace, which the
+	// host's does not reach): http://127.0.0.1:PORT, forwarded into the
+	// hub (registry_url in a swarm runtime block).
+	RegistryURL string
 	// Busybox is the busybox test image (dockertest's) in the registry,
 	// pinned by digest, so every node runs the same image. It is on the
 	// manager already; the workers pull it.
@@ -524,6 +529,9 @@ func start() (f *Fixture, err error) {
 		return f, err
 	}
 	if err := <-imgErr; err != nil {
+		return f, err
+	}
+	if f.RegistryURL, err = forwardRegistry(hub.pid); err != nil {
 		return f, err
 	}
 	f.StartTime = time.Since(t0)

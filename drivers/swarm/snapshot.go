@@ -1,0 +1,381 @@
+package swarm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/docker"
+)
+
+// Snapshots (drivers.KindSnapshot) of an agent on a swarm live in the
+// runtime's registry, where every node can pull them:
+//
+//	REGISTRY/bf-<lineage[:8]>-<agent>-snap:<N>     agent.<agent>.snapshot.N
+//	REGISTRY/bf-<lineage[:8]>-<agent>-snap:<NAME>  snapshot.NAME
+//
+// the repository and tags the docker driver gives them (docker.SnapshotRef),
+// under the registry. A snapshot's id, and what a workload boots from, is
+// its reference by digest, REGISTRY/bf-...-snap@sha256:...: exactly what
+// was taken, whatever happens to the tag.
+//
+// Taking one commits the agent's task container through the engine of the
+// node it runs on (node_hosts, nodes.go), as the docker driver commits a
+// container (docker.Driver.CommitSnapshot): the image's config is that of
+// the image the task runs, with this lineage's labels, never the task
+// container's (whose env holds the agent's secrets), and no image being
+// made is ever swept. The node's engine pushes it to the registry, and its
+// local tags go: the registry holds it, the node nothing more.
+//
+// Read lists them from the registry (registry.go): the lineage's
+// repositories, their tags, and each tag's config for its labels. Deleting
+// one deletes its manifest (and its tag) from the registry, and the copies
+// the nodes pulled to run it that no container uses.
+//
+// Export pulls a snapshot onto the manager's engine and saves it (docker
+// save); import loads one there (the docker driver's import, which gives it
+// this lineage's labels) and pushes it. The manager keeps no copy of
+// either.
+//
+// Without a registry there are no snapshots: they could only stay on the
+// node that took them.
+
+// snapshotRegistry is the registry snapshots go to, or an error that says
+// one is needed.
+func (d *Driver) snapshotRegistry(addr string) (string, *registryAPI, error) {
+	d.mu.RLock()
+	registry, api, runtime := d.registry, d.regAPI, d.runtime
+	d.mu.RUnlock()
+	if registry == "" || api == nil {
+		return "", nil, fmt.Errorf("%s: snapshots on a swarm live in a registry every node pulls from, and runtime %q has none: set registry (and, when its API is not at https://REGISTRY, registry_url) in the runtime block", addr, runtime)
+	}
+	return registry, api, nil
+}
+
+// createSnapshot commits the agent's running task container through its
+// node's engine, pushes it to the registry from there, and removes the
+// node's tags of it.
+func (d *Driver) createSnapshot(ctx context.Context, api swarmAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	addr := req.Object.Addr
+	fail := func(format string, args ...any) (drivers.ApplyResponse, error) {
+		return drivers.ApplyResponse{}, fmt.Errorf("taking snapshot %s: %s", addr, fmt.Sprintf(format, args...))
+	}
+	registry, _, err := d.snapshotRegistry(addr)
+	if err != nil {
+		return drivers.ApplyResponse{}, err
+	}
+	agentAddr, err := drivers.String(attr(req.Object, "agent"))
+	if err != nil {
+		return fail("agent: %v", err)
+	}
+	if agentAddr == "" && req.Agent != nil {
+		agentAddr = req.Agent.Addr
+	}
+	if agentAddr == "" {
+		return fail("no agent named to commit")
+	}
+	t, node, err := d.taskOf(ctx, api, req.Lineage, agentAddr)
+	if err != nil {
+		return fail("%v", err)
+	}
+	eng, host, err := d.nodeEngine(ctx, node)
+	if err != nil {
+		return fail("%v", err)
+	}
+	ctrID := t.Status.ContainerStatus.ContainerID
+	start := time.Now()
+	taken, err := eng.CommitSnapshot(ctx, req, ctrID)
+	if err != nil {
+		return drivers.ApplyResponse{}, nodeFailed(node, host, err)
+	}
+	cli, err := eng.Client(ctx)
+	if err != nil {
+		return fail("%v", nodeFailed(node, host, err))
+	}
+	local := taken.Snapshot.Image
+	ref, err := pushSnapshot(ctx, cli, local, registry)
+	if err != nil {
+		return fail("pushing it from node %s to the registry %s: %v", node, registry, err)
+	}
+	d.log.Info("took snapshot", "addr", addr, "node", node, "ref", ref, "elapsed", time.Since(start))
+	out := drivers.ApplyResponse{
+		ID:       ref,
+		Snapshot: &drivers.SnapshotResult{Image: ref, Size: taken.Snapshot.Size, Created: taken.Snapshot.Created, Source: ctrID},
+		Computed: map[string]string{"node": node},
+	}
+	if depth := taken.Computed["depth"]; depth != "" {
+		out.Computed["depth"] = depth
+	}
+	return out, nil
+}
+
+// pushSnapshot pushes the engine's snapshot image local (tagged
+// bf-...-snap:TAG) to the registry as REGISTRY/bf-...-snap:TAG, then
+// removes both tags from the engine, and returns the pushed image's
+// reference by digest.
+func pushSnapshot(ctx context.Context, cli client.APIClient, local, registry string) (string, error) {
+	remote := registry + "/" + local
+	defer func() {
+		for _, tag := range []string{remote, local} {
+			if _, err := cli.ImageRemove(context.WithoutCancel(ctx), tag, image.RemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+				_ = err // a sweep of the node's engine takes what is left
+			}
+		}
+	}()
+	if err := cli.ImageTag(ctx, local, remote); err != nil {
+		return "", fmt.Errorf("tagging %s as %s: %w", local, remote, err)
+	}
+	digest, err := pushDigest(ctx, cli, remote)
+	if err != nil {
+		return "", err
+	}
+	repo := remote
+	if i := strings.LastIndex(remote, ":"); i > strings.LastIndex(remote, "/") {
+		repo = remote[:i]
+	}
+	return repo + "@" + digest, nil
+}
+
+// pushDigest pushes ref and returns the digest the registry gave it.
+func pushDigest(ctx context.Context, cli swarmAPI, ref string) (string, error) {
+	rc, err := cli.ImagePush(ctx, ref, image.PushOptions{RegistryAuth: "e30="}) // "{}": no credentials
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	dec := json.NewDecoder(rc)
+	digest := ""
+	for {
+		var m struct {
+			Error       string `json:"error"`
+			ErrorDetail *struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+			Aux struct {
+				Digest string `json:"Digest"`
+			} `json:"aux"`
+		}
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return "", fmt.Errorf("reading the push's progress: %w", err)
+		}
+		if m.ErrorDetail != nil && m.ErrorDetail.Message != "" {
+			return "", errors.New(strings.TrimSpace(m.ErrorDetail.Message))
+		}
+		if m.Error != "" {
+			return "", errors.New(strings.TrimSpace(m.Error))
+		}
+		if m.Aux.Digest != "" {
+			digest = m.Aux.Digest
+		}
+	}
+	if digest == "" {
+		return "", errors.New("the registry gave the pushed image no digest")
+	}
+	return digest, nil
+}
+
+// splitRef splits REGISTRY/REPO@DIGEST into REPO (without the registry)
+// and DIGEST.
+func splitRef(registry, ref string) (repo, digest string, err error) {
+	name, digest, ok := strings.Cut(ref, "@")
+	repo, inRegistry := strings.CutPrefix(name, registry+"/")
+	if !ok || !inRegistry || !strings.HasPrefix(digest, "sha256:") {
+		return "", "", fmt.Errorf("%q is not a snapshot in the registry %s (REGISTRY/REPOSITORY@sha256:...)", ref, registry)
+	}
+	return repo, digest, nil
+}
+
+// deleteSnapshot deletes a snapshot's manifest (and tag) from the
+// registry, and the copies of it the nodes pulled that no container uses.
+func (d *Driver) deleteSnapshot(ctx context.Context, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	addr := req.Object.Addr
+	if req.ID == "" {
+		return drivers.ApplyResponse{}, nil
+	}
+	registry, reg, err := d.snapshotRegistry(addr)
+	if err != nil {
+		return drivers.ApplyResponse{}, err
+	}
+	repo, digest, err := splitRef(registry, req.ID)
+	if err != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("deleting snapshot %s: %w", addr, err)
+	}
+	if !strings.HasPrefix(repo, "bf-"+drivers.LineagePrefix(req.Lineage)+"-") || !strings.HasSuffix(repo, "-snap") {
+		return drivers.ApplyResponse{}, fmt.Errorf("deleting snapshot %s: %s is not a snapshot repository of this state (lineage %s); leaving it alone", addr, repo, req.Lineage)
+	}
+	if err := reg.deleteManifest(ctx, repo, digest); err != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("deleting snapshot %s: %w", addr, err)
+	}
+	d.removeCopies(ctx, req.ID)
+	d.log.Info("deleted snapshot", "addr", addr, "ref", req.ID)
+	return drivers.ApplyResponse{}, nil
+}
+
+// removeCopies removes an image reference from every node engine the
+// driver can reach (those of node_hosts, and the manager's) where no
+// container uses it. Failures are only logged.
+func (d *Driver) removeCopies(ctx context.Context, ref string) {
+	for _, eng := range d.reachableEngines(ctx) {
+		cli, err := eng.Client(ctx)
+		if err != nil {
+			d.log.Debug("cannot reach a node's engine to remove a copy", "ref", ref, "error", err)
+			continue
+		}
+		_, err = cli.ImageRemove(context.WithoutCancel(ctx), ref, image.RemoveOptions{})
+		if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) && !strings.Contains(err.Error(), "No such image") {
+			d.log.Debug("could not remove a node's copy", "ref", ref, "error", err)
+		}
+	}
+}
+
+// reachableEngines are the docker drivers of the manager's engine and of
+// every node node_hosts names.
+func (d *Driver) reachableEngines(ctx context.Context) []*docker.Driver {
+	d.mu.RLock()
+	ne := d.nodeEngs
+	d.mu.RUnlock()
+	out := []*docker.Driver{d.eng}
+	if ne == nil {
+		return out
+	}
+	ne.mu.Lock()
+	var names []string
+	for name := range ne.hosts {
+		names = append(names, name)
+	}
+	ne.mu.Unlock()
+	for _, name := range names {
+		if eng, _, err := d.nodeEngine(ctx, name); err == nil && eng != d.eng {
+			out = append(out, eng)
+		}
+	}
+	return out
+}
+
+// readSnapshots lists the lineage's snapshots in the registry.
+func (d *Driver) readSnapshots(ctx context.Context, lineage string) ([]drivers.LiveObject, error) {
+	d.mu.RLock()
+	registry, reg := d.registry, d.regAPI
+	d.mu.RUnlock()
+	if registry == "" || reg == nil {
+		return nil, nil
+	}
+	repos, err := reg.repositories(ctx, "bf-"+drivers.LineagePrefix(lineage)+"-", "-snap")
+	if err != nil {
+		return nil, fmt.Errorf("listing the snapshots of lineage %s in the registry: %w", lineage, err)
+	}
+	var out []drivers.LiveObject
+	for _, repo := range repos {
+		tags, err := reg.tags(ctx, repo)
+		if err != nil {
+			return nil, fmt.Errorf("listing the snapshots of lineage %s in the registry: %w", lineage, err)
+		}
+		for _, tag := range tags {
+			info, found, err := reg.image(ctx, repo, tag)
+			if err != nil {
+				return nil, fmt.Errorf("reading snapshot %s:%s in the registry: %w", repo, tag, err)
+			}
+			if !found || info.Labels[drivers.LabelLineage] != lineage || info.Labels[docker.LabelSnapshotOf] == "" {
+				continue
+			}
+			ref := registry + "/" + repo + "@" + info.Digest
+			o, ok := d.live(info.Labels, drivers.KindSnapshot, ref, ref)
+			if !ok {
+				continue
+			}
+			o.Created = info.Created.UTC()
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// ExportSnapshot writes a snapshot as a docker-save tar stream: pulled
+// onto the manager's engine, saved from there, and removed from it again
+// unless a container there uses it.
+func (d *Driver) ExportSnapshot(ctx context.Context, ref string, w io.Writer) error {
+	api, err := d.manager(ctx)
+	if err != nil {
+		return err
+	}
+	registry, _, err := d.snapshotRegistry(ref)
+	if err != nil {
+		return err
+	}
+	if _, _, err := splitRef(registry, ref); err != nil {
+		return fmt.Errorf("exporting snapshot: %w", err)
+	}
+	cli, ok := api.(client.APIClient)
+	if !ok {
+		return errors.New("exporting snapshot: the engine client cannot pull")
+	}
+	rc, err := cli.ImagePull(ctx, ref, image.PullOptions{RegistryAuth: "e30="})
+	if err != nil {
+		return fmt.Errorf("exporting snapshot %s: pulling it from the registry onto the manager: %w", ref, d.eng.Unreachable(err))
+	}
+	err = readPush(rc) // a pull's progress reports errors as a push's does
+	rc.Close()
+	if err != nil {
+		return fmt.Errorf("exporting snapshot %s: pulling it from the registry onto the manager: %w", ref, err)
+	}
+	defer d.removeFrom(ctx, cli, ref)
+	return d.eng.ExportSnapshot(ctx, ref, w)
+}
+
+// removeFrom removes an image reference from one engine unless a
+// container uses it.
+func (d *Driver) removeFrom(ctx context.Context, cli client.APIClient, ref string) {
+	if _, err := cli.ImageRemove(context.WithoutCancel(ctx), ref, image.RemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+		d.log.Debug("could not remove a copy from the manager", "ref", ref, "error", err)
+	}
+}
+
+// ImportSnapshot takes a docker-save tar stream in as the snapshot
+// req.Object: loaded on the manager's engine with this lineage's labels
+// (the docker driver's import), pushed to the registry, and its tags on
+// the manager removed.
+func (d *Driver) ImportSnapshot(ctx context.Context, req drivers.ImportRequest, r io.Reader) (drivers.ApplyResponse, error) {
+	addr := req.Object.Addr
+	registry, _, err := d.snapshotRegistry(addr)
+	if err != nil {
+		return drivers.ApplyResponse{}, err
+	}
+	api, err := d.manager(ctx)
+	if err != nil {
+		return drivers.ApplyResponse{}, err
+	}
+	cli, ok := api.(client.APIClient)
+	if !ok {
+		return drivers.ApplyResponse{}, errors.New("importing snapshot: the engine client cannot push")
+	}
+	in, err := d.eng.ImportSnapshot(ctx, req, r)
+	if err != nil {
+		return drivers.ApplyResponse{}, err
+	}
+	ref, err := pushSnapshot(ctx, cli, in.Snapshot.Image, registry)
+	if err != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("importing snapshot %s: pushing it to the registry %s: %w", addr, registry, err)
+	}
+	d.eng.SweepSnapshots(ctx, req.Lineage)
+	d.log.Info("imported snapshot", "addr", addr, "ref", ref)
+	out := *in.Snapshot
+	out.Image = ref
+	return drivers.ApplyResponse{ID: ref, Snapshot: &out}, nil
+}
+
+var (
+	_ drivers.SnapshotExporter = (*Driver)(nil)
+	_ drivers.SnapshotImporter = (*Driver)(nil)
+)
