@@ -140,6 +140,11 @@ type LiveObject struct {
 	// runtime of several (a swarm's node name); "" on one of a single
 	// machine.
 	Node string `json:",omitempty"`
+	// Drift says in words how the object was changed outside bottlefile
+	// since it was made, when the runtime can tell ("it was scaled to 3
+	// replicas outside bottlefile"); the planner replaces it, saying so.
+	// "" when it was not, or the runtime cannot tell.
+	Drift string `json:",omitempty"`
 
 	// Exit says how a workload that ran and is not running came to stop;
 	// nil for one running or never started, or when the runtime cannot say.

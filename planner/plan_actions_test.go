@@ -27,6 +27,7 @@ func TestPlanActions(t *testing.T) {
 		drift  func(f *drivertest.Fake, lineage string)
 		opts   planner.Options
 		want   string
+		reason string // a reason the plan must give, when not ""
 		summed planner.Summary
 	}{{
 		name:  "unchanged",
@@ -53,6 +54,15 @@ func TestPlanActions(t *testing.T) {
 		drift:  func(f *drivertest.Fake, l string) { f.Stop(l, "agent.coder") },
 		want:   "> agent.coder",
 		summed: planner.Summary{Start: 1},
+	}, {
+		name:  "changed out of band, as the runtime tells",
+		after: sprintf(oneAgent, "600", "1"),
+		drift: func(f *drivertest.Fake, l string) {
+			f.Drift(l, "agent.coder", "it was scaled to 3 replicas outside bottlefile")
+		},
+		want:   "-/+ agent.coder",
+		reason: "it was scaled to 3 replicas outside bottlefile; it will be replaced to match the configuration",
+		summed: planner.Summary{Add: 1, Destroy: 1},
 	}, {
 		name:   "deleted out of band",
 		after:  sprintf(oneAgent, "600", "1"),
@@ -84,6 +94,9 @@ func TestPlanActions(t *testing.T) {
 			p := b.plan(tt.opts)
 			if got := pending(p); !sameLines(got, tt.want) {
 				t.Errorf("plan:\n%s\nwant:\n%s", got, tt.want)
+			}
+			if got := pending(p); tt.reason != "" && !strings.Contains(got, tt.reason) {
+				t.Errorf("plan:\n%s\nwant the reason %q", got, tt.reason)
 			}
 			if got := p.Summary(); got != tt.summed {
 				t.Errorf("summary %+v, want %+v", got, tt.summed)

@@ -536,6 +536,11 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 			// an object updated in place keeps the hash it was created with.
 			c.Action = Replace
 			c.Reasons = append(c.Reasons, fmt.Sprintf("the live %s is %s, not the recorded %s (re-created outside bottlefile)", lo.Kind, shortID(lo.ID), shortID(rec.ID)))
+		case lo.Drift != "":
+			// Changed outside bottlefile, as the runtime tells: made again
+			// from the configuration.
+			c.Action = Replace
+			c.Reasons = append(c.Reasons, lo.Drift+"; it will be replaced to match the configuration")
 		case len(c.Changed) > 0:
 			for _, name := range c.Changed {
 				if !slices.Contains(d.object.InPlace, name) {

@@ -472,6 +472,21 @@ func (f *Fake) Stop(lineage, addr string) bool {
 	return true
 }
 
+// Drift marks an object as changed outside bottlefile, as a runtime that
+// can tell reports it (LiveObject.Drift). It reports whether the object
+// exists.
+func (f *Fake) Drift(lineage, addr, why string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.lineages[lineage]
+	if l == nil || l.objects[addr] == nil {
+		return false
+	}
+	l.objects[addr].live.Drift = why
+	l.sorted = nil
+	return true
+}
+
 // Exit makes a workload exit with code, as its command ending would. It
 // reports whether the object exists.
 func (f *Fake) Exit(lineage, addr string, code int) bool {

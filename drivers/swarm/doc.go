@@ -66,6 +66,10 @@
 // (shown in the plan as placement), instead of tasks being rejected on the
 // nodes that lack it. The same holds for the gateway image.
 //
+// Every service carries io.bottlefile.spec, a fingerprint of the parts
+// of its spec bottlefile sets (drift.go): Read reports a service changed
+// or scaled outside bottlefile as drift, which the planner replaces.
+//
 // Every service, network and config carries the labels
 // io.bottlefile.lineage, io.bottlefile.address and
 // io.bottlefile.config-hash, and so does every task's container

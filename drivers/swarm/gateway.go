@@ -164,6 +164,8 @@ func (d *Driver) createGateway(ctx context.Context, api swarmAPI, req drivers.Ap
 		{Target: s.network, Aliases: []string{docker.GatewayAlias}},
 		{Target: s.egressNetwork},
 	}
+	cs.Image = tagged(cs.Image)
+	fingerprint(&spec)
 	created, err := api.ServiceCreate(ctx, spec, swarm.ServiceCreateOptions{})
 	if err != nil {
 		return fail("%v", err)

@@ -72,6 +72,7 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 			continue
 		}
 		serviceFacts(&o, s, tasks[s.ID], nodes)
+		o.Drift = drift(s.Spec)
 		resp.Objects = append(resp.Objects, o)
 	}
 

@@ -139,6 +139,8 @@ func (d *Driver) createService(ctx context.Context, api swarmAPI, req drivers.Ap
 		att.Aliases = []string{s.alias}
 	}
 	spec.TaskTemplate.Networks = []swarm.NetworkAttachmentConfig{att}
+	cs.Image = tagged(cs.Image)
+	fingerprint(&spec)
 
 	created, err := api.ServiceCreate(ctx, spec, swarm.ServiceCreateOptions{})
 	if err != nil {
@@ -156,6 +158,18 @@ func (d *Driver) createService(ctx context.Context, api swarmAPI, req drivers.Ap
 	}
 	d.log.Info("created service", "addr", addr, "name", s.name, "id", shortID(created.ID), "node", t.NodeID)
 	return d.serviceResponse(ctx, api, created.ID, s.name, t)
+}
+
+// fingerprint labels the service (not its task's container) with the
+// fingerprint of its spec, for Read to tell drift.
+func fingerprint(spec *swarm.ServiceSpec) {
+	labels := make(map[string]string, len(spec.Labels)+1)
+	for k, v := range spec.Labels {
+		labels[k] = v
+	}
+	delete(labels, labelSpec)
+	spec.Labels = labels
+	spec.Labels[labelSpec] = specFingerprint(*spec)
 }
 
 // serviceBase is what every service of a bottle is: one replica, names

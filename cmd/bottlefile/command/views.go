@@ -36,7 +36,7 @@ func renderPlan(w io.Writer, p *planner.Plan, color bool) {
 		if c.Action == planner.NoOp {
 			continue
 		}
-		fmt.Fprintf(w, "\n  # %s %s\n", paint.bold(c.Addr), headline(c))
+		fmt.Fprintf(w, "\n  # %s%s %s\n", paint.bold(c.Addr), onNode(c), headline(c))
 		for _, r := range c.Reasons {
 			fmt.Fprintf(w, "  %s\n", paint.dim("# (because "+r+")"))
 		}
@@ -84,6 +84,15 @@ func symbol(c *planner.Change) string {
 		return "@"
 	}
 	return c.Action.Symbol()
+}
+
+// onNode says where a live workload runs, on a runtime of several
+// machines: " (on node2)"; "" otherwise.
+func onNode(c *planner.Change) string {
+	if c.Live == nil || c.Live.Node == "" {
+		return ""
+	}
+	return " (on " + c.Live.Node + ")"
 }
 
 func headline(c *planner.Change) string {

@@ -43,6 +43,9 @@ type jsonChange struct {
 	Forcing []string                   `json:"forces_replacement,omitempty"`
 	Before  map[string]json.RawMessage `json:"before"`
 	After   map[string]json.RawMessage `json:"after"`
+	// Node is where the live workload runs, on a runtime of several
+	// machines (a swarm node).
+	Node string `json:"node,omitempty"`
 }
 
 func planDocument(p *planner.Plan) jsonPlan {
@@ -55,6 +58,9 @@ func planDocument(p *planner.Plan) jsonPlan {
 		}
 		if c.Action == planner.Create || c.Action == planner.Adopt {
 			jc.Before = nil // what is not recorded has no before
+		}
+		if c.Live != nil {
+			jc.Node = c.Live.Node
 		}
 		if c.Action == planner.Delete || c.Action == planner.Forget {
 			jc.After = nil
