@@ -7,20 +7,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/swarm"
+
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/swarm/swarmtest"
 )
 
 // TestE2ESwarmPlacement is issue 15's first promise on the three-node
 // fixture: nine bottles placed by node labels land on the labelled nodes
-// (status says where), a second plan says "No changes.", and destroy
+// (status says where), a second plan says "No changes.", one scaled
+// outside bottlefile is drift the plan names with its node, and destroy
 // leaves no service, network, task container, config or image of the
 // lineage on any node.
 func TestE2ESwarmPlacement(t *testing.T) {
 	f := swarmtest.Start(t)
 	dir := t.TempDir()
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "runtime \"fleet\" {\n  driver   = \"swarm\"\n  host     = %q\n  registry = %q\n}\n", f.Manager().Host, f.Registry)
+	fmt.Fprintf(&cfg, "runtime \"fleet\" {\n  driver       = \"swarm\"\n  host         = %q\n  registry     = %q\n  registry_url = %q\n}\n", f.Manager().Host, f.Registry, f.RegistryURL)
 	want := map[string]string{} // agent -> node
 	for _, n := range f.Nodes {
 		zone := n.Labels["zone"]
@@ -72,6 +75,24 @@ agent %q {
 	if r := timed("plan", "-detailed-exitcode"); !strings.Contains(r.stdout, "No changes.") {
 		t.Errorf("the plan after apply is not empty:\n%s", r)
 	}
+	// Scaled outside bottlefile: the plan says so, and where it runs.
+	mgr := f.Client(t, 0)
+	svc, _, err := mgr.ServiceInspectWithRaw(t.Context(), "bf-"+prefix+"-b1", swarm.ServiceInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	three := uint64(3)
+	svc.Spec.Mode.Replicated.Replicas = &three
+	if _, err := mgr.ServiceUpdate(t.Context(), svc.ID, svc.Version, svc.Spec, swarm.ServiceUpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r = mustRun(t, dir, "plan")
+	for _, want := range []string{"# agent.b1 (on node2) must be replaced", "it was scaled to 3 replicas outside bottlefile", "Plan: 1 to add, 0 to change, 1 to destroy."} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("the plan after scaling agent.b1 to 3 lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
 	r = mustRun(t, dir, "status")
 	for agent, node := range want {
 		if !strings.Contains(r.stdout, fmt.Sprintf("agent.%s  ", agent)) || !strings.Contains(r.stdout, "running on "+node) {

@@ -159,16 +159,26 @@ func serviceFacts(o *drivers.LiveObject, s swarm.Service, tasks []swarm.Task, no
 	}
 }
 
-// currentTask is the task the cluster wants running, else the newest one.
+// currentTask is the task the cluster wants running (a running one
+// first, when it was scaled to several), else the newest one.
 func currentTask(tasks []swarm.Task) (swarm.Task, bool) {
+	rank := func(t swarm.Task) int {
+		switch {
+		case t.DesiredState == swarm.TaskStateRunning && t.Status.State == swarm.TaskStateRunning:
+			return 2
+		case t.DesiredState == swarm.TaskStateRunning:
+			return 1
+		}
+		return 0
+	}
 	var best swarm.Task
 	found := false
 	for _, t := range tasks {
 		switch {
 		case !found:
 			best, found = t, true
-		case (t.DesiredState == swarm.TaskStateRunning) != (best.DesiredState == swarm.TaskStateRunning):
-			if t.DesiredState == swarm.TaskStateRunning {
+		case rank(t) != rank(best):
+			if rank(t) > rank(best) {
 				best = t
 			}
 		case t.Meta.CreatedAt.After(best.Meta.CreatedAt):
