@@ -35,9 +35,6 @@ type Driver struct {
 	registry   string   // "" without one
 	egress     string   // an existing egress network; "" for a managed one
 	dns        []string // the gateways' DNS servers
-	// nodes are the engines of nodes besides the manager (node_hosts), by
-	// node name, with the manager's TLS files for tcp://.
-	nodes map[string]engine.Endpoint
 
 	// cluster caches what Plan asks the manager, once per configured
 	// driver.
@@ -200,17 +197,13 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 	if err := d.eng.Configure(ctx, dreq); err != nil {
 		return err
 	}
-	nodes, err := nodeEndpoints(req, dreq)
-	if err != nil {
-		return fmt.Errorf("runtime %q: node_hosts: %w", req.Runtime, err)
-	}
 	var reg *registryAPI
 	if registry != "" {
 		reg = newRegistryAPI(registry, registryURL)
 	}
 	d.mu.Lock()
 	d.configured = true
-	d.runtime, d.registry, d.egress, d.dns, d.nodes = req.Runtime, registry, egressNet, dns, nodes
+	d.runtime, d.registry, d.egress, d.dns = req.Runtime, registry, egressNet, dns
 	d.cluster = &clusterFacts{}
 	d.gwImage = &gatewayImage{}
 	oldNodes := d.nodeEngs
@@ -220,35 +213,6 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 	_ = oldNodes.close()
 	d.log.Debug("configured", "runtime", req.Runtime, "registry", registry)
 	return nil
-}
-
-// nodeEndpoints reads node_hosts: node name to engine address, each as
-// the host attribute takes it. A tcp:// node's engine is reached with the
-// manager's TLS files, the cluster's.
-func nodeEndpoints(req, dreq drivers.ConfigureRequest) (map[string]engine.Endpoint, error) {
-	if req.Config == cty.NilVal || req.Config.IsNull() || !req.Config.Type().HasAttribute("node_hosts") {
-		return nil, nil
-	}
-	hosts, err := drivers.StringMap(req.Config.GetAttr("node_hosts"))
-	if err != nil || len(hosts) == 0 {
-		return nil, err
-	}
-	mgr, err := engine.FromConfig(dreq)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]engine.Endpoint{}
-	for name, host := range hosts {
-		ep, err := engine.ForHost(req.Runtime, host)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		if ep.URL.Scheme == engine.SchemeTCP {
-			ep.CA, ep.Cert, ep.Key = mgr.CA, mgr.Cert, mgr.Key
-		}
-		out[name] = ep
-	}
-	return out, nil
 }
 
 // checkRegistry accepts a registry address as a repository prefix:

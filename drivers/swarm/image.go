@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,10 +13,10 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker"
-	"github.com/bottlefile/bottlefile/drivers/engine"
 )
 
 // createImage builds an image on the manager's engine (the docker driver
@@ -45,71 +43,58 @@ func (d *Driver) createImage(ctx context.Context, api swarmAPI, req drivers.Appl
 }
 
 // deleteImage removes a built image from the manager (the docker driver
-// does, with its registry tag), then from every node of node_hosts, which
-// pulled it to run a task. Without node_hosts, the copies the nodes pulled
-// stay there: the apply says so.
+// does, with its registry tag), then from every other node engine the
+// driver reaches (node_hosts), which pulled it to run a task. Without
+// node_hosts, the copies the nodes pulled stay there: the apply says so.
 func (d *Driver) deleteImage(ctx context.Context, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
 	resp, err := d.eng.Apply(ctx, req)
 	if err != nil {
 		return resp, err
 	}
-	d.mu.RLock()
-	nodes, registry := d.nodes, d.registry
-	d.mu.RUnlock()
 	f := byLineage(req.Lineage)
 	f.Add("label", drivers.LabelAddress+"="+req.Object.Addr)
-	for _, name := range slices.Sorted(maps.Keys(nodes)) {
-		n, err := removeNodeImages(ctx, nodes[name], f)
+	engines := d.reachableEngines(ctx)[1:] // the manager's is done
+	for _, eng := range engines {
+		cli, err := eng.Client(ctx)
 		if err != nil {
-			return resp, fmt.Errorf("deleting image of %s on node %s: %w", req.Object.Addr, name, err)
+			return resp, fmt.Errorf("deleting image of %s from a node: %w", req.Object.Addr, err)
 		}
-		if n > 0 {
-			d.log.Info("deleted the node's copy of an image", "addr", req.Object.Addr, "node", name)
+		if err := removeImages(ctx, cli, f); err != nil {
+			return resp, fmt.Errorf("deleting image of %s from a node: %w", req.Object.Addr, err)
 		}
 	}
-	if registry != "" && len(nodes) == 0 {
+	if _, registry, _, _ := d.settings(); registry != "" && len(engines) == 0 {
 		resp.Notes = append(resp.Notes, "the nodes that pulled the image keep their copy: set node_hosts in the runtime block so bottlefile can remove them, or docker image prune on each node")
 	}
 	return resp, nil
 }
 
-// removeNodeImages removes a node's images matching f, and returns how
-// many it removed.
-func removeNodeImages(ctx context.Context, ep engine.Endpoint, f filters.Args) (int, error) {
-	eng, err := ep.Open()
+// removeImages removes an engine's images matching f, waiting while a
+// container still uses one: the container of a task of a service just
+// removed goes a moment later.
+func removeImages(ctx context.Context, cli client.APIClient, f filters.Args) error {
+	list, err := cli.ImageList(ctx, image.ListOptions{Filters: f})
 	if err != nil {
-		return 0, err
+		return err
 	}
-	defer eng.Close()
-	if err := eng.Connect(ctx); err != nil {
-		return 0, err
-	}
-	list, err := eng.ImageList(ctx, image.ListOptions{Filters: f})
-	if err != nil {
-		return 0, err
-	}
-	n := 0
 	for _, img := range list {
-		// The container of a task of a service just removed goes a moment
-		// later: until then the image is in use.
 		deadline := time.Now().Add(tasksGone)
 		for {
-			_, err := eng.ImageRemove(ctx, img.ID, image.RemoveOptions{Force: true, PruneChildren: true})
+			_, err := cli.ImageRemove(ctx, img.ID, image.RemoveOptions{Force: true, PruneChildren: true})
 			if err == nil || cerrdefs.IsNotFound(err) {
 				break
 			}
 			if !cerrdefs.IsConflict(err) || time.Now().After(deadline) {
-				return n, err
+				return err
 			}
 			select {
 			case <-ctx.Done():
-				return n, ctx.Err()
+				return ctx.Err()
 			case <-time.After(200 * time.Millisecond):
 			}
 		}
-		n++
 	}
-	return n, nil
+	return nil
 }
 
 // builtRef is what a service of a built image runs: the image's tag in
