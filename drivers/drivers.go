@@ -186,6 +186,16 @@ type Object struct {
 	Workload bool
 }
 
+// Attr is one of the object's desired attributes, a null when it is
+// missing, so that the decode helpers give their zero value.
+func (o Object) Attr(name string) cty.Value {
+	v, ok := o.Attrs[name]
+	if !ok || v == cty.NilVal {
+		return cty.NullVal(cty.DynamicPseudoType)
+	}
+	return v
+}
+
 // Op is one operation Apply performs.
 type Op string
 
@@ -216,6 +226,16 @@ type ApplyRequest struct {
 	// instead of the configured image (resume, migration): the Image of
 	// what a snapshot create returned. Empty means the configured image.
 	BootImage string
+}
+
+// Labels are the labels the object carries on its runtime: its lineage,
+// address and desired configuration hash.
+func (r ApplyRequest) Labels() map[string]string {
+	return map[string]string{
+		LabelLineage:    r.Lineage,
+		LabelAddress:    r.Object.Addr,
+		LabelConfigHash: r.Hash,
+	}
 }
 
 // ApplyResponse reports what the runtime assigned.

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -104,6 +105,34 @@ func NewForbidFile(prefixes []netip.Prefix) ForbidFile {
 		f.Forbid[i] = p.String()
 	}
 	return f
+}
+
+// CompactPrefixes sorts a forbid list and drops the prefixes another one
+// contains.
+func CompactPrefixes(ps []netip.Prefix) []netip.Prefix {
+	slices.SortFunc(ps, func(a, b netip.Prefix) int {
+		if a.Bits() != b.Bits() {
+			return a.Bits() - b.Bits()
+		}
+		return a.Addr().Compare(b.Addr())
+	})
+	var out []netip.Prefix
+next:
+	for _, p := range ps {
+		for _, q := range out {
+			if q.Bits() <= p.Bits() && q.Contains(p.Addr()) {
+				continue next
+			}
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	return out
 }
 
 // Prefixes parses the list.

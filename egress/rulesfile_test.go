@@ -3,6 +3,7 @@ package egress
 import (
 	"context"
 	"encoding/json"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -314,5 +315,26 @@ func TestWatchTrigger(t *testing.T) {
 	now <- struct{}{}
 	if e := readEvent(t, events); e.Event != "rules-loaded" || e.Allow[0] != "b.test:443" {
 		t.Fatalf("%+v", e)
+	}
+}
+
+func TestCompactPrefixes(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"10.1.2.3/32 10.0.0.0/8 172.17.0.1/32", "10.0.0.0/8 172.17.0.1/32"},
+		{"192.168.1.0/24 192.168.0.0/16 192.168.1.7/32 192.169.0.1/32", "192.168.0.0/16 192.169.0.1/32"},
+		{"fd00::1/128 10.0.0.1/32 fd00::/64", "10.0.0.1/32 fd00::/64"},
+	} {
+		var in []netip.Prefix
+		for _, s := range strings.Fields(tc.in) {
+			in = append(in, netip.MustParsePrefix(s))
+		}
+		var got []string
+		for _, p := range CompactPrefixes(in) {
+			got = append(got, p.String())
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("CompactPrefixes(%s) = %v, want %s", tc.in, got, tc.want)
+		}
 	}
 }

@@ -215,11 +215,11 @@ func wireContainer(req drivers.ApplyRequest, netName string, cfg *container.Conf
 	if err != nil {
 		return err
 	}
-	sidecars, err := drivers.Strings(attr(o, "sidecars"))
+	sidecars, err := drivers.Strings(o.Attr("sidecars"))
 	if err != nil {
 		return fmt.Errorf("sidecars: %w", err)
 	}
-	alias, err := drivers.String(attr(o, "alias"))
+	alias, err := drivers.String(o.Attr("alias"))
 	if err != nil {
 		return fmt.Errorf("alias: %w", err)
 	}

@@ -40,7 +40,7 @@ func decodeContainer(req drivers.ApplyRequest) (containerSpec, error) {
 	if s.Workload, err = drivers.DecodeWorkload(drivers.ObjectAttrs(o)); err != nil {
 		return s, err
 	}
-	buildHash, err := drivers.String(attr(o, "build_hash"))
+	buildHash, err := drivers.String(o.Attr("build_hash"))
 	if err != nil {
 		return s, wrap("build_hash", err)
 	}
@@ -65,7 +65,7 @@ func decodeContainer(req drivers.ApplyRequest) (containerSpec, error) {
 	if s.nanoCPUs, s.Memory, err = decodeLimits(o); err != nil {
 		return s, err
 	}
-	netAddr, err := drivers.String(attr(o, "network"))
+	netAddr, err := drivers.String(o.Attr("network"))
 	if err != nil {
 		return s, wrap("network", err)
 	}
@@ -80,14 +80,14 @@ func decodeContainer(req drivers.ApplyRequest) (containerSpec, error) {
 
 // decodeLimits reads cpus (as nano-CPUs) and memory (bytes); 0 is no limit.
 func decodeLimits(o drivers.Object) (nanoCPUs, memory int64, err error) {
-	cpus, err := drivers.Float(attr(o, "cpus"))
+	cpus, err := drivers.Float(o.Attr("cpus"))
 	if err != nil {
 		return 0, 0, fmt.Errorf("cpus: %w", err)
 	}
 	if cpus < 0 || math.IsNaN(cpus) || cpus > 1<<20 {
 		return 0, 0, fmt.Errorf("cpus: %g is out of range", cpus)
 	}
-	memory, err = drivers.Int(attr(o, "memory"))
+	memory, err = drivers.Int(o.Attr("memory"))
 	if err != nil {
 		return 0, 0, fmt.Errorf("memory: %w", err)
 	}
@@ -134,7 +134,7 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 	for k, v := range spec.Labels {
 		labels[k] = v
 	}
-	for k, v := range ownLabels(req) {
+	for k, v := range req.Labels() {
 		labels[k] = v
 	}
 	var env []string

@@ -207,7 +207,7 @@ func hostCABundle() []byte {
 // it.
 func (d *Driver) credentialsFile(lineage string, o drivers.Object) (egress.CredentialsFile, error) {
 	agent := agentOf(o.Addr)
-	creds, err := drivers.DecodeCredentials(attr(o, "credentials"))
+	creds, err := drivers.DecodeCredentials(o.Attr("credentials"))
 	if err != nil {
 		return egress.CredentialsFile{}, fmt.Errorf("credentials: %w", err)
 	}
@@ -259,7 +259,7 @@ func credentialsTarFile(f egress.CredentialsFile) (tarFile, error) {
 // credentials' placeholders and the trust variables; it returns whether
 // the container has credentials (and so needs the CA copied in).
 func wireCredentials(req drivers.ApplyRequest, cfg *container.Config) (bool, error) {
-	v := attr(req.Object, "credential_env")
+	v := req.Object.Attr("credential_env")
 	if v.IsNull() {
 		return false, nil
 	}

@@ -208,7 +208,7 @@ func (d *Driver) createEgressNetwork(ctx context.Context, api dockerAPI, req dri
 	fail := func(format string, args ...any) (drivers.ApplyResponse, error) {
 		return drivers.ApplyResponse{}, fmt.Errorf("creating network %s for %s: %s", name, addr, fmt.Sprintf(format, args...))
 	}
-	poolStr, err := drivers.String(attr(req.Object, "subnet_pool"))
+	poolStr, err := drivers.String(req.Object.Attr("subnet_pool"))
 	if err != nil {
 		return fail("subnet_pool: %v", err)
 	}
@@ -244,7 +244,7 @@ func (d *Driver) createEgressNetwork(ctx context.Context, api dockerAPI, req dri
 				Driver: "default",
 				Config: []network.IPAMConfig{{Subnet: subnet.String()}},
 			},
-			Labels: ownLabels(req),
+			Labels: req.Labels(),
 		})
 		claims.release(subnet)
 		if err != nil {

@@ -219,16 +219,16 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 	if s.name, err = gatewayName(req.Lineage, s.agent); err != nil {
 		return s, err
 	}
-	if s.allow, err = drivers.Strings(attr(o, "allow")); err != nil {
+	if s.allow, err = drivers.Strings(o.Attr("allow")); err != nil {
 		return s, fmt.Errorf("allow: %w", err)
 	}
-	if s.sidecars, err = drivers.Strings(attr(o, "sidecars")); err != nil {
+	if s.sidecars, err = drivers.Strings(o.Attr("sidecars")); err != nil {
 		return s, fmt.Errorf("sidecars: %w", err)
 	}
-	if s.version, err = drivers.String(attr(o, "version")); err != nil {
+	if s.version, err = drivers.String(o.Attr("version")); err != nil {
 		return s, fmt.Errorf("version: %w", err)
 	}
-	netAddr, err := drivers.String(attr(o, "network"))
+	netAddr, err := drivers.String(o.Attr("network"))
 	if err != nil {
 		return s, fmt.Errorf("network: %w", err)
 	}
@@ -238,7 +238,7 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 	if s.network, err = objectName(req.Lineage, netAddr, kindNetwork); err != nil {
 		return s, fmt.Errorf("network: %w", err)
 	}
-	eg, err := drivers.String(attr(o, "egress_network"))
+	eg, err := drivers.String(o.Attr("egress_network"))
 	if err != nil {
 		return s, fmt.Errorf("egress_network: %w", err)
 	}
@@ -253,7 +253,7 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 	if s.egressNetwork == "" {
 		return s, errors.New("egress_network: no egress network")
 	}
-	if s.dns, err = drivers.Strings(attr(o, "dns")); err != nil {
+	if s.dns, err = drivers.Strings(o.Attr("dns")); err != nil {
 		return s, fmt.Errorf("dns: %w", err)
 	}
 	return s, nil
@@ -400,7 +400,7 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 	for _, p := range forbid {
 		cmd = append(cmd, "-forbid", p.String())
 	}
-	labels := ownLabels(req)
+	labels := req.Labels()
 	labels[labelKind] = kindGateway
 	cfg := &container.Config{
 		Cmd:  cmd,
@@ -509,7 +509,7 @@ func (d *Driver) updateGateway(ctx context.Context, api dockerAPI, req drivers.A
 	fail := func(format string, args ...any) (drivers.ApplyResponse, error) {
 		return drivers.ApplyResponse{}, fmt.Errorf("updating gateway %s of %s: %s", shortID(id), addr, fmt.Sprintf(format, args...))
 	}
-	allow, err := drivers.Strings(attr(req.Object, "allow"))
+	allow, err := drivers.Strings(req.Object.Attr("allow"))
 	if err != nil {
 		return fail("allow: %v", err)
 	}
@@ -524,7 +524,7 @@ func (d *Driver) updateGateway(ctx context.Context, api dockerAPI, req drivers.A
 		return fail("listing networks: %v", err)
 	}
 	forbid := d.gatewayForbid(ctx, nets, pool, netip.Prefix{})
-	sidecars, err := drivers.Strings(attr(req.Object, "sidecars"))
+	sidecars, err := drivers.Strings(req.Object.Attr("sidecars"))
 	if err != nil {
 		return fail("sidecars: %v", err)
 	}
@@ -957,7 +957,7 @@ func (d *Driver) gatewayForbid(ctx context.Context, nets []network.Summary, pool
 			forbid = append(forbid, netip.PrefixFrom(a, a.BitLen()))
 		}
 	}
-	return compactPrefixes(forbid)
+	return egress.CompactPrefixes(forbid)
 }
 
 // forbidCache remembers, per gateway container, the forbid list this

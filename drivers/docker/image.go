@@ -24,9 +24,9 @@ import (
 func (d *Driver) buildImage(ctx context.Context, api dockerAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
 	addr := req.Object.Addr
 	o := req.Object
-	dir, err1 := drivers.String(attr(o, "context"))
-	dockerfile, err2 := drivers.String(attr(o, "dockerfile"))
-	planned, err3 := drivers.String(attr(o, "context_hash"))
+	dir, err1 := drivers.String(o.Attr("context"))
+	dockerfile, err2 := drivers.String(o.Attr("dockerfile"))
+	planned, err3 := drivers.String(o.Attr("context_hash"))
 	for _, e := range []struct {
 		name string
 		err  error
@@ -120,7 +120,7 @@ func (d *Driver) copyBuiltImage(ctx context.Context, api dockerAPI, req drivers.
 	if err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("inspecting the image built for %s: %w", first.addr, err)
 	}
-	labels := ownLabels(req)
+	labels := req.Labels()
 	labels[labelBuildOf] = req.Lineage
 	note := "bottlefile: built once for " + first.addr + " and shared"
 	cfg, err := snapshotImageConfig(&info, info, labels, note, note, time.Now())
@@ -177,7 +177,7 @@ func (d *Driver) buildContext(ctx context.Context, api dockerAPI, req drivers.Ap
 	resp, err := api.ImageBuild(ctx, tmp, build.ImageBuildOptions{
 		Tags:        []string{tag},
 		Dockerfile:  bc.dockerfile,
-		Labels:      ownLabels(req),
+		Labels:      req.Labels(),
 		Remove:      true,
 		ForceRemove: true,
 		Version:     build.BuilderV1,

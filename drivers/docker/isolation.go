@@ -11,11 +11,12 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 
 	"github.com/docker/docker/api/types/network"
+
+	"github.com/bottlefile/bottlefile/egress"
 )
 
 // engineChecks caches, per configured driver, the one read-only engine call
@@ -259,34 +260,7 @@ func forbidden(nets []network.Summary, pool netip.Prefix, managedEgress netip.Pr
 			}
 		}
 	}
-	return compactPrefixes(out)
-}
-
-// compactPrefixes sorts prefixes and drops those another one contains.
-func compactPrefixes(ps []netip.Prefix) []netip.Prefix {
-	slices.SortFunc(ps, func(a, b netip.Prefix) int {
-		if a.Bits() != b.Bits() {
-			return a.Bits() - b.Bits()
-		}
-		return a.Addr().Compare(b.Addr())
-	})
-	var out []netip.Prefix
-next:
-	for _, p := range ps {
-		for _, q := range out {
-			if q.Bits() <= p.Bits() && q.Contains(p.Addr()) {
-				continue next
-			}
-		}
-		out = append(out, p)
-	}
-	slices.SortFunc(out, func(a, b netip.Prefix) int {
-		if c := a.Addr().Compare(b.Addr()); c != 0 {
-			return c
-		}
-		return a.Bits() - b.Bits()
-	})
-	return out
+	return egress.CompactPrefixes(out)
 }
 
 // engineHostAddrs are the addresses of a remote engine's host, from the

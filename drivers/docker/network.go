@@ -62,7 +62,7 @@ func (d *Driver) createNetwork(ctx context.Context, api dockerAPI, pool netip.Pr
 				Config: []network.IPAMConfig{{Subnet: subnet.String()}},
 			},
 			Options: map[string]string{inhibitIPv4: "true"},
-			Labels:  ownLabels(req),
+			Labels:  req.Labels(),
 		})
 		claims.release(subnet)
 		if err != nil {

@@ -191,7 +191,7 @@ func isSnapshotTag(lineage, tag string) bool {
 
 // snapshotAgent is the address of the agent a snapshot object commits.
 func snapshotAgent(req drivers.ApplyRequest) (string, error) {
-	a, err := drivers.String(attr(req.Object, "agent"))
+	a, err := drivers.String(req.Object.Attr("agent"))
 	if err != nil {
 		return "", fmt.Errorf("agent: %w", err)
 	}
@@ -307,7 +307,7 @@ func (d *Driver) commitSnapshot(ctx context.Context, req drivers.ApplyRequest, n
 	if err != nil {
 		return fail("inspecting the intermediate image %s: %v", shortID(interID), err)
 	}
-	labels := ownLabels(req)
+	labels := req.Labels()
 	labels[labelSnapshotOf] = agentAddr
 	labels[labelSnapshotSource] = ctr.ID
 	cfg, err := snapshotImageConfig(base, inter, labels, "layer of the image the agent was created from", "bottlefile snapshot "+addr, time.Now())

@@ -125,7 +125,7 @@ func (d *Driver) ImportSnapshot(ctx context.Context, req drivers.ImportRequest, 
 	if img.Config != nil {
 		labels = img.Config.Labels
 	}
-	want := ownLabels(areq)
+	want := areq.Labels()
 	want[labelSnapshotOf] = agentAddr
 	if src := labels[labelSnapshotSource]; src != "" {
 		want[labelSnapshotSource] = src

@@ -51,7 +51,7 @@ func decodeMachine(o drivers.Object, baseDir string) (machineSpec, error) {
 	// image's ENTRYPOINT and CMD together.
 	s.workload = append(append([]string{}, w.Entrypoint...), w.Command...)
 
-	if s.env, err = decodeEnv(attr(o, "env")); err != nil { // again, for which values are secret
+	if s.env, err = decodeEnv(o.Attr("env")); err != nil { // again, for which values are secret
 		return s, wrap("env", err)
 	}
 	if s.cpus, err = cpuCount(w.CPUs); err != nil {
@@ -66,16 +66,6 @@ func decodeMachine(o drivers.Object, baseDir string) (machineSpec, error) {
 		}
 	}
 	return s, nil
-}
-
-// attr returns an attribute of the desired object, a null when it is
-// missing, so the decode helpers give their zero value.
-func attr(o drivers.Object, name string) cty.Value {
-	v, ok := o.Attrs[name]
-	if !ok || v == cty.NilVal {
-		return cty.NullVal(cty.DynamicPseudoType)
-	}
-	return v
 }
 
 // decodeEnv reads the env map, noting which values are sensitive: all of
