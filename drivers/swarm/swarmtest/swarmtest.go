@@ -720,7 +720,7 @@ func (f *Fixture) spawn(name, script string, args ...string) (*proc, error) {
 	}
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), "SWARMTEST_CGROUP="+filepath.Join(cgroupRoot, "pids", cgroupName(f.id)))
+	cmd.Env = append(os.Environ(), "SWARMTEST_CGROUP="+filepath.Join(cgroupRoot, "pids", cgroupName(f.id)), "dockerdLoop="+dockerdLoop)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	onSpawnerThread(func() { err = cmd.Start() })
 	if err != nil {
@@ -785,9 +785,23 @@ ip link set eth0 up
 ip route add ` + Outside + `/32 via ` + Underlay + `.254
 mkdir -p "$3/data" "$3/exec"
 echo '{}' > "$3/daemon.json"
-exec docker-init -s -- dockerd --config-file "$3/daemon.json" --data-root "$3/data" --exec-root "$3/exec" \
-  --pidfile "$3/dockerd.pid" -H "unix://$3/docker.sock" --cgroup-parent "$4" --shutdown-timeout 1 \
-  --insecure-registry "$5" --log-level warn >"$3/dockerd.log" 2>&1
+printf "%s\n" "$dockerdLoop" > "$3/dockerd.sh"
+exec docker-init -s -- sh "$3/dockerd.sh" "$3" "$4" "$5"
+`
+
+// dockerdLoop runs a node's dockerd under the node's init ($1 its
+// directory, $2 its cgroup parent, $3 the registry). When dockerd ends the
+// node ends, unless KillNode killed it: then the loop waits for
+// RestartNode and starts it again, with the containers the killed one
+// left running (its containerd lives on: dockerd finds it again).
+const dockerdLoop = `while :; do
+  dockerd --config-file "$1/daemon.json" --data-root "$1/data" --exec-root "$1/exec" \
+    --pidfile "$1/dockerd.pid" -H "unix://$1/docker.sock" --cgroup-parent "$2" --shutdown-timeout 1 \
+    --insecure-registry "$3" --log-level warn >>"$1/dockerd.log" 2>&1 && rc=0 || rc=$?
+  [ -e "$1/killed" ] || exit $rc
+  while [ ! -e "$1/restart" ]; do sleep 0.1; done
+  rm -f "$1/killed" "$1/restart"
+done
 `
 
 func registryConfig(root string) string {

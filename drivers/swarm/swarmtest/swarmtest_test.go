@@ -128,3 +128,38 @@ func TestRemoveStale(t *testing.T) {
 		t.Errorf("the fixture of a live owner was removed: %v", err)
 	}
 }
+
+// TestKillNode: node3's dockerd killed with SIGKILL makes the manager mark
+// node3 down within the fixture's heartbeat, while its containerd lives on;
+// RestartNode brings it back ready.
+func TestKillNode(t *testing.T) {
+	f := Start(t)
+	mgr := f.Client(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	f.KillNode(t, 2)
+	for {
+		n, _, err := mgr.NodeInspectWithRaw(ctx, f.Nodes[2].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.Status.State == swarm.NodeStateDown {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("node3 is still %s a minute after its dockerd was killed", n.Status.State)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("node3 down %.1fs after its dockerd was killed", time.Since(start).Seconds())
+	if _, err := f.dockerdPID("node3"); err == nil {
+		t.Error("a dockerd still runs on node3")
+	}
+	if err := f.RestartNode(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Client(t, 2).Ping(ctx); err != nil {
+		t.Errorf("node3's engine after RestartNode: %v", err)
+	}
+}
