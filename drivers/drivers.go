@@ -146,10 +146,33 @@ type LiveObject struct {
 	// "" when it was not, or the runtime cannot tell.
 	Drift string `json:",omitempty"`
 
+	// Instance is, on a runtime that starts new instances of a workload
+	// by itself (a swarm task the cluster placed again when its node went
+	// down or was drained, or started again when it failed), the
+	// runtime's id of the instance that runs now; "" elsewhere. A driver
+	// that reports it records the instance it started as the computed
+	// value ComputedInstance (and its node as ComputedNode): the planner
+	// tells an instance the runtime started by itself, which has lost
+	// what the earlier one wrote, from one bottlefile started.
+	Instance string `json:",omitempty"`
+	// Restarted says, in words, why the runtime started the running
+	// instance in place of an earlier one ("node2 is down"), when the
+	// runtime says; "" otherwise.
+	Restarted string `json:",omitempty"`
+
 	// Exit says how a workload that ran and is not running came to stop;
 	// nil for one running or never started, or when the runtime cannot say.
 	Exit *Exit
 }
+
+// Computed values of a workload the core reads (ApplyResponse.Computed,
+// as the state records them).
+const (
+	// ComputedInstance is the instance a driver started (LiveObject.Instance).
+	ComputedInstance = "instance"
+	// ComputedNode is the node it started it on, on a runtime of several.
+	ComputedNode = "node"
+)
 
 // Workload states LiveObject.State may hold that the core acts on.
 const (

@@ -185,7 +185,7 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 		}
 		return e.record(c, c.Live.ID, computed)
 	case planner.StepRecord:
-		return e.record(c, c.ID(), c.Prior.Computed)
+		return e.record(c, c.ID(), liveComputed(c))
 	case planner.StepMove:
 		return e.move(ctx, c)
 	}
@@ -376,4 +376,24 @@ func (e *Executor) move(ctx context.Context, c *planner.Change) error {
 		e.Log.Warn("the moved snapshot's original could not be removed; the next plan removes it", "addr", c.Addr, "error", err)
 	}
 	return nil
+}
+
+// liveComputed is what a record rewrite records as computed values: the
+// record's, with the instance and node the runtime reports now when it
+// started a new instance of the workload by itself.
+func liveComputed(c *planner.Change) map[string]string {
+	computed := c.Prior.Computed
+	lo := c.Live
+	if lo == nil || lo.Instance == "" || computed[drivers.ComputedInstance] == lo.Instance {
+		return computed
+	}
+	computed = maps.Clone(computed)
+	if computed == nil {
+		computed = map[string]string{}
+	}
+	computed[drivers.ComputedInstance] = lo.Instance
+	if lo.Node != "" {
+		computed[drivers.ComputedNode] = lo.Node
+	}
+	return computed
 }

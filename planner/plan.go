@@ -52,6 +52,9 @@ type Change struct {
 	PreventDestroy bool
 	// StateOnly marks an update that changes only the record.
 	StateOnly bool
+	// Restarted marks a workload whose runtime started a new instance of
+	// it by itself (restarted.go): recorded, or resumed from a snapshot.
+	Restarted bool
 
 	// Snapshot planning. SnapshotFirst is the snapshot taken before this
 	// workload is deleted (a policy's "before"); BootFrom is the snapshot

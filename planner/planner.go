@@ -559,6 +559,10 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 		case d.object.Workload && !lo.Running:
 			c.Action = Start
 			c.Reasons = append(c.Reasons, stoppedReason(lo.Exit))
+		case d.object.Workload && restartedByRuntime(rec, lo):
+			// Recorded, unless planPolicies resumes it (restarted.go).
+			c.Action, c.StateOnly, c.Restarted = Update, true, true
+			c.Reasons = append(c.Reasons, restartedWhat(c.Addr, rec, lo)+"; the new task is recorded")
 		case rec.PreventDestroy != d.lifecycle.PreventDestroy:
 			c.Action = Update
 			c.StateOnly = true

@@ -194,7 +194,9 @@ func (p *Planner) planPolicies(ctx context.Context, changes map[string]*Change, 
 		if policy != nil {
 			prune(snaps[agentAddr], agentAddr, policy, taken, p.pinned(w))
 		}
-		if w != nil && (w.Action == Create || w.Action == Replace) && ap.val.Resume {
+		if w != nil && w.Restarted {
+			planRestarted(w, snaps[agentAddr], ap) // restarted.go
+		} else if w != nil && (w.Action == Create || w.Action == Replace) && ap.val.Resume {
 			if d := resume(changes, snaps[agentAddr], ap, w, taken); d != nil {
 				p.policyDiags = append(p.policyDiags, d)
 			}

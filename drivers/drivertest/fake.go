@@ -68,6 +68,11 @@ type Fake struct {
 	// Clock is the clock workloads' creates, starts and exits are stamped
 	// with; time.Now when nil.
 	Clock func() time.Time
+	// Nodes, when set, makes the fake a runtime of several machines, like
+	// swarm: a workload runs on Nodes[0] as an instance the fake numbers,
+	// reported as LiveObject.Instance and recorded as the computed
+	// instance and node; Restart starts a new instance elsewhere.
+	Nodes []string
 
 	DeclareCalled   bool
 	DeclareResponse *drivers.Declaration
@@ -411,6 +416,10 @@ func (f *Fake) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.App
 				obj.live.ImageID = req.BootImage
 			}
 		}
+		if obj.workload && len(f.Nodes) > 0 {
+			f.lastID++
+			obj.live.Instance, obj.live.Node = "task-"+strconv.FormatUint(f.lastID, 10), f.Nodes[0]
+		}
 		l.objects[addr] = obj
 		for _, dep := range obj.dependsOn {
 			l.users[dep]++
@@ -428,6 +437,10 @@ func (f *Fake) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.App
 			}
 			obj.live.Running, obj.live.Exit = true, nil
 			obj.live.State, obj.live.Started, obj.live.Finished, obj.live.ExitCode = drivers.StateRunning, f.clock(), time.Time{}, 0
+			if obj.live.Instance != "" {
+				f.lastID++
+				obj.live.Instance = "task-" + strconv.FormatUint(f.lastID, 10)
+			}
 		} else {
 			obj.live.Hash = req.Hash
 		}
@@ -446,7 +459,35 @@ func (f *Fake) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.App
 		return drivers.ApplyResponse{}, fmt.Errorf("fake: %s: unknown operation %q", addr, req.Op)
 	}
 	l.sorted = nil
-	return drivers.ApplyResponse{ID: obj.live.ID}, nil
+	resp := drivers.ApplyResponse{ID: obj.live.ID}
+	if obj.live.Instance != "" {
+		resp.Computed = map[string]string{drivers.ComputedInstance: obj.live.Instance, drivers.ComputedNode: obj.live.Node}
+	}
+	return resp, nil
+}
+
+// Restart starts a new instance of a workload on node, as a cluster does
+// when the node of the old one goes down (why says so): it runs from what
+// the workload was created from, without the files the old one wrote. It
+// reports whether the workload exists and has instances (Nodes).
+func (f *Fake) Restart(lineage, addr, node, why string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.lineages[lineage]
+	if l == nil || l.objects[addr] == nil || l.objects[addr].live.Instance == "" {
+		return false
+	}
+	o := &l.objects[addr].live
+	f.lastID++
+	o.Instance, o.Node, o.Restarted = "task-"+strconv.FormatUint(f.lastID, 10), node, why
+	o.Running, o.State, o.Started, o.Exit = true, drivers.StateRunning, f.clock(), nil
+	if files, ok := l.images[o.ImageID]; ok {
+		l.files[addr] = slices.Clone(files)
+	} else {
+		delete(l.files, addr)
+	}
+	l.sorted = nil
+	return true
 }
 
 // Objects returns the live objects of a lineage, sorted by address, without

@@ -53,11 +53,13 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 		}
 	}
 	nodes := map[string]string{}
+	var nodeList []swarm.Node
 	if len(services) > 0 {
 		list, err := api.NodeList(ctx, swarm.NodeListOptions{})
 		if err != nil {
 			return resp, fmt.Errorf("listing nodes: %w", err)
 		}
+		nodeList = list
 		for _, n := range list {
 			nodes[n.ID] = n.Description.Hostname
 		}
@@ -73,6 +75,9 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 		}
 		serviceFacts(&o, s, tasks[s.ID], nodes)
 		o.Drift = drift(s.Spec)
+		if kind == kindService {
+			restartFacts(&o, tasks[s.ID], nodeList) // restart.go
+		}
 		resp.Objects = append(resp.Objects, o)
 	}
 

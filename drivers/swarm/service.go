@@ -341,7 +341,7 @@ func (d *Driver) serviceResponse(ctx context.Context, api swarmAPI, id, name str
 			}
 		}
 	}
-	return drivers.ApplyResponse{ID: id, Computed: map[string]string{"name": name, "node": node}}, nil
+	return drivers.ApplyResponse{ID: id, Computed: map[string]string{"name": name, drivers.ComputedNode: node, drivers.ComputedInstance: t.ID}}, nil
 }
 
 // removeStale removes a service of this lineage made for addr under name

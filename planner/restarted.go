@@ -1,0 +1,125 @@
+package planner
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/state"
+)
+
+// A runtime of several machines (swarm) starts a new instance of a
+// workload by itself when the node it ran on goes down or is drained, or
+// when it fails: the new instance runs from the workload's image (or the
+// snapshot it was created from), without what the old one wrote. The
+// driver reports the running instance (drivers.LiveObject.Instance) and
+// records the one it started (drivers.ComputedInstance); when they
+// differ, the plan says so in words, with the nodes, and resumes the
+// agent from its newest snapshot when one is newer than what the new
+// instance booted from. Otherwise it records the new instance, so the
+// next plan does not say it again.
+
+// restartedByRuntime reports whether the live instance of a recorded,
+// running workload is one the runtime started by itself.
+func restartedByRuntime(rec *state.Record, lo *drivers.LiveObject) bool {
+	was := rec.Computed[drivers.ComputedInstance]
+	return was != "" && lo.Instance != "" && lo.Instance != was && lo.Running
+}
+
+// restartedWhat says what happened to a workload the runtime restarted:
+// "agent.coder was restarted by the cluster on node3 from its image (node
+// node2 is down)".
+func restartedWhat(addr string, rec *state.Record, lo *drivers.LiveObject) string {
+	from := "its image"
+	if b := rec.Computed[BootFromKey]; b != "" {
+		from = b
+	}
+	where := ""
+	if lo.Node != "" {
+		where = " on " + lo.Node
+	}
+	why := ""
+	if lo.Restarted != "" {
+		why = " (" + lo.Restarted + ")"
+	}
+	return fmt.Sprintf("%s was restarted by the cluster%s from %s%s", addr, where, from, why)
+}
+
+// lostWhere names where what the old instance wrote was: "on node2", or
+// "" when the record names no node.
+func lostWhere(rec *state.Record) string {
+	if n := rec.Computed[drivers.ComputedNode]; n != "" {
+		return " on " + n
+	}
+	return ""
+}
+
+// planRestarted decides what becomes of a workload the runtime restarted
+// (w.Restarted, an Update that only records it so far): with resume on
+// and a snapshot of the agent newer than what the new instance booted
+// from, it is replaced by one resumed from the newest snapshot;
+// otherwise only the new instance is recorded. Either way the plan says
+// what happened and what was lost.
+func planRestarted(w *Change, ofAgent []*Change, ap *agentPlan) {
+	rec, lo := w.Prior, w.Live
+	what := restartedWhat(w.Addr, rec, lo)
+	record := func(why string) {
+		w.Reasons = []string{what + "; " + why}
+	}
+	switch {
+	case !ap.val.Resume:
+		record(fmt.Sprintf("what it wrote%s is lost, and resume = false: the new task is recorded", lostWhere(rec)))
+		return
+	case ap.agent.FromSnapshot != "":
+		record(fmt.Sprintf("what it wrote%s is lost; it boots from %s (from_snapshot), as the new task did, which is recorded", lostWhere(rec), ap.agent.FromSnapshot))
+		return
+	}
+	// What the new instance booted from, and when that was taken; a
+	// snapshot taken after it is newer.
+	var booted time.Time
+	if b := rec.Computed[BootFromKey]; b != "" {
+		booted = lo.Created
+		for _, c := range ofAgent {
+			if c.Addr == b && c.Prior != nil {
+				if t := recorded(c).Created; !t.IsZero() {
+					booted = t
+				}
+			}
+		}
+	}
+	var newest *Change
+	var newestAt time.Time
+	for _, c := range ofAgent {
+		if c.Prior == nil || c.Action == Delete || c.Action == Forget || snapshotAgent(c) != ap.agent.Addr() {
+			continue
+		}
+		created := recorded(c).Created
+		if created.IsZero() || !created.After(booted) {
+			continue
+		}
+		if newest == nil || created.After(newestAt) {
+			newest, newestAt = c, created
+		}
+	}
+	if newest == nil {
+		record(fmt.Sprintf("no snapshot of it is newer than what it booted from, so what it wrote%s is lost and the new task is recorded", lostWhere(rec)))
+		return
+	}
+	w.Action, w.StateOnly, w.BootFrom = Replace, false, newest.Addr
+	w.Reasons = []string{
+		fmt.Sprintf("%s; it will be resumed from %s, taken %s", what, newest.Addr, clock(newestAt)),
+		fmt.Sprintf("what it wrote%s after %s was taken is lost with that task", lostWhere(rec), newest.Addr),
+	}
+	if !lo.Started.IsZero() {
+		w.Reasons = append(w.Reasons, fmt.Sprintf("the new task, started %s, is replaced", clock(lo.Started)))
+	}
+}
+
+// clock writes a time of today as "15:04 UTC", an older one with its date.
+func clock(t time.Time) string {
+	t = t.UTC()
+	if t.Format(time.DateOnly) == time.Now().UTC().Format(time.DateOnly) {
+		return t.Format("15:04 UTC")
+	}
+	return t.Format("2006-01-02 15:04 UTC")
+}
