@@ -106,7 +106,7 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 			resp.Objects = append(resp.Objects, o)
 		}
 	}
-	snaps, err := d.readSnapshots(ctx, req.Lineage)
+	snaps, err := d.readSnapshots(ctx, api, req.Lineage)
 	if err != nil {
 		return resp, err
 	}

@@ -14,17 +14,15 @@ import (
 	"time"
 )
 
-// Snapshots live in the runtime's registry (snapshot.go). The engines push
-// and pull them; listing and deleting them is the registry's own HTTP API
-// (the Docker Registry HTTP API V2, as Docker's distribution registry
-// serves it), which bottlefile calls itself:
+// Snapshots live in the runtime's registry, and are recorded in the
+// cluster (snapshot.go). The engines push and pull them; deleting one is
+// the registry's own HTTP API (the Docker Registry HTTP API V2, as
+// Docker's distribution registry serves it), which bottlefile calls
+// itself:
 //
-//	GET    /v2/_catalog                  the repositories (paginated)
-//	GET    /v2/NAME/tags/list            a repository's tags
-//	GET    /v2/NAME/manifests/TAG        a tag's manifest and digest
-//	GET    /v2/NAME/blobs/DIGEST         an image's config (its labels)
 //	DELETE /v2/NAME/manifests/DIGEST     a snapshot, and the tags on it
 //
+// (repositories and tags list the catalog, for tests and tools).
 // Deleting needs the registry's delete enabled (distribution's
 // storage.delete.enabled: true); it frees the manifest and its tags, and
 // the registry's garbage collection frees the layers. No credentials are
@@ -79,7 +77,7 @@ func (r *registryAPI) host() (host, prefix string) {
 	return host, prefix
 }
 
-// ErrRegistryStatus is an answer of the registry other than the one
+// registryError is an answer of the registry other than the one
 // expected.
 type registryError struct {
 	Status int
@@ -234,57 +232,6 @@ func (r *registryAPI) tags(ctx context.Context, repo string) ([]string, error) {
 var manifestTypes = []string{
 	"application/vnd.docker.distribution.manifest.v2+json",
 	"application/vnd.oci.image.manifest.v1+json",
-}
-
-// imageInfo is what Read needs of one tag: its manifest's digest, and its
-// config's labels and time.
-type imageInfo struct {
-	Digest  string
-	Labels  map[string]string
-	Created time.Time
-	Size    int64 // the layers' compressed size
-}
-
-// image reads one tag's manifest and config; found is false when the tag
-// is gone.
-func (r *registryAPI) image(ctx context.Context, repo, tag string) (info imageInfo, found bool, err error) {
-	_, base := r.host()
-	var m struct {
-		Config struct {
-			Digest string `json:"digest"`
-		} `json:"config"`
-		Layers []struct {
-			Size int64 `json:"size"`
-		} `json:"layers"`
-	}
-	h, err := r.get(ctx, "/v2/"+base+repo+"/manifests/"+tag, http.Header{"Accept": manifestTypes}, &m)
-	if err != nil {
-		if isStatus(err, http.StatusNotFound) {
-			return info, false, nil
-		}
-		return info, false, err
-	}
-	info.Digest = h.Get("Docker-Content-Digest")
-	if info.Digest == "" || m.Config.Digest == "" {
-		return info, false, fmt.Errorf("the registry %s gave no digest for %s:%s", r.registry, repo, tag)
-	}
-	for _, l := range m.Layers {
-		info.Size += l.Size
-	}
-	var cfg struct {
-		Created time.Time `json:"created"`
-		Config  struct {
-			Labels map[string]string `json:"Labels"`
-		} `json:"config"`
-	}
-	if _, err := r.get(ctx, "/v2/"+base+repo+"/blobs/"+m.Config.Digest, nil, &cfg); err != nil {
-		if isStatus(err, http.StatusNotFound) {
-			return info, false, nil
-		}
-		return info, false, err
-	}
-	info.Labels, info.Created = cfg.Config.Labels, cfg.Created
-	return info, true, nil
 }
 
 // deleteManifest deletes a manifest by digest, and with it the tags that

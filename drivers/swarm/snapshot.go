@@ -10,7 +10,9 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/client"
 
 	"github.com/bottlefile/bottlefile/drivers"
@@ -36,10 +38,14 @@ import (
 // made is ever swept. The node's engine pushes it to the registry, and its
 // local tags go: the registry holds it, the node nothing more.
 //
-// Read lists them from the registry (registry.go): the lineage's
-// repositories, their tags, and each tag's config for its labels. Deleting
-// one deletes its manifest (and its tag) from the registry, and the copies
-// the nodes pulled to run it that no container uses.
+// Each snapshot taken (or imported) is indexed in the cluster as a swarm
+// config bf-<lineage[:8]>-<agent>-snap_<N or NAME>, labelled like every
+// object (lineage, address, config hash; io.bottlefile.kind "snapshot")
+// and holding the reference and what was recorded of it: Read lists them
+// with one call, and never needs the registry. Deleting one deletes its
+// manifest (and its tag) from the registry through the registry's API
+// (registry.go), then its config, and the copies the nodes pulled to run
+// it that no container uses.
 //
 // Export pulls a snapshot onto the manager's engine and saves it (docker
 // save); import loads one there (the docker driver's import, which gives it
@@ -106,7 +112,6 @@ func (d *Driver) createSnapshot(ctx context.Context, api swarmAPI, req drivers.A
 	if err != nil {
 		return fail("pushing it from node %s to the registry %s: %v", node, registry, err)
 	}
-	d.log.Info("took snapshot", "addr", addr, "node", node, "ref", ref, "elapsed", time.Since(start))
 	out := drivers.ApplyResponse{
 		ID:       ref,
 		Snapshot: &drivers.SnapshotResult{Image: ref, Size: taken.Snapshot.Size, Created: taken.Snapshot.Created, Source: ctrID},
@@ -115,6 +120,10 @@ func (d *Driver) createSnapshot(ctx context.Context, api swarmAPI, req drivers.A
 	if depth := taken.Computed["depth"]; depth != "" {
 		out.Computed["depth"] = depth
 	}
+	if err := d.indexSnapshot(ctx, api, req.Lineage, req.Object.Addr, agentAddr, req.Hash, *out.Snapshot); err != nil {
+		return fail("%v", err)
+	}
+	d.log.Info("took snapshot", "addr", addr, "node", node, "ref", ref, "elapsed", time.Since(start))
 	return out, nil
 }
 
@@ -218,6 +227,9 @@ func (d *Driver) deleteSnapshot(ctx context.Context, req drivers.ApplyRequest) (
 	if err := reg.deleteManifest(ctx, repo, digest); err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("deleting snapshot %s: %w", addr, err)
 	}
+	if err := d.unindexSnapshot(ctx, req.Lineage, req.Object.Addr, req.ID); err != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("deleting snapshot %s: %w", addr, err)
+	}
 	d.removeCopies(ctx, req.ID)
 	d.log.Info("deleted snapshot", "addr", addr, "ref", req.ID)
 	return drivers.ApplyResponse{}, nil
@@ -264,40 +276,110 @@ func (d *Driver) reachableEngines(ctx context.Context) []*docker.Driver {
 	return out
 }
 
-// readSnapshots lists the lineage's snapshots in the registry.
-func (d *Driver) readSnapshots(ctx context.Context, lineage string) ([]drivers.LiveObject, error) {
-	d.mu.RLock()
-	registry, reg := d.registry, d.regAPI
-	d.mu.RUnlock()
-	if registry == "" || reg == nil {
-		return nil, nil
-	}
-	repos, err := reg.repositories(ctx, "bf-"+drivers.LineagePrefix(lineage)+"-", "-snap")
+// snapshotIndex is what a snapshot's config holds.
+type snapshotIndex struct {
+	Image   string    `json:"image"`
+	Agent   string    `json:"agent"`
+	Size    int64     `json:"size"`
+	Created time.Time `json:"created"`
+}
+
+// kindSnapshotIndex marks a snapshot's config.
+const kindSnapshotIndex = "snapshot"
+
+// indexName is the name of the config indexing the snapshot at addr:
+// bf-<lineage[:8]>-<agent>-snap_<N or NAME>.
+func indexName(lineage, addr, agentAddr string) (string, error) {
+	ref, err := docker.SnapshotRef(lineage, addr, agentAddr)
 	if err != nil {
-		return nil, fmt.Errorf("listing the snapshots of lineage %s in the registry: %w", lineage, err)
+		return "", err
+	}
+	return strings.Replace(ref, ":", "_", 1), nil
+}
+
+// indexSnapshot records a snapshot in the cluster: a config that Read
+// lists. One an interrupted apply left at the same name for the same
+// address and lineage goes first.
+func (d *Driver) indexSnapshot(ctx context.Context, api swarmAPI, lineage, addr, agentAddr, hash string, snap drivers.SnapshotResult) error {
+	name, err := indexName(lineage, addr, agentAddr)
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(snapshotIndex{Image: snap.Image, Agent: agentAddr, Size: snap.Size, Created: snap.Created.UTC()})
+	if err != nil {
+		return err
+	}
+	labels := map[string]string{
+		drivers.LabelLineage: lineage, drivers.LabelAddress: addr, drivers.LabelConfigHash: hash,
+		labelKind: kindSnapshotIndex, docker.LabelSnapshotOf: agentAddr,
+	}
+	list, err := api.ConfigList(ctx, swarm.ConfigListOptions{Filters: filters.NewArgs(filters.Arg("name", name))})
+	if err != nil {
+		return fmt.Errorf("recording the snapshot in the cluster: %w", err)
+	}
+	for _, c := range list {
+		if c.Spec.Name != name {
+			continue
+		}
+		if c.Spec.Labels[drivers.LabelLineage] != lineage || c.Spec.Labels[drivers.LabelAddress] != addr {
+			return fmt.Errorf("a swarm config named %s already exists and is not this state's %s (lineage %s); remove or rename it", name, addr, lineage)
+		}
+		if err := api.ConfigRemove(ctx, c.ID); err != nil && !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("removing the unrecorded record %s of an earlier snapshot: %w", name, err)
+		}
+	}
+	if _, err := api.ConfigCreate(ctx, swarm.ConfigSpec{Annotations: swarm.Annotations{Name: name, Labels: labels}, Data: data}); err != nil {
+		return fmt.Errorf("recording the snapshot in the cluster (config %s): %w", name, err)
+	}
+	return nil
+}
+
+// unindexSnapshot removes the config of the snapshot ref at addr.
+func (d *Driver) unindexSnapshot(ctx context.Context, lineage, addr, ref string) error {
+	api, err := d.manager(ctx)
+	if err != nil {
+		return err
+	}
+	f := byLineage(lineage)
+	f.Add("label", drivers.LabelAddress+"="+addr)
+	f.Add("label", labelKind+"="+kindSnapshotIndex)
+	list, err := api.ConfigList(ctx, swarm.ConfigListOptions{Filters: f})
+	if err != nil {
+		return fmt.Errorf("listing the snapshot's record in the cluster: %w", err)
+	}
+	for _, c := range list {
+		var idx snapshotIndex
+		if json.Unmarshal(c.Spec.Data, &idx) == nil && idx.Image != ref {
+			continue // another snapshot at the address (taken again since)
+		}
+		if err := api.ConfigRemove(ctx, c.ID); err != nil && !cerrdefs.IsNotFound(err) {
+			return fmt.Errorf("removing the snapshot's record %s from the cluster: %w", c.Spec.Name, err)
+		}
+	}
+	return nil
+}
+
+// readSnapshots lists the lineage's snapshots: their configs.
+func (d *Driver) readSnapshots(ctx context.Context, api swarmAPI, lineage string) ([]drivers.LiveObject, error) {
+	f := byLineage(lineage)
+	f.Add("label", labelKind+"="+kindSnapshotIndex)
+	list, err := api.ConfigList(ctx, swarm.ConfigListOptions{Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("listing the snapshots of lineage %s: %w", lineage, err)
 	}
 	var out []drivers.LiveObject
-	for _, repo := range repos {
-		tags, err := reg.tags(ctx, repo)
-		if err != nil {
-			return nil, fmt.Errorf("listing the snapshots of lineage %s in the registry: %w", lineage, err)
+	for _, c := range list {
+		var idx snapshotIndex
+		if err := json.Unmarshal(c.Spec.Data, &idx); err != nil || idx.Image == "" {
+			d.log.Warn("a snapshot record of this lineage does not parse; ignoring it", "config", c.Spec.Name, "error", err)
+			continue
 		}
-		for _, tag := range tags {
-			info, found, err := reg.image(ctx, repo, tag)
-			if err != nil {
-				return nil, fmt.Errorf("reading snapshot %s:%s in the registry: %w", repo, tag, err)
-			}
-			if !found || info.Labels[drivers.LabelLineage] != lineage || info.Labels[docker.LabelSnapshotOf] == "" {
-				continue
-			}
-			ref := registry + "/" + repo + "@" + info.Digest
-			o, ok := d.live(info.Labels, drivers.KindSnapshot, ref, ref)
-			if !ok {
-				continue
-			}
-			o.Created = info.Created.UTC()
-			out = append(out, o)
+		o, ok := d.live(c.Spec.Labels, drivers.KindSnapshot, idx.Image, idx.Image)
+		if !ok {
+			continue
 		}
+		o.Created = idx.Created
+		out = append(out, o)
 	}
 	return out, nil
 }
@@ -369,9 +451,16 @@ func (d *Driver) ImportSnapshot(ctx context.Context, req drivers.ImportRequest, 
 		return drivers.ApplyResponse{}, fmt.Errorf("importing snapshot %s: pushing it to the registry %s: %w", addr, registry, err)
 	}
 	d.eng.SweepSnapshots(ctx, req.Lineage)
-	d.log.Info("imported snapshot", "addr", addr, "ref", ref)
 	out := *in.Snapshot
 	out.Image = ref
+	agentAddr, err := drivers.String(attr(req.Object, "agent"))
+	if err != nil || agentAddr == "" {
+		return drivers.ApplyResponse{}, fmt.Errorf("importing snapshot %s: it names no agent", addr)
+	}
+	if err := d.indexSnapshot(ctx, api, req.Lineage, addr, agentAddr, req.Hash, out); err != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("importing snapshot %s: %w", addr, err)
+	}
+	d.log.Info("imported snapshot", "addr", addr, "ref", ref)
 	return drivers.ApplyResponse{ID: ref, Snapshot: &out}, nil
 }
 
