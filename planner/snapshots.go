@@ -589,5 +589,5 @@ func formatCreated(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	return t.UTC().Format(time.RFC3339Nano)
+	return t.UTC().Format("2006-01-02 15:04 UTC")
 }
