@@ -136,7 +136,7 @@ func renderInjections(w io.Writer, injected []operations.Injection, since time.D
 }
 
 // renderDenials prints one block per agent: a line per destination, then
-// the rule that would allow it, or what to do instead.
+// the rule that would allow it, or that none would.
 func renderDenials(w io.Writer, denials []operations.Denial, since time.Duration, at time.Time) {
 	if len(denials) == 0 {
 		fmt.Fprintf(w, "No denials in the last %s.\n", since)
@@ -154,10 +154,13 @@ func renderDenials(w io.Writer, denials []operations.Denial, since time.Duration
 		}
 		fmt.Fprintf(tw, "  %s\t%d %s\tlast %s\t%s\n", d.Destination, d.Count, map[bool]string{true: "time", false: "times"}[d.Count == 1],
 			d.Last.UTC().Format("2006-01-02 15:04:05 UTC"), d.Reason)
+		// Without a rule, the refusal is not the allowlist's (a malformed
+		// request, a placeholder sent elsewhere, a sidecar asked through
+		// the proxy): the reason above says what to do.
 		if d.Rule != "" {
 			fmt.Fprintf(tw, "    allow with:\tegress { allow = [..., %q] }\n", d.Rule)
 		} else {
-			fmt.Fprintf(tw, "    no rule allows it:\t%s\n", d.Reason)
+			fmt.Fprintf(tw, "    no allow rule changes this\n")
 		}
 	}
 	tw.Flush()
