@@ -163,7 +163,17 @@ func renderChange(w io.Writer, c *planner.Change, paint palette) {
 				lines = append(lines, attrLine{" ", "", "]", ""})
 				continue
 			}
-			lines = append(lines, attrLine{"~", name, attrValue(name, before) + " -> " + attrValue(name, after), note})
+			b, a := attrValue(name, before), attrValue(name, after)
+			if b == a {
+				// Both sides read the same: what changed is a
+				// sensitive value, shown as (sensitive value) on both.
+				if note != "" {
+					note = " # a sensitive value changed: forces replacement"
+				} else {
+					a += " # a sensitive value changed"
+				}
+			}
+			lines = append(lines, attrLine{"~", name, b + " -> " + a, note})
 		}
 		if len(c.Forcing) > 0 && !slices.ContainsFunc(lines, func(l attrLine) bool { return l.note != "" }) {
 			for _, f := range c.Forcing {

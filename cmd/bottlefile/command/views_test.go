@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/bottlefile/bottlefile/drivers/drivertest"
+	"github.com/bottlefile/bottlefile/planner"
 )
 
 // runColored runs a command as a terminal that wants color would.
@@ -135,5 +136,43 @@ agent "writer" {
 	}
 	if out := w.runColored("apply", w.dir+"/saved.plan"); !strings.Contains(out, ansiBold+ansiGreen+"Apply complete!"+ansiReset) {
 		t.Errorf("apply's closing line is not green:\n%q", out)
+	}
+}
+
+// TestRenderChangeSensitiveValue: a change hidden by redaction, both sides
+// reading "(sensitive value)", says that a sensitive value changed, in
+// place as when it forces replacement; a visible change says nothing more.
+func TestRenderChangeSensitiveValue(t *testing.T) {
+	creds := func(v string) json.RawMessage {
+		return json.RawMessage(`[{"name":"anthropic","header":"x-api-key","value":` + v + `}]`)
+	}
+	for _, tc := range []struct {
+		name   string
+		change planner.Change
+		want   string
+	}{
+		{"in place", planner.Change{Addr: "agent.claude.gateway", Kind: "gateway", Action: planner.Update, Changed: []string{"credentials"},
+			Before: map[string]json.RawMessage{"credentials": creds(`"(sensitive value)"`)},
+			After:  map[string]json.RawMessage{"credentials": creds(`"(sensitive value)"`)}},
+			`value = (sensitive value) }] # a sensitive value changed` + "\n"},
+		{"forcing", planner.Change{Addr: "agent.coder", Kind: "container", Action: planner.Replace, Changed: []string{"env"}, Forcing: []string{"env"},
+			Before: map[string]json.RawMessage{"env": json.RawMessage(`{"TOKEN":"(sensitive value)"}`)},
+			After:  map[string]json.RawMessage{"env": json.RawMessage(`{"TOKEN":"(sensitive value)"}`)}},
+			`-> { TOKEN = (sensitive value) } # a sensitive value changed: forces replacement` + "\n"},
+		{"visible", planner.Change{Addr: "agent.coder", Kind: "container", Action: planner.Update, Changed: []string{"cpus"},
+			Before: map[string]json.RawMessage{"cpus": json.RawMessage(`1`)},
+			After:  map[string]json.RawMessage{"cpus": json.RawMessage(`2`)}},
+			"~ cpus = 1 -> 2\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			renderChange(&buf, &tc.change, false)
+			if !strings.Contains(buf.String(), tc.want) {
+				t.Errorf("want %q in:\n%s", tc.want, buf.String())
+			}
+			if tc.name == "visible" && strings.Contains(buf.String(), "sensitive") {
+				t.Errorf("a visible change is said to be a sensitive one:\n%s", buf.String())
+			}
+		})
 	}
 }
