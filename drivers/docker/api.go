@@ -44,6 +44,8 @@ type dockerAPI interface {
 	CopyToContainer(ctx context.Context, container, path string, content io.Reader, options container.CopyToContainerOptions) error
 	// For credentials (credentials.go): the image's CA bundle.
 	CopyFromContainer(ctx context.Context, container, srcPath string) (io.ReadCloser, container.PathStat, error)
+	// For what a container wrote, less the CA files it was given.
+	ContainerStatPath(ctx context.Context, container, path string) (container.PathStat, error)
 	NetworkConnect(ctx context.Context, network, container string, config *network.EndpointSettings) error
 	ImageImport(ctx context.Context, source image.ImportSource, ref string, options image.ImportOptions) (io.ReadCloser, error)
 }

@@ -60,6 +60,10 @@ import (
 const (
 	credentialsName = "credentials.json"
 
+	// labelBottleCA marks an agent container the bottle's CA was copied
+	// into at create: what it wrote leaves those files out (seededBytes).
+	labelBottleCA = "io.bottlefile.bottle-ca"
+
 	// Where the agent finds the bottle's CA.
 	agentCADir    = "/etc/bottlefile"
 	agentCAFile   = agentCADir + "/ca.pem"
@@ -287,7 +291,34 @@ func wireCredentials(req drivers.ApplyRequest, cfg *container.Config) (bool, err
 			cfg.Env = append(cfg.Env, kv[0]+"="+kv[1])
 		}
 	}
+	if cfg.Labels == nil {
+		cfg.Labels = map[string]string{}
+	}
+	cfg.Labels[labelBottleCA] = "1"
 	return true, nil
+}
+
+// seededBytes is the size, as they are now, of the files bottlefile
+// itself put into a container's own layer at create (the bottle's CA and
+// bundle, on a container labelled labelBottleCA), so that what a workload
+// wrote leaves them out: a fresh agent with credentials has written
+// nothing, whatever the size of its image's CA bundle. 0 without them.
+func seededBytes(ctx context.Context, api dockerAPI, id string, labels map[string]string) int64 {
+	if labels[labelBottleCA] == "" {
+		return 0
+	}
+	var n int64
+	for _, p := range []string{agentCAFile, agentCABundle} {
+		if st, err := api.ContainerStatPath(ctx, id, p); err == nil && st.Mode.IsRegular() {
+			n += st.Size
+		}
+	}
+	return n
+}
+
+// written is a container's SizeRw less seededBytes, never below 0.
+func written(ctx context.Context, api dockerAPI, id string, labels map[string]string, sizeRw int64) int64 {
+	return max(sizeRw-seededBytes(ctx, api, id, labels), 0)
 }
 
 // copyCA copies the bottle's CA certificate into a created agent

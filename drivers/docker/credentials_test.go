@@ -1,9 +1,12 @@
 package docker
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -149,5 +152,40 @@ func TestCredentialsFile(t *testing.T) {
 	}
 	if strings.Contains(env, "GIT_SSL_CAINFO="+agentCABundle) || strings.Contains(env, testKey) {
 		t.Errorf("env overrides the configuration's variable, or holds the value:\n%s", env)
+	}
+	if cfg.Labels[labelBottleCA] != "1" {
+		t.Errorf("the container is not labelled as given the bottle's CA: %v", cfg.Labels)
+	}
+}
+
+// TestWrittenLeavesOutTheCA: what an agent given the bottle's CA wrote
+// leaves out the CA files, as they are now; a container without the label
+// is not looked into.
+func TestWrittenLeavesOutTheCA(t *testing.T) {
+	sizes := map[string]int64{agentCAFile: 704, agentCABundle: 220_000}
+	api := &fakeAPI{ContainerStatPathFn: func(id, path string) (container.PathStat, error) {
+		if n, ok := sizes[path]; ok {
+			return container.PathStat{Name: path, Size: n, Mode: 0o644}, nil
+		}
+		return container.PathStat{}, errors.New("no such file")
+	}}
+	ca := map[string]string{labelBottleCA: "1"}
+	for _, tc := range []struct {
+		labels         map[string]string
+		sizeRw, want   int64
+		statsContainer bool
+	}{
+		{ca, 220_704, 0, true},     // fresh: only the CA files
+		{ca, 225_704, 5_000, true}, // and 5 kB of its own
+		{ca, 100, 0, true},         // the bundle deleted or shrunk: never below 0
+		{nil, 220_704, 220_704, false},
+	} {
+		api.Calls = nil
+		if got := written(context.Background(), api, "c1", tc.labels, tc.sizeRw); got != tc.want {
+			t.Errorf("%v SizeRw %d: written %d, want %d", tc.labels, tc.sizeRw, got, tc.want)
+		}
+		if stats := slices.Contains(api.Calls, "ContainerStatPath"); stats != tc.statsContainer {
+			t.Errorf("%v: ContainerStatPath called: %v", tc.labels, stats)
+		}
 	}
 }

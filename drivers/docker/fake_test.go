@@ -33,6 +33,8 @@ type fakeAPI struct {
 	ContainerCreateFn  func(*container.Config, string) (container.CreateResponse, error)
 	CopyToContainerFn  func(id, path string) error
 	ContainerKillFn    func(id, signal string) error
+	// ContainerStatPathFn answers ContainerStatPath.
+	ContainerStatPathFn func(id, path string) (container.PathStat, error)
 }
 
 var _ dockerAPI = (*fakeAPI)(nil)

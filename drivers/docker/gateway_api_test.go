@@ -32,6 +32,11 @@ func (c *countingAPI) CopyFromContainer(ctx context.Context, id, path string) (i
 	return c.api.CopyFromContainer(ctx, id, path)
 }
 
+func (c *countingAPI) ContainerStatPath(ctx context.Context, id, path string) (container.PathStat, error) {
+	c.count("ContainerStatPath")
+	return c.api.ContainerStatPath(ctx, id, path)
+}
+
 func (c *countingAPI) NetworkConnect(ctx context.Context, net, id string, cfg *network.EndpointSettings) error {
 	c.count("NetworkConnect")
 	return c.api.NetworkConnect(ctx, net, id, cfg)
@@ -66,6 +71,14 @@ func (f *fakeAPI) CopyToContainer(_ context.Context, id, path string, _ io.Reade
 func (f *fakeAPI) CopyFromContainer(context.Context, string, string) (io.ReadCloser, container.PathStat, error) {
 	f.record("CopyFromContainer")
 	return nil, container.PathStat{}, unexpected("CopyFromContainer")
+}
+
+func (f *fakeAPI) ContainerStatPath(_ context.Context, id, path string) (container.PathStat, error) {
+	f.record("ContainerStatPath")
+	if f.ContainerStatPathFn != nil {
+		return f.ContainerStatPathFn(id, path)
+	}
+	return container.PathStat{}, unexpected("ContainerStatPath")
 }
 
 func (f *fakeAPI) NetworkConnect(context.Context, string, string, *network.EndpointSettings) error {

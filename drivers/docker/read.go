@@ -60,7 +60,7 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 			o.ImageID = c.ImageID
 			runFacts(&o, c, time.Now())
 			if req.Sizes {
-				n := c.SizeRw
+				n := written(ctx, api, c.ID, c.Labels, c.SizeRw)
 				o.Written = &n
 			}
 			if kind == kindContainer && (c.State == container.StateExited || c.State == container.StateDead) {

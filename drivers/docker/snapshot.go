@@ -723,9 +723,10 @@ func hasTags(tags []string) bool {
 	return false
 }
 
-// Written reports how much a container wrote to its own layer (the engine's
-// SizeRw) and when it was created, so a plan can say what a replace or
-// destroy would discard. It only reads.
+// Written reports how much a container wrote to its own layer (the
+// engine's SizeRw, less the CA files bottlefile gave it: seededBytes) and
+// when it was created, so a plan can say what a replace or destroy would
+// discard. It only reads.
 func (d *Driver) Written(ctx context.Context, lineage string, obj drivers.LiveObject) (drivers.Written, error) {
 	if obj.Kind != kindContainer {
 		return drivers.Written{}, nil
@@ -746,7 +747,11 @@ func (d *Driver) Written(ctx context.Context, lineage string, obj drivers.LiveOb
 	}
 	var w drivers.Written
 	if info.SizeRw != nil {
-		w.Bytes = *info.SizeRw
+		var labels map[string]string
+		if info.Config != nil {
+			labels = info.Config.Labels
+		}
+		w.Bytes = written(ctx, api, info.ID, labels, *info.SizeRw)
 	}
 	if t, err := time.Parse(time.RFC3339Nano, info.Created); err == nil {
 		w.Since = t
