@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
 
@@ -40,6 +43,9 @@ func runningTask(t *testing.T, f *swarmtest.Fixture, service string, avoid int) 
 	t.Helper()
 	mgr := f.Client(t, 0)
 	tasks, err := mgr.TaskList(t.Context(), swarm.TaskListOptions{Filters: filters.NewArgs(filters.Arg("service", service), filters.Arg("desired-state", "running"))})
+	if cerrdefs.IsNotFound(err) {
+		return 0, "", false
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,5 +191,132 @@ agent "coder" {
 	}
 	if len(left) > 0 {
 		t.Errorf("left on the swarm after destroy:\n  %s", strings.Join(left, "\n  "))
+	}
+}
+
+// migrateSwarmConfig is one agent on runtime %[3]s, with a docker runtime
+// "local" (the test's engine) and the swarm runtime "fleet" (%[1]s). Its
+// image (%[2]s) is on the local engine only: on the swarm it boots from
+// the snapshot a migration moves there.
+const migrateSwarmConfig = `%[1]s
+runtime "local" {
+  driver = "docker"
+}
+
+agent "coder" {
+  runtime = runtime.%[3]s
+  image   = %[2]q
+  command = ["sleep", "600"]
+}
+`
+
+// TestE2ESwarmMigrate is issue 16's second promise: a bottle moved from a
+// docker runtime to a swarm runtime and back, each time one reviewed plan
+// (=> migrate with its snapshot), keeps a file written before the first
+// move. Then snapshot export of the snapshot the first move left on the
+// swarm, and snapshot import of it into another state whose agent is on
+// the swarm, which that state's apply resumes from.
+func TestE2ESwarmMigrate(t *testing.T) {
+	cli := dockertest.Client(t)
+	image := dockertest.BusyboxImage(t, cli)
+	f := swarmtest.Start(t)
+	dir := t.TempDir()
+	runtime := swarmRuntime(f, "fleet")
+	writeBottlefile(t, dir, migrateSwarmConfig, runtime, image, "local")
+	mustRun(t, dir, "apply", "-auto-approve")
+	lineage := lineageOf(t, cli, dir)
+	f.Cleanup(t, lineage)
+	t.Cleanup(func() { bottlefile(t, dir, "destroy", "-auto-approve", "-include-snapshots") })
+	local := func() []string {
+		var ids []string
+		for _, c := range containersWith(t, cli, drivers.LabelLineage+"="+lineage, drivers.LabelAddress+"=agent.coder") {
+			if c.State == "running" {
+				ids = append(ids, c.ID)
+			}
+		}
+		return ids
+	}
+	ids := local()
+	if len(ids) != 1 {
+		t.Fatalf("want the agent running on docker, got %v", ids)
+	}
+	dockertest.Sh(t, cli, ids[0], "echo moved > /root/notes")
+
+	// docker -> swarm
+	writeBottlefile(t, dir, migrateSwarmConfig, runtime, image, "fleet")
+	r := mustRun(t, dir, "plan")
+	wantAll(t, "the plan to the swarm", r.stdout,
+		`# agent.coder will be migrated from runtime "local" to "fleet"`,
+		"=> agent.coder (service)",
+		"@ agent.coder.snapshot.1 (snapshot)",
+		`agent.coder's filesystem is committed on runtime "local" and moved to "fleet" (migration)`,
+	)
+	mustRun(t, dir, "apply", "-auto-approve")
+	svc := "bf-" + drivers.LineagePrefix(lineage) + "-coder"
+	node, ctr, ok := runningTask(t, f, svc, -1)
+	if !ok {
+		t.Fatal("after the move to the swarm the agent runs nowhere")
+	}
+	if out := dockertest.Sh(t, f.Client(t, node), ctr, "cat /root/notes"); out != "moved\n" {
+		t.Errorf("on the swarm /root/notes = %q", out)
+	}
+	if ids := local(); len(ids) != 0 {
+		t.Errorf("the docker container still runs after the move: %v", ids)
+	}
+	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
+		t.Errorf("the plan after the move to the swarm:\n%s", r.stdout)
+	}
+
+	// swarm -> docker
+	dockertest.Sh(t, f.Client(t, node), ctr, "echo back >> /root/notes")
+	writeBottlefile(t, dir, migrateSwarmConfig, runtime, image, "local")
+	r = mustRun(t, dir, "plan")
+	wantAll(t, "the plan back to docker", r.stdout,
+		`will be migrated from runtime "fleet" to "local"`,
+		"=> agent.coder (container)",
+		"@ agent.coder.snapshot.2 (snapshot)",
+	)
+	mustRun(t, dir, "apply", "-auto-approve")
+	ids = local()
+	if len(ids) != 1 {
+		t.Fatalf("after the move back the agent is not running on docker: %v", ids)
+	}
+	if out := dockertest.Sh(t, cli, ids[0], "cat /root/notes"); out != "moved\nback\n" {
+		t.Errorf("back on docker /root/notes = %q", out)
+	}
+	if _, _, ok := runningTask(t, f, svc, -1); ok {
+		t.Error("the service still runs on the swarm after the move back")
+	}
+
+	// snapshot.1 stayed on the swarm: export it, and import it into
+	// another state whose agent runs there.
+	tar := filepath.Join(t.TempDir(), "coder.tar")
+	r = mustRun(t, dir, "snapshot", "export", "agent.coder.snapshot.1", "-o", tar)
+	data, err := os.ReadFile(tar)
+	if err != nil || !strings.Contains(string(data), "moved\n") {
+		t.Fatalf("the export (%d bytes, %v) lacks the agent's file:\n%s", len(data), err, r)
+	}
+	other := t.TempDir()
+	writeBottlefile(t, other, migrateSwarmConfig, runtime, image, "fleet")
+	r = mustRun(t, other, "snapshot", "import", tar)
+	wantAll(t, "the import", r.stdout, "agent.coder.snapshot.1")
+	otherLineage, _ := readState(t, other)
+	f.Cleanup(t, otherLineage)
+	t.Cleanup(func() { bottlefile(t, other, "destroy", "-auto-approve", "-include-snapshots") })
+	r = mustRun(t, other, "apply", "-auto-approve")
+	node, ctr, ok = runningTask(t, f, "bf-"+drivers.LineagePrefix(otherLineage)+"-coder", -1)
+	if !ok {
+		t.Fatalf("the other state's agent runs nowhere:\n%s", r)
+	}
+	if out := dockertest.Sh(t, f.Client(t, node), ctr, "cat /root/notes"); out != "moved\n" {
+		t.Errorf("resumed from the imported snapshot, /root/notes = %q", out)
+	}
+	for _, d := range []string{other, dir} {
+		mustRun(t, d, "destroy", "-auto-approve", "-include-snapshots")
+	}
+	for _, l := range []string{lineage, otherLineage} {
+		if left := registryTags(t, f, l); len(left) > 0 {
+			t.Errorf("after destroy -include-snapshots the registry holds %v", left)
+		}
 	}
 }
