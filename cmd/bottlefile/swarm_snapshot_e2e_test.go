@@ -104,8 +104,9 @@ func registryTags(t *testing.T, f *swarmtest.Fixture, lineage string) []string {
 // takes a snapshot, and the dockerd of the node running it is killed with
 // SIGKILL. Within a minute the cluster runs the agent elsewhere; plan says
 // so in words and resumes it from the registry snapshot; after apply the
-// file is there. Then destroy -include-snapshots leaves no tag of the
-// lineage in the registry and nothing of it on any node.
+// file is there, and exec, logs and status reach it on its new node. Then
+// destroy -include-snapshots leaves no tag of the lineage in the registry
+// and nothing of it on any node.
 func TestE2ESwarmNodeLoss(t *testing.T) {
 	f := swarmtest.Start(t)
 	dir := t.TempDir()
@@ -113,7 +114,7 @@ func TestE2ESwarmNodeLoss(t *testing.T) {
 agent "coder" {
   runtime = runtime.fleet
   image   = %q
-  command = ["sleep", "600"]
+  command = ["sh", "-c", "echo coder up; exec sleep 600"]
   driver {
     placement = ["node.labels.pool==agents"]
   }
@@ -162,6 +163,16 @@ agent "coder" {
 	}
 	if out := dockertest.Sh(t, f.Client(t, node), ctr, "cat /root/notes"); out != "work\n" {
 		t.Errorf("the resumed agent's /root/notes = %q, want the file written before the node was lost", out)
+	}
+	// exec, logs and status reach it on the node it now runs on.
+	if r := mustRun(t, dir, "exec", "-T", "agent.coder", "--", "cat", "/root/notes"); r.stdout != "work\n" {
+		t.Errorf("bottlefile exec on %s: %s", f.Nodes[node].Name, r)
+	}
+	if r := mustRun(t, dir, "logs", "agent.coder"); !strings.Contains(r.stdout, "coder up") {
+		t.Errorf("bottlefile logs on %s:\n%s", f.Nodes[node].Name, r)
+	}
+	if r := mustRun(t, dir, "status"); !strings.Contains(r.stdout, "running on "+f.Nodes[node].Name) {
+		t.Errorf("bottlefile status:\n%s", r)
 	}
 	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
 		t.Errorf("the plan after the resume:\n%s", r.stdout)

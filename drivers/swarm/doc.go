@@ -79,6 +79,6 @@
 // Snapshots (kind "snapshot") live in the registry: snapshot.go; a node's
 // own engine is reached through node_hosts: nodes.go.
 //
-// Not supported yet, and declared so (the plan refuses them): logs and
-// exec.
+// exec and logs reach a task's container through the engine of the node
+// it runs on: workload.go.
 package swarm

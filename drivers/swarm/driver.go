@@ -93,7 +93,9 @@ func Declaration() drivers.Declaration {
 			},
 			// Snapshots live in the runtime's registry (snapshot.go).
 			Snapshots: drivers.SnapshotCapabilities{Take: true, Format: drivers.FormatImage, Export: true, Import: true},
-			// Logs and exec are not there yet.
+			// Through the node's engine of the task (workload.go).
+			Logs: true,
+			Exec: true,
 		},
 	}
 }
