@@ -101,7 +101,8 @@ func registryTags(t *testing.T, f *swarmtest.Fixture, lineage string) []string {
 
 // TestE2ESwarmNodeLoss is issue 16's first promise on the three-node
 // fixture (one-second heartbeat): an agent writes a file, snapshot take
-// takes a snapshot, and the dockerd of the node running it is killed with
+// takes a snapshot (twice: keep_last = 1 prunes the first from the
+// registry), and the dockerd of the node running it is killed with
 // SIGKILL. Within a minute the cluster runs the agent elsewhere; plan says
 // so in words and resumes it from the registry snapshot; after apply the
 // file is there, and exec, logs and status reach it on its new node. Then
@@ -118,6 +119,9 @@ agent "coder" {
   driver {
     placement = ["node.labels.pool==agents"]
   }
+  snapshot_policy {
+    keep_last = 1
+  }
 }
 `, swarmRuntime(f, "fleet"), f.Busybox)
 	mustRun(t, dir, "apply", "-auto-approve")
@@ -132,6 +136,13 @@ agent "coder" {
 	dockertest.Sh(t, f.Client(t, node), ctr, "echo work > /root/notes")
 	if r := mustRun(t, dir, "snapshot", "take", "agent.coder"); !strings.Contains(r.stdout, "agent.coder.snapshot.1") {
 		t.Fatalf("snapshot take:\n%s", r)
+	}
+	// keep_last = 1: the second take prunes the first, in the registry too.
+	if r := mustRun(t, dir, "snapshot", "take", "agent.coder"); !strings.Contains(r.stdout, "agent.coder.snapshot.2") {
+		t.Fatalf("snapshot take:\n%s", r)
+	}
+	if tags := registryTags(t, f, lineage); len(tags) != 1 || !strings.HasSuffix(tags[0], "-coder-snap:2") {
+		t.Errorf("after keep_last = 1 pruned snapshot.1 the registry holds %v, want only snapshot.2's tag", tags)
 	}
 
 	killed := time.Now()
@@ -150,7 +161,7 @@ agent "coder" {
 	t.Logf("the cluster ran the agent on %s %.1fs after %s's dockerd was killed", f.Nodes[moved].Name, time.Since(killed).Seconds(), lost)
 
 	r := mustRun(t, dir, "plan")
-	want := regexp.MustCompile(regexp.QuoteMeta(fmt.Sprintf("agent.coder was restarted by the cluster on %s from its image (node %s is down); it will be resumed from agent.coder.snapshot.1, taken ", f.Nodes[moved].Name, lost)) + `[0-9]{2}:[0-9]{2} UTC`)
+	want := regexp.MustCompile(regexp.QuoteMeta(fmt.Sprintf("agent.coder was restarted by the cluster on %s from its image (node %s is down); it will be resumed from agent.coder.snapshot.2, taken ", f.Nodes[moved].Name, lost)) + `[0-9]{2}:[0-9]{2} UTC`)
 	if !want.MatchString(r.stdout) || !strings.Contains(r.stdout, "-/+ agent.coder") {
 		t.Fatalf("the plan does not explain the node loss and resume:\n%s", r.stdout)
 	}
@@ -183,7 +194,7 @@ agent "coder" {
 	if err := f.RestartNode(ctx, lostIdx); err != nil {
 		t.Fatal(err)
 	}
-	if tags := registryTags(t, f, lineage); len(tags) != 1 || !strings.HasSuffix(tags[0], "-coder-snap:1") {
+	if tags := registryTags(t, f, lineage); len(tags) != 1 || !strings.HasSuffix(tags[0], "-coder-snap:2") {
 		t.Errorf("before destroy the registry holds %v, want the snapshot's tag", tags)
 	}
 	mustRun(t, dir, "destroy", "-auto-approve", "-include-snapshots")
