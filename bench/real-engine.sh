@@ -14,6 +14,9 @@
 #     engine API at the same parallelism (10); RAW=0 skips it.
 # Each is repeated REPS times (default 5), interleaved, after one warm-up
 # round (WARMUP=0 skips it); medians and ratios are printed at the end.
+# WAIT=DUR passes -wait=DUR to apply: by default apply watches what it
+# started for 3 s, a flat cost at the end that the baselines do not pay;
+# WAIT=0s compares the same engine work alone.
 #
 # Usage: bench/real-engine.sh            (env: REPS=5 AGENTS=10 AGENTS_RAW=20 MODES="noegress egress" DOCKER=docker)
 #        MODES=egress AGENTS=100 REPS=1 RAW=0 bench/real-engine.sh   (the 100-bottle comparison)
@@ -104,7 +107,7 @@ bottlefile_dir() { # bottlefile_dir NAME N: a fresh directory with N agents (wit
   echo "$dir"
 }
 bf() { "$work/bottlefile" -chdir="$1" "${@:2}" >"$1/out.log" 2>&1 || { cat "$1/out.log" >&2; die "bottlefile ${*:2} failed"; }; }
-bf_apply() { bf "$1" apply -auto-approve; }
+bf_apply() { bf "$1" apply -auto-approve ${WAIT:+-wait=$WAIT}; }
 bf_plan() { bf "$1" plan && grep -q "No changes." "$1/out.log" || die "the plan after apply is not empty: $(cat "$1/out.log")"; }
 bf_destroy() { bf "$1" destroy -auto-approve; }
 
