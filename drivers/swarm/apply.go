@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/zclconf/go-cty/cty"
-
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
@@ -71,23 +69,4 @@ func (d *Driver) apply(ctx context.Context, req drivers.ApplyRequest) (drivers.A
 		return drivers.ApplyResponse{}, fmt.Errorf("%s: the swarm driver has no object kind %q", req.Object.Addr, req.Object.Kind)
 	}
 	return drivers.ApplyResponse{}, fmt.Errorf("%s: cannot %s a swarm %s", req.Object.Addr, req.Op, req.Object.Kind)
-}
-
-// ownLabels are the labels every object carries.
-func ownLabels(req drivers.ApplyRequest) map[string]string {
-	return map[string]string{
-		drivers.LabelLineage:    req.Lineage,
-		drivers.LabelAddress:    req.Object.Addr,
-		drivers.LabelConfigHash: req.Hash,
-	}
-}
-
-// attr returns an attribute of the desired object, a null when it is
-// missing, so the decode helpers give their zero value.
-func attr(o drivers.Object, name string) cty.Value {
-	v, ok := o.Attrs[name]
-	if !ok || v == cty.NilVal {
-		return cty.NullVal(cty.DynamicPseudoType)
-	}
-	return v
 }

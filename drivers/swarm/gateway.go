@@ -50,16 +50,16 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 	if s.name, err = serviceName(req.Lineage, o.Addr); err != nil {
 		return s, err
 	}
-	if s.allow, err = drivers.Strings(attr(o, "allow")); err != nil {
+	if s.allow, err = drivers.Strings(o.Attr("allow")); err != nil {
 		return s, fmt.Errorf("allow: %w", err)
 	}
-	if s.sidecars, err = drivers.Strings(attr(o, "sidecars")); err != nil {
+	if s.sidecars, err = drivers.Strings(o.Attr("sidecars")); err != nil {
 		return s, fmt.Errorf("sidecars: %w", err)
 	}
-	if s.version, err = drivers.String(attr(o, "version")); err != nil {
+	if s.version, err = drivers.String(o.Attr("version")); err != nil {
 		return s, fmt.Errorf("version: %w", err)
 	}
-	netAddr, err := drivers.String(attr(o, "network"))
+	netAddr, err := drivers.String(o.Attr("network"))
 	if err != nil {
 		return s, fmt.Errorf("network: %w", err)
 	}
@@ -69,7 +69,7 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 	if s.network, err = networkName(req.Lineage, netAddr); err != nil {
 		return s, fmt.Errorf("network: %w", err)
 	}
-	eg, err := drivers.String(attr(o, "egress_network"))
+	eg, err := drivers.String(o.Attr("egress_network"))
 	if err != nil {
 		return s, fmt.Errorf("egress_network: %w", err)
 	}
@@ -82,10 +82,10 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 		return s, errors.New("egress_network: no egress network")
 	}
 	s.egressNetwork = eg
-	if s.dns, err = drivers.Strings(attr(o, "dns")); err != nil {
+	if s.dns, err = drivers.Strings(o.Attr("dns")); err != nil {
 		return s, fmt.Errorf("dns: %w", err)
 	}
-	if s.placement, err = drivers.Strings(attr(o, "placement")); err != nil {
+	if s.placement, err = drivers.Strings(o.Attr("placement")); err != nil {
 		return s, fmt.Errorf("placement: %w", err)
 	}
 	return s, nil
@@ -137,7 +137,7 @@ func (d *Driver) createGateway(ctx context.Context, api swarmAPI, req drivers.Ap
 		return fail("%v", err)
 	}
 
-	labels := ownLabels(req)
+	labels := req.Labels()
 	labels[labelKind] = kindGateway
 	spec := serviceBase(s.name, labels, s.placement)
 	spec.TaskTemplate.RestartPolicy.Condition = swarm.RestartPolicyConditionAny
@@ -269,7 +269,7 @@ func (d *Driver) gatewayConfigs(ctx context.Context, api swarmAPI, req drivers.A
 	if err != nil {
 		return nil, err
 	}
-	labels := ownLabels(req)
+	labels := req.Labels()
 	labels[labelKind] = kindGatewayConfig
 	var out []*swarm.ConfigReference
 	for _, f := range []struct {
@@ -465,7 +465,7 @@ func (d *Driver) gatewayForbid(ctx context.Context, api swarmAPI, allow []string
 			out = append(out, netip.PrefixFrom(a, a.BitLen()))
 		}
 	}
-	return compact(out), nil
+	return egress.CompactPrefixes(out), nil
 }
 
 // namesRegistry reports whether a rule of the allowlist names the
@@ -517,25 +517,4 @@ func (d *Driver) registryAddrs(ctx context.Context, registry string) []netip.Add
 		addrs[i] = a.Unmap()
 	}
 	return addrs
-}
-
-// compact sorts prefixes and drops those another one contains.
-func compact(ps []netip.Prefix) []netip.Prefix {
-	slices.SortFunc(ps, func(a, b netip.Prefix) int {
-		if a.Bits() != b.Bits() {
-			return a.Bits() - b.Bits()
-		}
-		return a.Addr().Compare(b.Addr())
-	})
-	var out []netip.Prefix
-next:
-	for _, p := range ps {
-		for _, q := range out {
-			if q.Bits() <= p.Bits() && q.Contains(p.Addr()) {
-				continue next
-			}
-		}
-		out = append(out, p)
-	}
-	return out
 }

@@ -49,7 +49,7 @@ func (d *Driver) createNetwork(ctx context.Context, api swarmAPI, req drivers.Ap
 		Driver:   "overlay",
 		Scope:    "swarm",
 		Internal: internal,
-		Labels:   ownLabels(req),
+		Labels:   req.Labels(),
 	})
 	if err != nil {
 		return fail("%v", err)

@@ -52,7 +52,7 @@ func decodeService(req drivers.ApplyRequest, registry string) (serviceSpec, erro
 	if s.Workload, err = drivers.DecodeWorkload(drivers.ObjectAttrs(o)); err != nil {
 		return s, err
 	}
-	buildHash, err := drivers.String(attr(o, "build_hash"))
+	buildHash, err := drivers.String(o.Attr("build_hash"))
 	if err != nil {
 		return s, fmt.Errorf("build_hash: %w", err)
 	}
@@ -70,7 +70,7 @@ func decodeService(req drivers.ApplyRequest, registry string) (serviceSpec, erro
 	if s.Entrypoint != nil && len(s.Entrypoint) == 0 {
 		s.Entrypoint = []string{""}
 	}
-	netAddr, err := drivers.String(attr(o, "network"))
+	netAddr, err := drivers.String(o.Attr("network"))
 	if err != nil {
 		return s, fmt.Errorf("network: %w", err)
 	}
@@ -80,13 +80,13 @@ func decodeService(req drivers.ApplyRequest, registry string) (serviceSpec, erro
 	if s.network, err = networkName(req.Lineage, netAddr); err != nil {
 		return s, fmt.Errorf("network: %w", err)
 	}
-	if s.alias, err = drivers.String(attr(o, "alias")); err != nil {
+	if s.alias, err = drivers.String(o.Attr("alias")); err != nil {
 		return s, fmt.Errorf("alias: %w", err)
 	}
-	if s.sidecars, err = drivers.Strings(attr(o, "sidecars")); err != nil {
+	if s.sidecars, err = drivers.Strings(o.Attr("sidecars")); err != nil {
 		return s, fmt.Errorf("sidecars: %w", err)
 	}
-	if s.placement, err = drivers.Strings(attr(o, "placement")); err != nil {
+	if s.placement, err = drivers.Strings(o.Attr("placement")); err != nil {
 		return s, fmt.Errorf("placement: %w", err)
 	}
 	return s, nil
@@ -116,7 +116,7 @@ func (d *Driver) createService(ctx context.Context, api swarmAPI, req drivers.Ap
 	for k, v := range s.Labels {
 		labels[k] = v
 	}
-	for k, v := range ownLabels(req) {
+	for k, v := range req.Labels() {
 		labels[k] = v
 	}
 	env := proxyEnv(s.Env, gw, s.sidecars)

@@ -79,7 +79,7 @@ func (d *Driver) createSnapshot(ctx context.Context, api swarmAPI, req drivers.A
 	if err != nil {
 		return drivers.ApplyResponse{}, err
 	}
-	agentAddr, err := drivers.String(attr(req.Object, "agent"))
+	agentAddr, err := drivers.String(req.Object.Attr("agent"))
 	if err != nil {
 		return fail("agent: %v", err)
 	}
@@ -453,7 +453,7 @@ func (d *Driver) ImportSnapshot(ctx context.Context, req drivers.ImportRequest, 
 	d.eng.SweepSnapshots(ctx, req.Lineage)
 	out := *in.Snapshot
 	out.Image = ref
-	agentAddr, err := drivers.String(attr(req.Object, "agent"))
+	agentAddr, err := drivers.String(req.Object.Attr("agent"))
 	if err != nil || agentAddr == "" {
 		return drivers.ApplyResponse{}, fmt.Errorf("importing snapshot %s: it names no agent", addr)
 	}
