@@ -7,7 +7,6 @@ import (
 	"context"
 	"debug/elf"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -212,49 +211,24 @@ type gatewaySpec struct {
 }
 
 func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
-	o := req.Object
-	var s gatewaySpec
-	var err error
-	s.agent = agentOf(o.Addr)
+	a, err := DecodeGatewayAttrs(req.Object)
+	if err != nil {
+		return gatewaySpec{}, err
+	}
+	s := gatewaySpec{agent: a.Agent, allow: a.Allow, sidecars: a.Sidecars, version: a.Version, dns: a.DNS}
 	if s.name, err = gatewayName(req.Lineage, s.agent); err != nil {
 		return s, err
 	}
-	if s.allow, err = drivers.Strings(o.Attr("allow")); err != nil {
-		return s, fmt.Errorf("allow: %w", err)
-	}
-	if s.sidecars, err = drivers.Strings(o.Attr("sidecars")); err != nil {
-		return s, fmt.Errorf("sidecars: %w", err)
-	}
-	if s.version, err = drivers.String(o.Attr("version")); err != nil {
-		return s, fmt.Errorf("version: %w", err)
-	}
-	netAddr, err := drivers.String(o.Attr("network"))
-	if err != nil {
+	if s.network, err = objectName(req.Lineage, a.Network, kindNetwork); err != nil {
 		return s, fmt.Errorf("network: %w", err)
 	}
-	if netAddr == "" {
-		netAddr = s.agent + ".network"
-	}
-	if s.network, err = objectName(req.Lineage, netAddr, kindNetwork); err != nil {
-		return s, fmt.Errorf("network: %w", err)
-	}
-	eg, err := drivers.String(o.Attr("egress_network"))
-	if err != nil {
-		return s, fmt.Errorf("egress_network: %w", err)
-	}
-	if isEgressNetworkAddr(eg) {
-		s.managed, s.egressAddr = true, eg
-		if s.egressNetwork, err = egressNetworkName(req.Lineage, eg); err != nil {
+	if isEgressNetworkAddr(a.EgressNetwork) {
+		s.managed, s.egressAddr = true, a.EgressNetwork
+		if s.egressNetwork, err = egressNetworkName(req.Lineage, a.EgressNetwork); err != nil {
 			return s, fmt.Errorf("egress_network: %w", err)
 		}
 	} else {
-		s.egressNetwork = eg
-	}
-	if s.egressNetwork == "" {
-		return s, errors.New("egress_network: no egress network")
-	}
-	if s.dns, err = drivers.Strings(o.Attr("dns")); err != nil {
-		return s, fmt.Errorf("dns: %w", err)
+		s.egressNetwork = a.EgressNetwork
 	}
 	return s, nil
 }

@@ -230,3 +230,49 @@ const (
 	LabelSnapshotOf     = labelSnapshotOf
 	LabelSnapshotSource = labelSnapshotSource
 )
+
+// GatewayAttrs are a gateway object's attributes as this driver plans
+// them, before a driver names them on its engine.
+type GatewayAttrs struct {
+	Agent    string // the agent's address
+	Allow    []string
+	Sidecars []string // the bottle's sidecar names
+	Version  string   // the planned gateway version
+	Network  string   // the bottle network's address
+	// EgressNetwork is a runtime's egress network address, or the engine
+	// name of a network the runtime block named; never empty.
+	EgressNetwork string
+	DNS           []string
+}
+
+// DecodeGatewayAttrs decodes a gateway object's attributes, naming the
+// attribute a bad one is.
+func DecodeGatewayAttrs(o drivers.Object) (GatewayAttrs, error) {
+	a := GatewayAttrs{Agent: agentOf(o.Addr)}
+	var err error
+	if a.Allow, err = drivers.Strings(o.Attr("allow")); err != nil {
+		return a, fmt.Errorf("allow: %w", err)
+	}
+	if a.Sidecars, err = drivers.Strings(o.Attr("sidecars")); err != nil {
+		return a, fmt.Errorf("sidecars: %w", err)
+	}
+	if a.Version, err = drivers.String(o.Attr("version")); err != nil {
+		return a, fmt.Errorf("version: %w", err)
+	}
+	if a.Network, err = drivers.String(o.Attr("network")); err != nil {
+		return a, fmt.Errorf("network: %w", err)
+	}
+	if a.Network == "" {
+		a.Network = a.Agent + ".network"
+	}
+	if a.EgressNetwork, err = drivers.String(o.Attr("egress_network")); err != nil {
+		return a, fmt.Errorf("egress_network: %w", err)
+	}
+	if a.EgressNetwork == "" {
+		return a, errors.New("egress_network: no egress network")
+	}
+	if a.DNS, err = drivers.Strings(o.Attr("dns")); err != nil {
+		return a, fmt.Errorf("dns: %w", err)
+	}
+	return a, nil
+}

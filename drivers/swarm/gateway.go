@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -43,49 +42,24 @@ type gatewaySpec struct {
 }
 
 func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
-	o := req.Object
-	var s gatewaySpec
-	var err error
-	s.agent = agentOf(o.Addr)
-	if s.name, err = serviceName(req.Lineage, o.Addr); err != nil {
+	a, err := docker.DecodeGatewayAttrs(req.Object)
+	if err != nil {
+		return gatewaySpec{}, err
+	}
+	s := gatewaySpec{agent: a.Agent, allow: a.Allow, sidecars: a.Sidecars, version: a.Version, dns: a.DNS}
+	if s.name, err = serviceName(req.Lineage, req.Object.Addr); err != nil {
 		return s, err
 	}
-	if s.allow, err = drivers.Strings(o.Attr("allow")); err != nil {
-		return s, fmt.Errorf("allow: %w", err)
-	}
-	if s.sidecars, err = drivers.Strings(o.Attr("sidecars")); err != nil {
-		return s, fmt.Errorf("sidecars: %w", err)
-	}
-	if s.version, err = drivers.String(o.Attr("version")); err != nil {
-		return s, fmt.Errorf("version: %w", err)
-	}
-	netAddr, err := drivers.String(o.Attr("network"))
-	if err != nil {
+	if s.network, err = networkName(req.Lineage, a.Network); err != nil {
 		return s, fmt.Errorf("network: %w", err)
 	}
-	if netAddr == "" {
-		netAddr = s.agent + ".network"
-	}
-	if s.network, err = networkName(req.Lineage, netAddr); err != nil {
-		return s, fmt.Errorf("network: %w", err)
-	}
-	eg, err := drivers.String(o.Attr("egress_network"))
-	if err != nil {
-		return s, fmt.Errorf("egress_network: %w", err)
-	}
-	if isEgressNetworkAddr(eg) {
-		if eg, err = networkName(req.Lineage, eg); err != nil {
+	s.egressNetwork = a.EgressNetwork
+	if isEgressNetworkAddr(a.EgressNetwork) {
+		if s.egressNetwork, err = networkName(req.Lineage, a.EgressNetwork); err != nil {
 			return s, fmt.Errorf("egress_network: %w", err)
 		}
 	}
-	if eg == "" {
-		return s, errors.New("egress_network: no egress network")
-	}
-	s.egressNetwork = eg
-	if s.dns, err = drivers.Strings(o.Attr("dns")); err != nil {
-		return s, fmt.Errorf("dns: %w", err)
-	}
-	if s.placement, err = drivers.Strings(o.Attr("placement")); err != nil {
+	if s.placement, err = drivers.Strings(req.Object.Attr("placement")); err != nil {
 		return s, fmt.Errorf("placement: %w", err)
 	}
 	return s, nil
