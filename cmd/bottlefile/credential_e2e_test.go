@@ -16,7 +16,6 @@ import (
 	"io"
 	"io/fs"
 	"math/big"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +25,6 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
 	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
@@ -94,7 +92,7 @@ func TestE2ECredentials(t *testing.T) {
 	if err := os.WriteFile(caFile, caPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	apiID, apiIP := outsiderWithEnv(r, "api-host", echoImg, []string{"/credecho", "serve"}, []string{"CERT=" + string(certPEM), "KEY=" + string(keyPEM)})
+	apiID, apiIP := r.outsiderWithEnv("api-host", echoImg, []string{"/credecho", "serve"}, []string{"CERT=" + string(certPEM), "KEY=" + string(keyPEM)})
 	_, otherIP := r.outsider("other-host", r.img, []string{"sh", "-c", "mkdir -p /www && echo other-host-content > /www/index.html && exec httpd -f -p 8080 -h /www"})
 	if !r.waitLog(t, apiID, "listening", 10*time.Second) {
 		t.Fatalf("api-host did not start: %s", r.logs(t, apiID))
@@ -271,32 +269,6 @@ func TestE2ECredentials(t *testing.T) {
 		t.Errorf("plan after the rotation:\n%s", res.stdout)
 	}
 	mustRun(t, r.dir, "destroy", "-auto-approve", "-var-file=secret.vars")
-}
-
-// outsiderWithEnv is escapeRig.outsider with an environment.
-func outsiderWithEnv(r *escapeRig, alias, img string, cmd, env []string) (string, netip.Addr) {
-	t := r.t
-	ctx := context.Background()
-	created, err := r.cli.ContainerCreate(ctx,
-		&container.Config{Image: img, Cmd: cmd, Env: env, Labels: map[string]string{dockertest.TestLabel: "1", escapeLabel: r.run}},
-		&container.HostConfig{NetworkMode: container.NetworkMode(r.outside)},
-		&network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{r.outside: {Aliases: []string{alias}}}},
-		nil, fmt.Sprintf("bottlefile-escape-%s-%s", r.run, alias))
-	if err != nil {
-		t.Fatalf("creating %s: %v", alias, err)
-	}
-	if err := r.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
-		t.Fatalf("starting %s: %v", alias, err)
-	}
-	info, err := r.cli.ContainerInspect(ctx, created.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ip, err := netip.ParseAddr(info.NetworkSettings.Networks[r.outside].IPAddress)
-	if err != nil {
-		t.Fatalf("%s has no address on %s: %v", alias, r.outside, err)
-	}
-	return created.ID, ip
 }
 
 // buildStatic builds a package of this module as a static binary.

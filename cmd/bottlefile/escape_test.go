@@ -221,14 +221,18 @@ func (r *escapeRig) buildWorld() {
 
 // outsider starts a container of the outside world, with a network alias.
 func (r *escapeRig) outsider(alias, img string, cmd []string) (string, netip.Addr) {
+	return r.outsiderWithEnv(alias, img, cmd, nil)
+}
+
+// outsiderWithEnv is outsider with an environment.
+func (r *escapeRig) outsiderWithEnv(alias, img string, cmd, env []string) (string, netip.Addr) {
 	t := r.t
 	ctx := context.Background()
-	name := fmt.Sprintf("bottlefile-escape-%s-%s", r.run, alias)
 	created, err := r.cli.ContainerCreate(ctx,
-		&container.Config{Image: img, Cmd: cmd, Labels: map[string]string{dockertest.TestLabel: "1", escapeLabel: r.run}},
+		&container.Config{Image: img, Cmd: cmd, Env: env, Labels: map[string]string{dockertest.TestLabel: "1", escapeLabel: r.run}},
 		&container.HostConfig{NetworkMode: container.NetworkMode(r.outside)},
 		&network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{r.outside: {Aliases: []string{alias}}}},
-		nil, name)
+		nil, fmt.Sprintf("bottlefile-escape-%s-%s", r.run, alias))
 	if err != nil {
 		t.Fatalf("creating %s: %v", alias, err)
 	}
