@@ -311,22 +311,30 @@ func TestE2ECodingAgentsExample(t *testing.T) {
 // timeout.
 func bottlefileWithin(t *testing.T, timeout time.Duration, dir string, args ...string) result {
 	t.Helper()
+	r, _, err := runBinary(timeout, dir, nil, args...)
+	if err != nil {
+		t.Fatalf("running bottlefile %v: %v", args, err)
+	}
+	return r
+}
+
+// runBinary runs the binary in dir with extra environment, given up to
+// timeout. It does not touch a test, so goroutines may call it; err is set
+// only when the binary could not be run, timedOut when it ran over.
+func runBinary(timeout time.Duration, dir string, env []string, args ...string) (r result, timedOut bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, append([]string{"-chdir=" + dir}, args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.Env = append(os.Environ(), "NO_COLOR=1")
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
+	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
+	err = cmd.Run()
+	r = result{stdout: out.String(), stderr: errb.String()}
 	var exitErr *exec.ExitError
-	switch {
-	case errors.As(err, &exitErr):
-		r.code = exitErr.ExitCode()
-	case err != nil:
-		t.Fatalf("running bottlefile %v: %v", args, err)
+	if errors.As(err, &exitErr) {
+		r.code, err = exitErr.ExitCode(), nil
 	}
-	return r
+	return r, ctx.Err() != nil, err
 }
 
 // copyExampleTree copies examples/NAME, subdirectories included, into a

@@ -7,11 +7,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -103,20 +101,10 @@ func trustNeedles(secret string) map[string][]byte {
 // touch t, so goroutines may call it; err is set only when the binary
 // could not be run (or ran over its time).
 func trustRun(dir string, env []string, args ...string) (result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, append([]string{"-chdir=" + dir}, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var exitErr *exec.ExitError
+	r, timedOut, err := runBinary(5*time.Minute, dir, env, args...)
 	switch {
-	case ctx.Err() != nil:
-		return r, fmt.Errorf("bottlefile %s did not end within 5 minutes: %w\n%s", strings.Join(args, " "), ctx.Err(), r)
-	case errors.As(err, &exitErr):
-		r.code = exitErr.ExitCode()
+	case timedOut:
+		return r, fmt.Errorf("bottlefile %s did not end within 5 minutes: %w\n%s", strings.Join(args, " "), context.DeadlineExceeded, r)
 	case err != nil:
 		return r, fmt.Errorf("running bottlefile %s: %w", strings.Join(args, " "), err)
 	}

@@ -1,12 +1,7 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -17,19 +12,8 @@ import (
 // bottlefileEnv runs the binary in dir with extra environment.
 func bottlefileEnv(t *testing.T, dir string, env []string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, append([]string{"-chdir=" + dir}, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var exitErr *exec.ExitError
-	switch {
-	case errors.As(err, &exitErr):
-		r.code = exitErr.ExitCode()
-	case err != nil:
+	r, _, err := runBinary(3*time.Minute, dir, env, args...)
+	if err != nil {
 		t.Fatalf("running bottlefile %v: %v", args, err)
 	}
 	return r
