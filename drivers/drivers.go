@@ -219,6 +219,28 @@ func (o Object) Attr(name string) cty.Value {
 	return v
 }
 
+// Labelled is the live object a runtime object with these labels is;
+// false, with a warning, when it lacks the address label that says which
+// object it is.
+func Labelled(log hclog.Logger, labels map[string]string, kind, id, name string) (LiveObject, bool) {
+	addr := labels[LabelAddress]
+	if addr == "" {
+		log.Warn("object with this lineage has no address label; ignoring it", "kind", kind, "id", id, "name", name)
+		return LiveObject{}, false
+	}
+	return LiveObject{Addr: addr, Kind: kind, ID: id, Name: name, Hash: labels[LabelConfigHash]}, true
+}
+
+// SortLive orders a Read's objects by address, then kind.
+func SortLive(objs []LiveObject) {
+	slices.SortStableFunc(objs, func(a, b LiveObject) int {
+		if c := strings.Compare(a.Addr, b.Addr); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Kind, b.Kind)
+	})
+}
+
 // Op is one operation Apply performs.
 type Op string
 

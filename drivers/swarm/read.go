@@ -3,7 +3,6 @@ package swarm
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/docker/docker/api/types/filters"
@@ -111,22 +110,12 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 		return resp, err
 	}
 	resp.Objects = append(resp.Objects, snaps...)
-	sort.SliceStable(resp.Objects, func(i, j int) bool {
-		if resp.Objects[i].Addr != resp.Objects[j].Addr {
-			return resp.Objects[i].Addr < resp.Objects[j].Addr
-		}
-		return resp.Objects[i].Kind < resp.Objects[j].Kind
-	})
+	drivers.SortLive(resp.Objects)
 	return resp, nil
 }
 
 func (d *Driver) live(labels map[string]string, kind, id, name string) (drivers.LiveObject, bool) {
-	addr := labels[drivers.LabelAddress]
-	if addr == "" {
-		d.log.Warn("object with this lineage has no address label; ignoring it", "kind", kind, "id", id, "name", name)
-		return drivers.LiveObject{}, false
-	}
-	return drivers.LiveObject{Addr: addr, Kind: kind, ID: id, Name: name, Hash: labels[drivers.LabelConfigHash]}, true
+	return drivers.Labelled(d.log, labels, kind, id, name)
 }
 
 // serviceFacts fills a service's state from its tasks: the task the
