@@ -91,8 +91,8 @@ type ConfigureRequest struct {
 type ReadRequest struct {
 	Lineage string
 	// Sizes asks for each workload's Written as well, which costs the
-	// runtime more (docker measures every container's layer): status asks,
-	// plan does not.
+	// runtime more (docker measures every container's layer, and only on
+	// a storage driver that does so cheaply): status asks, plan does not.
 	Sizes bool
 }
 

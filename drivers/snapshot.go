@@ -39,6 +39,10 @@ const KindSnapshot = "snapshot"
 type Written struct {
 	Bytes int64     // bytes written to the workload's own layer
 	Since time.Time // when the workload was created
+	// Unmeasured, when set, says why Bytes is not known: the runtime
+	// could tell only at a cost out of proportion to a warning (docker
+	// on a storage driver that sizes a layer by reading every file).
+	Unmeasured string
 }
 
 // WrittenReader is implemented by drivers that can tell how much a

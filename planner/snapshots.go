@@ -332,12 +332,17 @@ func (d *discardReads) explain(ctx context.Context, rt *Runtime, w *Change, line
 		d.slots <- struct{}{}
 		defer func() { <-d.slots }()
 		written, err := wr.Written(ctx, lineage, live)
-		if err != nil || written.Bytes <= 0 {
+		if err != nil || (written.Bytes <= 0 && written.Unmeasured == "") {
 			return
 		}
 		since := ""
 		if !written.Since.IsZero() {
 			since = " since " + written.Since.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		if written.Unmeasured != "" {
+			// Nothing known, so the warning stands for whatever there is.
+			r.reason = fmt.Sprintf("this %s discards whatever was written inside it%s (not measured: %s); %s", covered, since, written.Unmeasured, why)
+			return
 		}
 		r.reason = fmt.Sprintf("this %s discards %s written inside it%s; %s", covered, units.FormatBytes(written.Bytes), since, why)
 	})

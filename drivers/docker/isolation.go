@@ -19,9 +19,10 @@ import (
 	"github.com/bottlefile/bottlefile/egress"
 )
 
-// engineChecks caches, per configured driver, the one read-only engine call
-// Plan makes (the isolation check) and the gateway binary's hash, so that a
-// plan of many agents asks the engine once and hashes the binary once.
+// engineChecks caches, per configured driver, the read-only engine facts
+// Plan asks (the isolation check, whether writes can be measured) and the
+// gateway binary's hash, so that a plan of many agents asks the engine
+// once and hashes the binary once.
 type engineChecks struct {
 	mu sync.Mutex
 
@@ -32,6 +33,12 @@ type engineChecks struct {
 	binaryPath string
 	binarySum  string
 	binaryErr  error
+
+	// sizesDone, sizesOK and sizesWhy: whether the engine's storage sizes
+	// a container's layer cheaply (sizes.go).
+	sizesDone bool
+	sizesOK   bool
+	sizesWhy  string
 }
 
 // checksFor returns the driver's cache; a driver never configured gets a

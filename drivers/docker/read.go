@@ -37,7 +37,11 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 	// One list call carries what status needs of every container: its
 	// state, and in Status ("Exited (3) 2 minutes ago", "Up 5 minutes")
 	// its exit code and times, to the unit that text names. No inspect.
-	containers, err := api.ContainerList(ctx, container.ListOptions{All: true, Filters: byLineage, Size: req.Sizes})
+	sizes := req.Sizes
+	if sizes {
+		sizes, _ = d.writesMeasurable(ctx, api)
+	}
+	containers, err := api.ContainerList(ctx, container.ListOptions{All: true, Filters: byLineage, Size: sizes})
 	if err != nil {
 		return resp, fmt.Errorf("listing containers of lineage %s: %w", req.Lineage, err)
 	}
@@ -58,7 +62,7 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 			o.Unfinished = kind == kindGateway && c.State == container.StateCreated
 			o.ImageID = c.ImageID
 			runFacts(&o, c, time.Now())
-			if req.Sizes {
+			if sizes {
 				n := written(ctx, api, c.ID, c.Labels, c.SizeRw)
 				o.Written = &n
 			}

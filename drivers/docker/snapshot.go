@@ -726,7 +726,8 @@ func hasTags(tags []string) bool {
 // Written reports how much a container wrote to its own layer (the
 // engine's SizeRw, less the CA files bottlefile gave it: seededBytes) and
 // when it was created, so a plan can say what a replace or destroy would
-// discard. It only reads.
+// discard. It only reads. On an engine that cannot size a layer cheaply
+// (sizes.go) it says so instead, and asks nothing more.
 func (d *Driver) Written(ctx context.Context, lineage string, obj drivers.LiveObject) (drivers.Written, error) {
 	if obj.Kind != kindContainer {
 		return drivers.Written{}, nil
@@ -734,6 +735,9 @@ func (d *Driver) Written(ctx context.Context, lineage string, obj drivers.LiveOb
 	api, _, err := d.snapshotEngine(ctx)
 	if err != nil {
 		return drivers.Written{}, err
+	}
+	if ok, why := d.writesMeasurable(ctx, api); !ok {
+		return drivers.Written{Since: obj.Created, Unmeasured: why}, nil
 	}
 	ref := obj.ID
 	if ref == "" {

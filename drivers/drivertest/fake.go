@@ -73,6 +73,10 @@ type Fake struct {
 	// reported as LiveObject.Instance and recorded as the computed
 	// instance and node; Restart starts a new instance elsewhere.
 	Nodes []string
+	// Unmeasured, when set, makes the fake a runtime that cannot size
+	// what a workload wrote cheaply (docker on fuse-overlayfs): Written
+	// says this reason instead of a size, and Read leaves sizes out.
+	Unmeasured string
 
 	DeclareCalled   bool
 	DeclareResponse *drivers.Declaration
@@ -243,7 +247,7 @@ func (f *Fake) Read(ctx context.Context, req drivers.ReadRequest) (drivers.ReadR
 		return drivers.ReadResponse{}, errors.New("fake: read: no lineage")
 	}
 	objs := f.Objects(req.Lineage)
-	if req.Sizes {
+	if req.Sizes && f.Unmeasured == "" {
 		f.mu.Lock()
 		files := f.lineageLocked(req.Lineage).files
 		for i := range objs {
@@ -737,10 +741,14 @@ func (f *Fake) Files(lineage, addr string) []string {
 	return slices.Clone(f.lineageLocked(lineage).files[addr])
 }
 
-// Written reports 1000 bytes per file the workload wrote.
+// Written reports 1000 bytes per file the workload wrote, or, when
+// Unmeasured is set, that it does not measure.
 func (f *Fake) Written(ctx context.Context, lineage string, obj drivers.LiveObject) (drivers.Written, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.Unmeasured != "" {
+		return drivers.Written{Since: obj.Created, Unmeasured: f.Unmeasured}, nil
+	}
 	return drivers.Written{Bytes: int64(1000 * len(f.lineageLocked(lineage).files[obj.Addr]))}, nil
 }
 

@@ -153,6 +153,28 @@ func TestDiscardWarning(t *testing.T) {
 	}
 }
 
+// TestDiscardWarningUnmeasured: on a runtime that cannot size what an
+// agent wrote cheaply, an uncovered destroy warns of whatever was written,
+// with the runtime's reason, even when nothing was; status shows no size.
+func TestDiscardWarningUnmeasured(t *testing.T) {
+	w := newWorkspace(t)
+	w.fake.Unmeasured = "the engine's fuse-overlayfs storage sizes it by reading every file"
+	w.write(fmt.Sprintf(policyAgent, 600, `[]`, 100))
+	w.must("apply", "-auto-approve")
+	out := w.must("plan", "-destroy")
+	block := planBlock(out, "agent.coder will be destroyed")
+	for _, want := range []string{"this destroy discards whatever was written inside it since ",
+		` UTC (not measured: the engine's fuse-overlayfs storage sizes it by reading every file); no snapshot_policy covers "destroy"`} {
+		if !strings.Contains(block, want) {
+			t.Errorf("want %q in\n%s", want, block)
+		}
+	}
+	status := w.must("status", "-json")
+	if !strings.Contains(status, `"written_bytes": null`) {
+		t.Errorf("status -json on a runtime that does not measure: want written_bytes null:\n%s", status)
+	}
+}
+
 // TestDiscardWarningManyAgents: plan -destroy reads what each of more
 // agents than it reads at once wrote, and each change gets its own figure.
 func TestDiscardWarningManyAgents(t *testing.T) {
