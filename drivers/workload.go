@@ -101,10 +101,6 @@ func (e *ExitError) Error() string {
 	return msg
 }
 
-// DefaultSettleWait is how long apply watches a workload it started for
-// an early exit, when -wait is not given.
-const DefaultSettleWait = 3 * time.Second
-
 // SettleRequest asks whether a workload apply just started stays up.
 type SettleRequest struct {
 	Lineage string

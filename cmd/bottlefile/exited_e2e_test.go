@@ -1,23 +1,12 @@
 package main
 
 import (
-	"os"
 	"regexp"
 	"strings"
 	"testing"
 
-	"github.com/bottlefile/bottlefile/cmd/bottlefile/command"
 	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
 )
-
-func init() {
-	// Every apply of these tests watches what it started for a short
-	// while, unless a test says otherwise with -wait: enough to catch a
-	// command that is not there, without seconds added to each apply.
-	if os.Getenv(command.WaitEnv) == "" {
-		os.Setenv(command.WaitEnv, "500ms")
-	}
-}
 
 // TestE2EApplyWorkloadExited is issue 13's "apply knows a workload died"
 // on the real engine: an agent whose command does not exist makes apply

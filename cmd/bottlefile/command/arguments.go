@@ -46,7 +46,7 @@ type applyArgs struct {
 const WaitEnv = "BOTTLEFILE_APPLY_WAIT"
 
 // defaultWait is apply's -wait when neither the flag nor WaitEnv says.
-const defaultWait = 3 * time.Second
+const defaultWait = operations.DefaultWait
 
 // waitOption is -wait as operations.ApplyOptions takes it: zero there
 // means its default, negative means off.
