@@ -2,11 +2,9 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
-	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -318,23 +316,13 @@ func (d *Driver) deleteEgressNetwork(ctx context.Context, api dockerAPI, req dri
 		}
 		id = name
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		err := api.NetworkRemove(ctx, id)
-		switch {
-		case err == nil:
-			d.log.Info("deleted egress network", "addr", addr, "id", shortID(id))
-			return drivers.ApplyResponse{}, nil
-		case cerrdefs.IsNotFound(err):
-			return drivers.ApplyResponse{}, nil
-		case strings.Contains(err.Error(), "active endpoints") && time.Now().Before(deadline):
-			select {
-			case <-ctx.Done():
-				return drivers.ApplyResponse{}, fmt.Errorf("deleting network %s of %s: %w", shortID(id), addr, errors.Join(err, ctx.Err()))
-			case <-time.After(250 * time.Millisecond):
-			}
-		default:
-			return drivers.ApplyResponse{}, fmt.Errorf("deleting network %s of %s: %w", shortID(id), addr, err)
-		}
+	switch err := removeNetwork(ctx, api, id, 15*time.Second); {
+	case err == nil:
+		d.log.Info("deleted egress network", "addr", addr, "id", shortID(id))
+		return drivers.ApplyResponse{}, nil
+	case cerrdefs.IsNotFound(err):
+		return drivers.ApplyResponse{}, nil
+	default:
+		return drivers.ApplyResponse{}, fmt.Errorf("deleting network %s of %s: %w", shortID(id), addr, err)
 	}
 }

@@ -2,11 +2,15 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/bottlefile/bottlefile/drivers"
@@ -117,7 +121,7 @@ func (d *Driver) deleteNetwork(ctx context.Context, api dockerAPI, req drivers.A
 		}
 		id = name
 	}
-	if err := api.NetworkRemove(ctx, id); err != nil {
+	if err := removeNetwork(ctx, api, id, endpointWait); err != nil {
 		if cerrdefs.IsNotFound(err) {
 			d.log.Debug("network already gone", "addr", addr, "id", shortID(id))
 			return drivers.ApplyResponse{}, nil
@@ -126,6 +130,38 @@ func (d *Driver) deleteNetwork(ctx context.Context, api dockerAPI, req drivers.A
 	}
 	d.log.Info("deleted network", "addr", addr, "id", shortID(id))
 	return drivers.ApplyResponse{}, nil
+}
+
+// endpointWait is how long deleting a bottle's network waits for the
+// engine to let go of the endpoints of containers removed just before.
+const endpointWait = 5 * time.Second
+
+// removeNetwork removes a network, trying again for up to wait while the
+// engine still counts endpoints on it: a container removed a moment ago
+// can hold its endpoint a little longer, most under load. An endpoint that
+// outlives every container is dockerd's (20.10 keeps one after some
+// forced removals under load, seen after removing 100 gateways at once):
+// the error then says so and how to clear it, since no retry will.
+func removeNetwork(ctx context.Context, api dockerAPI, id string, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		err := api.NetworkRemove(ctx, id)
+		if err == nil || !strings.Contains(err.Error(), "active endpoints") {
+			return err
+		}
+		if !time.Now().Before(deadline) {
+			attached, lerr := api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("network", id))})
+			if lerr == nil && len(attached) == 0 {
+				return fmt.Errorf("the engine still counts an endpoint on it though no container is attached (a stale endpoint of dockerd's; restarting dockerd clears it, then run this again): %w", err)
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // adoptable reports whether an existing network of our lineage is what
