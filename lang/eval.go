@@ -174,6 +174,19 @@ func (s *Scope) EvalRuntime(r *Runtime, spec hcldec.Spec) (cty.Value, hcl.Diagno
 	}
 	v, moreDiags := hcldec.Decode(body, spec, ctx)
 	diags = append(diags, moreDiags...)
+	if len(s.unset) > 0 && !moreDiags.HasErrors() && !v.IsWhollyKnown() {
+		names := make([]string, len(s.unset))
+		for i, n := range s.unset {
+			names[i] = "var." + n
+		}
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "No value for a variable the runtime needs",
+			Detail: fmt.Sprintf("Runtime %q is configured from a variable that was given no value (%s); this command needs it to reach the runtime: -var, a -var-file, or the environment variable %sNAME.",
+				r.Name, strings.Join(names, ", "), EnvVarPrefix),
+			Subject: r.DeclRange.Ptr(),
+		})
+	}
 	return v, s.redact.redact(diags)
 }
 

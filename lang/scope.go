@@ -16,9 +16,12 @@ import (
 type Scope struct {
 	cfg        *Config
 	validating bool // every input variable is unknown: LoadDir's validation pass
-	vars       map[string]cty.Value
-	varObj     cty.Value
-	funcs      map[string]function.Function
+	// unset names the required variables a partial scope left unknown
+	// (NewPartialScope).
+	unset  []string
+	vars   map[string]cty.Value
+	varObj cty.Value
+	funcs  map[string]function.Function
 
 	mu        sync.Mutex // guards agents, snapshots, locals and redact
 	agents    map[string]cty.Value
@@ -68,6 +71,19 @@ func (a *Agent) ObjectType() cty.Type {
 // evaluates the locals. Missing required variables, values for undeclared
 // ones, and values that fail validation are errors.
 func (c *Config) NewScope(vars map[string]cty.Value) (*Scope, hcl.Diagnostics) {
+	return c.newScopeWith(vars, false)
+}
+
+// NewPartialScope is NewScope for a command that only looks at what runs
+// (status, logs, exec): a required variable with no value is unknown
+// rather than an error, so that a sensitive key need not be at hand to read
+// a log. A runtime block that needs one says so when evaluated
+// (EvalRuntime); so does anything else that must be known.
+func (c *Config) NewPartialScope(vars map[string]cty.Value) (*Scope, hcl.Diagnostics) {
+	return c.newScopeWith(vars, true)
+}
+
+func (c *Config) newScopeWith(vars map[string]cty.Value, partial bool) (*Scope, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	s := c.newScope()
 	for _, name := range sortedKeys(vars) {
@@ -94,6 +110,9 @@ func (c *Config) NewScope(vars map[string]cty.Value) (*Scope, hcl.Diagnostics) {
 			val = cv
 		case !v.Required():
 			val = v.Default
+		case partial:
+			val = cty.UnknownVal(v.Type)
+			s.unset = append(s.unset, name)
 		default:
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,

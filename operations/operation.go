@@ -25,7 +25,12 @@ type Request struct {
 	Dir, LoadDir string
 	// ReadOnly opens the state with a shared lock (plan); otherwise it is
 	// locked for writing (apply), waiting up to LockTimeout.
-	ReadOnly    bool
+	ReadOnly bool
+	// Observe is for commands that only look at what runs (status, logs,
+	// exec, egress denials): a required variable with no value is unknown
+	// instead of an error (lang.NewPartialScope), so a sensitive key is
+	// not needed to read a log. Implies ReadOnly.
+	Observe     bool
 	LockTimeout time.Duration
 	Registry    Registry
 	Log         hclog.Logger
@@ -93,14 +98,18 @@ func Open(ctx context.Context, req Request) (*Operation, hcl.Diagnostics) {
 		return op, diags
 	}
 	op.Vars = vals
-	scope, moreDiags := cfg.NewScope(vals)
+	newScope := cfg.NewScope
+	if req.Observe {
+		newScope = cfg.NewPartialScope
+	}
+	scope, moreDiags := newScope(vals)
 	diags = append(diags, moreDiags...)
 	if diags.HasErrors() {
 		return op, diags
 	}
 	op.Scope = scope
 
-	store, err := state.Open(req.Dir, state.Options{ReadOnly: req.ReadOnly, LockTimeout: req.LockTimeout})
+	store, err := state.Open(req.Dir, state.Options{ReadOnly: req.ReadOnly || req.Observe, LockTimeout: req.LockTimeout})
 	if err != nil {
 		return op, append(diags, errorDiag("Cannot open state", err.Error()))
 	}

@@ -89,7 +89,7 @@ func (c *EgressDenialsCommand) Run(args []string) int {
 	if len(pos) == 1 {
 		agent = pos[0]
 	}
-	op, diags := m.open(m.Ctx, true, *lockTimeout, *in)
+	op, diags := m.observe(m.Ctx, *lockTimeout, *in)
 	defer op.Close()
 	if m.showDiags(op.Files(), diags) {
 		return 1

@@ -70,7 +70,7 @@ func (c *ExecCommand) Run(args []string) int {
 		return m.fail("Not an agent or a sidecar", fmt.Errorf("%q is not the address of an agent or a sidecar (agent.NAME, agent.NAME.sidecar.NAME): commands run in those", addr))
 	}
 
-	op, diags := m.open(m.Ctx, true, 0, *in)
+	op, diags := m.observe(m.Ctx, 0, *in)
 	defer op.Close()
 	if m.showDiags(op.Files(), diags) {
 		return 1

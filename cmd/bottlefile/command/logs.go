@@ -126,7 +126,7 @@ func (c *LogsCommand) Run(args []string) int {
 		return 0
 	}
 
-	op, diags := m.open(m.Ctx, true, 0, *in)
+	op, diags := m.observe(m.Ctx, 0, *in)
 	defer op.Close()
 	if m.showDiags(op.Files(), diags) {
 		return 1

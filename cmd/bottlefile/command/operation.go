@@ -12,12 +12,21 @@ import (
 // open loads the Bottlefile in the working directory, opens the state
 // (read-only, or locked for writing) and configures the runtimes.
 func (m *Meta) open(ctx context.Context, readOnly bool, lockTimeout time.Duration, in operations.Inputs) (*operations.Operation, hcl.Diagnostics) {
+	return m.openWith(ctx, operations.Request{ReadOnly: readOnly, LockTimeout: lockTimeout, Inputs: in})
+}
+
+// observe is open for a command that only looks at what runs (status,
+// logs, exec, egress denials): variables without a value are no error,
+// unless a runtime needs them.
+func (m *Meta) observe(ctx context.Context, lockTimeout time.Duration, in operations.Inputs) (*operations.Operation, hcl.Diagnostics) {
+	return m.openWith(ctx, operations.Request{Observe: true, LockTimeout: lockTimeout, Inputs: in})
+}
+
+func (m *Meta) openWith(ctx context.Context, req operations.Request) (*operations.Operation, hcl.Diagnostics) {
 	dir, err := m.dir()
 	if err != nil {
 		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot find the working directory", Detail: err.Error()}}
 	}
-	return operations.Open(ctx, operations.Request{
-		Dir: dir, LoadDir: m.loadDir(), ReadOnly: readOnly, LockTimeout: lockTimeout,
-		Registry: m.Registry, Log: m.Log, Inputs: in,
-	})
+	req.Dir, req.LoadDir, req.Registry, req.Log = dir, m.loadDir(), m.Registry, m.Log
+	return operations.Open(ctx, req)
 }

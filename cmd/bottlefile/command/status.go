@@ -56,7 +56,7 @@ func (c *StatusCommand) Run(args []string) int {
 		return 1
 	}
 	m.Color = m.Color && !*noColor
-	op, diags := m.open(m.Ctx, true, *lockTimeout, *in)
+	op, diags := m.observe(m.Ctx, *lockTimeout, *in)
 	defer op.Close()
 	if m.showDiags(op.Files(), diags) {
 		return 1
