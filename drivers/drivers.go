@@ -46,6 +46,16 @@ type Closer interface {
 	Close() error
 }
 
+// BottleForgetter is implemented by drivers that keep files of a bottle
+// outside the runtime (docker: the bottle's CA for credential injection,
+// key included, under the state directory). After an apply or destroy,
+// each runtime's driver is asked to forget every bottle of which the
+// state no longer records anything but snapshots, so those files go with
+// the bottle. Forgetting a bottle the driver keeps nothing of is no error.
+type BottleForgetter interface {
+	ForgetBottle(lineage, agent string) error
+}
+
 // Factory makes an unconfigured driver. It contacts nothing: validate
 // calls it to read the driver's Declaration.
 type Factory func(log hclog.Logger) (Driver, error)

@@ -10,7 +10,7 @@ import (
 // calls, as the crash tests' hook does. It keeps everything the inner
 // driver has: its name and Declaration, and each optional interface
 // (Closer, WrittenReader, SnapshotExporter, SnapshotImporter, LogReader,
-// ExitDescriber, Settler, Execer)
+// ExitDescriber, Settler, Execer, BottleForgetter)
 // the inner one implements, which As finds through it. Wrapper has every
 // optional method, so callers must ask As, never assert on a driver's type.
 type Wrapper struct {
@@ -30,6 +30,7 @@ var (
 	_ ExitDescriber    = (*Wrapper)(nil)
 	_ Settler          = (*Wrapper)(nil)
 	_ Execer           = (*Wrapper)(nil)
+	_ BottleForgetter  = (*Wrapper)(nil)
 )
 
 // Unwrap is the wrapped driver.
@@ -66,6 +67,13 @@ func (w *Wrapper) Close() error {
 		return c.Close()
 	}
 	return nil
+}
+
+func (w *Wrapper) ForgetBottle(lineage, agent string) error {
+	if f, ok := As[BottleForgetter](w.Inner); ok {
+		return f.ForgetBottle(lineage, agent)
+	}
+	return w.errNotImplemented("BottleForgetter")
 }
 
 func (w *Wrapper) Written(ctx context.Context, lineage string, obj LiveObject) (Written, error) {

@@ -31,6 +31,7 @@ var optional = map[string]func(drivers.Driver) bool{
 	"ExitDescriber":    func(d drivers.Driver) bool { _, ok := drivers.As[drivers.ExitDescriber](d); return ok },
 	"Settler":          func(d drivers.Driver) bool { _, ok := drivers.As[drivers.Settler](d); return ok },
 	"Execer":           func(d drivers.Driver) bool { _, ok := drivers.As[drivers.Execer](d); return ok },
+	"BottleForgetter":  func(d drivers.Driver) bool { _, ok := drivers.As[drivers.BottleForgetter](d); return ok },
 }
 
 // TestWrapperKeepsOptionalInterfaces: a wrapped driver has exactly the
@@ -167,4 +168,5 @@ var optionalTypes = map[string]reflect.Type{
 	"ExitDescriber":    reflect.TypeFor[drivers.ExitDescriber](),
 	"Settler":          reflect.TypeFor[drivers.Settler](),
 	"Execer":           reflect.TypeFor[drivers.Execer](),
+	"BottleForgetter":  reflect.TypeFor[drivers.BottleForgetter](),
 }

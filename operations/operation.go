@@ -190,7 +190,9 @@ func (op *Operation) Apply(ctx context.Context, p *planner.Plan, o ApplyOptions)
 	if ex.Wait == 0 {
 		ex.Wait = DefaultWait
 	}
-	return ex.Apply(ctx, p)
+	res, diags := ex.Apply(ctx, p)
+	diags = append(diags, op.forgetGoneBottles(lineage, p)...)
+	return res, diags
 }
 
 // Close releases the state lock and the runtimes. It may be called on a

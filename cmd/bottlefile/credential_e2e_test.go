@@ -268,7 +268,16 @@ func TestE2ECredentials(t *testing.T) {
 	if res := mustRun(t, r.dir, "plan", "-var-file=secret.vars"); !strings.Contains(res.stdout, "No changes.") {
 		t.Errorf("plan after the rotation:\n%s", res.stdout)
 	}
+	// The bottle's CA, key included, is kept while the bottle lives and
+	// goes with it.
+	credDir := filepath.Join(r.dir, ".bottlefile", "credentials")
+	if keys, _ := filepath.Glob(filepath.Join(credDir, "*", "agent.coder", "ca.key")); len(keys) != 1 {
+		t.Errorf("the bottle's CA key before destroy: %v, want one", keys)
+	}
 	mustRun(t, r.dir, "destroy", "-auto-approve", "-var-file=secret.vars")
+	if left, _ := os.ReadDir(credDir); len(left) != 0 {
+		t.Errorf("after destroy %s still holds %v", credDir, left)
+	}
 }
 
 // buildStatic builds a package of this module as a static binary.

@@ -175,6 +175,33 @@ func (d *Driver) bottleCA(lineage, agent string) (certPEM, keyPEM []byte, err er
 	return certPEM, keyPEM, nil
 }
 
+var _ drivers.BottleForgetter = (*Driver)(nil)
+
+// ForgetBottle removes the bottle's CA (bottleCA) once the state records
+// nothing of the bottle: its key has no use left, and must not stay on
+// disk. The lineage's directory goes with its last bottle.
+func (d *Driver) ForgetBottle(lineage, agent string) error {
+	d.mu.RLock()
+	stateDir := d.stateDir
+	d.mu.RUnlock()
+	if stateDir == "" || lineage == "" || !filepath.IsLocal(lineage) || !filepath.IsLocal(agent) || strings.ContainsRune(lineage+agent, filepath.Separator) {
+		return nil
+	}
+	caMu.Lock()
+	defer caMu.Unlock()
+	lineageDir := filepath.Join(stateDir, "credentials", lineage)
+	dir := filepath.Join(lineageDir, agent)
+	if _, err := os.Stat(dir); os.IsNotExist(err) {
+		return nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("removing the bottle's CA: %w", err)
+	}
+	d.log.Info("removed the bottle's CA", "agent", agent, "dir", dir)
+	_ = os.Remove(lineageDir) // only when empty
+	return nil
+}
+
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
 	if err != nil {

@@ -94,6 +94,40 @@ func TestPlanCredentials(t *testing.T) {
 	}
 }
 
+// TestForgetBottle: forgetting a bottle removes its CA, key included, and
+// the lineage's directory with its last bottle; another bottle's CA stays
+// until it is forgotten; a bottle with no CA, or an address that would
+// leave the state directory, is no error and removes nothing.
+func TestForgetBottle(t *testing.T) {
+	d := egressDriver(t, listing(isolatingEngine()), nil)
+	d.stateDir = t.TempDir()
+	for _, agent := range []string{"agent.coder", "agent.reviewer"} {
+		if _, _, err := d.bottleCA("lin", agent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lineageDir := filepath.Join(d.stateDir, "credentials", "lin")
+	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+
+	for _, agent := range []string{"agent.never", "../lin", "agent.coder/.."} {
+		if err := d.ForgetBottle("lin", agent); err != nil || !exists(filepath.Join(lineageDir, "agent.coder", "ca.key")) {
+			t.Errorf("ForgetBottle(%q) = %v, or it removed another bottle's CA", agent, err)
+		}
+	}
+	if err := d.ForgetBottle("lin", "agent.coder"); err != nil {
+		t.Fatal(err)
+	}
+	if exists(filepath.Join(lineageDir, "agent.coder")) || !exists(filepath.Join(lineageDir, "agent.reviewer", "ca.key")) {
+		t.Errorf("after forgetting agent.coder: its CA kept %v, agent.reviewer's kept %v", exists(filepath.Join(lineageDir, "agent.coder")), exists(filepath.Join(lineageDir, "agent.reviewer", "ca.key")))
+	}
+	if err := d.ForgetBottle("lin", "agent.reviewer"); err != nil {
+		t.Fatal(err)
+	}
+	if exists(lineageDir) {
+		t.Errorf("the lineage's credentials directory stays after its last bottle")
+	}
+}
+
 // TestCredentialsFile: the gateway's file holds the value, the bottle's
 // CA and the placeholder; the CA is made once and kept in the state
 // directory (the key readable by its owner only); the agent's env gets

@@ -77,6 +77,9 @@ type Fake struct {
 	// what a workload wrote cheaply (docker on fuse-overlayfs): Written
 	// says this reason instead of a size, and Read leaves sizes out.
 	Unmeasured string
+	// Forgotten lists the bottles ForgetBottle was asked to forget, as
+	// "lineage agent.NAME", in call order.
+	Forgotten []string
 
 	DeclareCalled   bool
 	DeclareResponse *drivers.Declaration
@@ -739,6 +742,16 @@ func (f *Fake) Files(lineage, addr string) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.lineageLocked(lineage).files[addr])
+}
+
+var _ drivers.BottleForgetter = (*Fake)(nil)
+
+// ForgetBottle records the call in Forgotten.
+func (f *Fake) ForgetBottle(lineage, agent string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Forgotten = append(f.Forgotten, lineage+" "+agent)
+	return nil
 }
 
 // Written reports 1000 bytes per file the workload wrote, or, when
