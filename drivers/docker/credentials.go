@@ -146,7 +146,7 @@ func (d *Driver) bottleCA(lineage, agent string) (certPEM, keyPEM []byte, err er
 	if stateDir == "" {
 		return nil, nil, errors.New("credentials need a state directory to keep the bottle's CA in")
 	}
-	dir := filepath.Join(stateDir, "credentials", lineage, agent)
+	dir := caDir(stateDir, lineage, agent)
 	certPath, keyPath := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "ca.key")
 	caMu.Lock()
 	defer caMu.Unlock()
@@ -184,13 +184,13 @@ func (d *Driver) ForgetBottle(lineage, agent string) error {
 	d.mu.RLock()
 	stateDir := d.stateDir
 	d.mu.RUnlock()
-	if stateDir == "" || lineage == "" || !filepath.IsLocal(lineage) || !filepath.IsLocal(agent) || strings.ContainsRune(lineage+agent, filepath.Separator) {
+	// Names from the state, but never a path out of the state directory.
+	if stateDir == "" || !filepath.IsLocal(lineage) || !filepath.IsLocal(agent) || strings.ContainsRune(lineage+agent, filepath.Separator) {
 		return nil
 	}
 	caMu.Lock()
 	defer caMu.Unlock()
-	lineageDir := filepath.Join(stateDir, "credentials", lineage)
-	dir := filepath.Join(lineageDir, agent)
+	dir := caDir(stateDir, lineage, agent)
 	if _, err := os.Stat(dir); os.IsNotExist(err) {
 		return nil
 	}
@@ -198,8 +198,14 @@ func (d *Driver) ForgetBottle(lineage, agent string) error {
 		return fmt.Errorf("removing the bottle's CA: %w", err)
 	}
 	d.log.Info("removed the bottle's CA", "agent", agent, "dir", dir)
-	_ = os.Remove(lineageDir) // only when empty
+	_ = os.Remove(filepath.Dir(dir)) // the lineage's, only when empty
 	return nil
+}
+
+// caDir is where a bottle's CA is kept: credentials/LINEAGE/agent.NAME
+// in the state directory.
+func caDir(stateDir, lineage, agent string) string {
+	return filepath.Join(stateDir, "credentials", lineage, agent)
 }
 
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {

@@ -39,21 +39,21 @@ func WritesMeasurable(info system.Info) (bool, string) {
 }
 
 // writesMeasurable is WritesMeasurable for the driver's engine, asked once
-// per configured driver. An engine whose info cannot be read is measured
-// as before: the size read then fails or works on its own.
+// per configured driver (a plan's discard reads ask it for each agent at
+// once). An engine whose info cannot be read is measured as before: the
+// size read then fails or works on its own.
 func (d *Driver) writesMeasurable(ctx context.Context, api dockerAPI) (bool, string) {
 	c := d.checksFor()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.sizesDone {
-		info, err := api.Info(ctx)
-		if err != nil {
+		c.sizesDone, c.sizesOK = true, true
+		if info, err := api.Info(ctx); err != nil {
 			d.log.Debug("cannot read the engine's storage driver; measuring writes anyway", "error", err)
-			return true, ""
+		} else {
+			c.sizesOK, c.sizesWhy = WritesMeasurable(info)
+			d.log.Debug("engine storage", "driver", info.Driver, "writes_measured", c.sizesOK)
 		}
-		c.sizesDone = true
-		c.sizesOK, c.sizesWhy = WritesMeasurable(info)
-		d.log.Debug("engine storage", "driver", info.Driver, "writes_measured", c.sizesOK)
 	}
 	return c.sizesOK, c.sizesWhy
 }
