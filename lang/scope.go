@@ -114,12 +114,19 @@ func (c *Config) newScopeWith(vars map[string]cty.Value, partial bool) (*Scope, 
 			val = cty.UnknownVal(v.Type)
 			s.unset = append(s.unset, name)
 		default:
+			detail := fmt.Sprintf("The variable %q has no default, so it needs a value: -var '%s=...', a -var-file, or the environment variable %s%s.",
+				name, name, EnvVarPrefix, name)
+			if v.Sensitive {
+				// A -var value is in the process list for every user of
+				// the machine, and in shell history and CI logs.
+				detail = fmt.Sprintf("The variable %q is sensitive and has no default, so it needs a value: set the environment variable %s%s, or put it in a -var-file kept out of version control. -var '%s=...' works too, but puts the value on the command line, where other users of the machine (ps), shell history and CI logs see it.",
+					name, EnvVarPrefix, name, name)
+			}
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "No value for required variable",
-				Detail: fmt.Sprintf("The variable %q has no default, so it needs a value: -var '%s=...', a -var-file, or the environment variable %s%s.",
-					name, name, EnvVarPrefix, name),
-				Subject: v.DeclRange.Ptr(),
+				Detail:   detail,
+				Subject:  v.DeclRange.Ptr(),
 			})
 			val = cty.UnknownVal(v.Type)
 		}

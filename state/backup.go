@@ -165,16 +165,19 @@ func copyFileAtomic(src, dst string) error {
 	})
 }
 
-// writeFileAtomic writes dst through a temporary file that is synced and
-// renamed over it, so a crash or a full disk leaves the old file or the
-// new one, never half of one.
+// writeFileAtomic writes dst, private to the user (0600), through a
+// temporary file that is synced and renamed over it, so a crash or a full
+// disk leaves the old file or the new one, never half of one.
 func writeFileAtomic(dst string, write func(io.Writer) error) error {
 	tmp := dst + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
-	err = write(f)
+	err = f.Chmod(0o600) // a temporary file left with a wider mode keeps it
+	if err == nil {
+		err = write(f)
+	}
 	if err == nil {
 		err = f.Sync()
 	}

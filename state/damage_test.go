@@ -417,8 +417,11 @@ func TestLockErrorNamesTheHolder(t *testing.T) {
 	data, _ := json.Marshal(info)
 	os.WriteFile(Path(dir)+".lock.info", data, 0o644)
 	_, err = Open(dir, Options{})
-	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), fmt.Sprintf("stale: process %d is gone", gone.Process.Pid)) {
-		t.Fatalf("want the stale holder noted, got %v", err)
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), fmt.Sprintf("Not holders: lock information left by processes that are gone (killed or crashed), removed by the next command that takes the lock:\n  pid %d on host", gone.Process.Pid)) {
+		t.Fatalf("want the stale record set apart, got %v", err)
+	}
+	if strings.Contains(err.Error(), "Held by:") {
+		t.Errorf("a gone process shown as the holder:\n%v", err)
 	}
 }
 

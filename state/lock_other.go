@@ -11,4 +11,7 @@ func preLock(path string, exclusive bool, timeout time.Duration) (release func()
 }
 
 // processGone cannot tell here.
-func processGone(pid int) bool { return false }
+func processGone(pid int, startTicks uint64, bootID string) bool { return false }
+
+// processStart is unknown here.
+func processStart(pid int) (uint64, string) { return 0, "" }

@@ -5,6 +5,8 @@ package state
 import (
 	"errors"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -40,11 +42,50 @@ func preLock(path string, exclusive bool, timeout time.Duration) (release func()
 	}
 }
 
-// processGone reports whether pid names no process on this host.
-func processGone(pid int) bool {
+// processGone reports whether the process a lock record names is gone
+// from this host: no process has its pid, or (where /proc tells) the one
+// that has it started at another time or the machine booted since, so the
+// pid was given to a later process.
+func processGone(pid int, startTicks uint64, bootID string) bool {
 	if pid <= 0 {
 		return false
 	}
-	err := syscall.Kill(pid, 0)
-	return errors.Is(err, syscall.ESRCH)
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	nowStart, nowBoot := processStart(pid)
+	if bootID != "" && nowBoot != "" && bootID != nowBoot {
+		return true
+	}
+	return startTicks != 0 && nowStart != 0 && startTicks != nowStart
+}
+
+// processStart is when pid started, in clock ticks since boot, and the
+// boot's id, read from /proc: zero and "" where there is no /proc.
+func processStart(pid int) (ticks uint64, bootID string) {
+	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
+		bootID = strings.TrimSpace(string(b))
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, bootID
+	}
+	return statStartTicks(string(b)), bootID
+}
+
+// statStartTicks is field 22 (starttime) of a /proc/PID/stat line. The
+// second field, the command name in parentheses, may hold spaces and
+// parentheses itself, so fields are counted from its last ')'.
+func statStartTicks(stat string) uint64 {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(stat[i+1:])
+	// f[0] is field 3 (state), so field 22 is f[19].
+	if len(f) < 20 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(f[19], 10, 64)
+	return n
 }

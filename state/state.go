@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -120,7 +121,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		if opts.ReadOnly {
 			return s, nil
 		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("creating state directory: %w", err)
 		}
 		if err := createFresh(path); err != nil {
@@ -152,6 +153,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	s.db = db
 	if !opts.ReadOnly {
+		makePrivate(filepath.Dir(path))
 		s.lockInfo = writeLockInfo(path, true)
 	} else if _, err := os.Stat(filepath.Dir(path)); err == nil {
 		s.lockInfo = writeLockInfo(path, false)
@@ -161,6 +163,25 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// makePrivate takes group and other permissions away from the state
+// directory and everything in it (the state, its backup, lock records,
+// saved logs, the bottles' CAs, a driver's snapshots), as they were left
+// by an older bottlefile or a copy: names of bottles, the commands that
+// ran and the CA keys are the user's alone. Symbolic links are not
+// followed. It only narrows modes, and failures are ignored: a file the
+// user cannot change is no reason to refuse to work.
+func makePrivate(dir string) {
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Type()&fs.ModeSymlink != 0 {
+			return nil
+		}
+		if info, err := d.Info(); err == nil && info.Mode().Perm()&0o077 != 0 {
+			os.Chmod(p, info.Mode().Perm()&^0o077)
+		}
+		return nil
+	})
 }
 
 // openError explains why bbolt would not open the file.
