@@ -2,6 +2,8 @@ package egress
 
 import (
 	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -44,6 +46,12 @@ type Credential struct {
 	Prefix      string `json:"prefix,omitempty"`
 	Value       string `json:"value"`
 	Placeholder string `json:"placeholder,omitempty"`
+
+	// The forms the gateway masks in what the host sends back (valueForms)
+	// and looks for in requests elsewhere (placeholderForms), made once by
+	// SetCredentials.
+	valueForms       [][]byte
+	placeholderForms [][]byte
 }
 
 // CredentialsFile is the file the docker driver copies into the gateway
@@ -156,6 +164,7 @@ func (g *Gateway) SetCredentials(f CredentialsFile) error {
 		if c.Placeholder != "" && len(c.Placeholder) < 16 {
 			return fmt.Errorf("credentials: credential %q has a placeholder shorter than 16 bytes", c.Name)
 		}
+		c.valueForms, c.placeholderForms = valueForms(c), placeholderNeedles(c)
 		key := net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
 		cs.byDest[key] = append(cs.byDest[key], c)
 		cs.all = append(cs.all, c)
@@ -203,8 +212,9 @@ func (cs *credset) credentialsFor(t target) []Credential {
 	return cs.byDest[net.JoinHostPort(h, strconv.Itoa(t.port))]
 }
 
-// misuse returns the credential whose placeholder r carries (in its
-// target, URL or headers), skipping those in except; nil when none.
+// misuse returns the credential whose placeholder r carries, in any form
+// (see carries), in its target, URL or headers, skipping those in except;
+// nil when none.
 func (cs *credset) misuse(r *http.Request, except []Credential) *Credential {
 	if cs == nil {
 		return nil
@@ -214,26 +224,69 @@ func (cs *credset) misuse(r *http.Request, except []Credential) *Credential {
 		if c.Placeholder == "" || slices.ContainsFunc(except, func(e Credential) bool { return e.Name == c.Name }) {
 			continue
 		}
-		if carries(r, c.Placeholder) {
+		if carries(r, c.placeholderForms) {
 			return c
 		}
 	}
 	return nil
 }
 
-func carries(r *http.Request, s string) bool {
-	if strings.Contains(r.RequestURI, s) || strings.Contains(r.Host, s) || strings.Contains(r.URL.String(), s) {
-		return true
+// others are the credentials in force with a placeholder, except those
+// named in except: those whose placeholder a body must not carry.
+func (cs *credset) others(except []Credential) []Credential {
+	if cs == nil {
+		return nil
 	}
-	for _, vs := range r.Header {
-		for _, v := range vs {
-			if strings.Contains(v, s) {
-				return true
-			}
+	var out []Credential
+	for _, c := range cs.all {
+		if c.Placeholder != "" && !slices.ContainsFunc(except, func(e Credential) bool { return e.Name == c.Name }) {
+			out = append(out, c)
 		}
 	}
-	return false
+	return out
 }
+
+// scanBody makes r's body fail as soon as it carries the placeholder of
+// one of creds; nil when there is nothing to scan.
+func scanBody(r *http.Request, creds []Credential) *scannedBody {
+	if len(creds) == 0 || r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	b := &scannedBody{ReadCloser: r.Body, det: newStreamDetector(creds)}
+	r.Body = b
+	return b
+}
+
+// valueNeedles are the forms of every credential value in force.
+func (cs *credset) valueNeedles() [][]byte {
+	var out [][]byte
+	for _, c := range cs.all {
+		out = append(out, c.valueForms...)
+	}
+	return dedupe(out)
+}
+
+// refuseScanned refuses the request whose body b found a placeholder in,
+// if it did; false if not. Once the destination answered, the refusal is
+// only logged.
+func (g *Gateway) refuseScanned(w http.ResponseWriter, r *http.Request, dest string, b *scannedBody, answered bool) bool {
+	if b == nil || b.found == nil || b.reported {
+		return b != nil && b.reported
+	}
+	b.reported = true
+	if answered {
+		w = discardWriter{}
+	}
+	g.refuseMisuse(w, r, dest, b.found)
+	return true
+}
+
+// discardWriter takes an answer that can no longer be sent.
+type discardWriter struct{}
+
+func (discardWriter) Header() http.Header         { return http.Header{} }
+func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (discardWriter) WriteHeader(int)             {}
 
 // refuseMisuse refuses a request that carries credential c's placeholder
 // to dest.
@@ -410,12 +463,23 @@ func (g *Gateway) intercept(w http.ResponseWriter, r *http.Request, t target, v 
 			for _, c := range creds {
 				pr.Out.Header.Set(c.Header, c.Prefix+c.Value)
 			}
+			// What comes back is masked as it streams: it must come
+			// uncompressed (decoded below if it comes compressed anyway),
+			// and whole, never a range of an echo cut where the agent
+			// chose.
+			pr.Out.Header.Set("Accept-Encoding", "identity")
+			pr.Out.Header.Del("Range")
+			pr.Out.Header.Del("If-Range")
 		},
-		Transport:     tr,
-		FlushInterval: -1,
-		ErrorLog:      log.New(io.Discard, "", 0),
+		ModifyResponse: decodeForMasking,
+		Transport:      tr,
+		FlushInterval:  -1,
+		ErrorLog:       log.New(io.Discard, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
 			if req.Context().Err() != nil {
+				return
+			}
+			if b, _ := req.Context().Value(scanKey{}).(*scannedBody); g.refuseScanned(w, req, t.String(), b, false) {
 				return
 			}
 			fv := v
@@ -438,7 +502,15 @@ func (g *Gateway) intercept(w http.ResponseWriter, r *http.Request, t target, v 
 			g.refuseMisuse(w, req, t.String(), c)
 			return
 		}
-		req = req.WithContext(context.WithValue(req.Context(), credsKey{}, creds))
+		if why := credentialRequestRefused(req); why != "" {
+			g.refuse(w, req, verdict{dest: t.String(), rule: v.rule, serial: v.serial, status: http.StatusForbidden, reason: why})
+			return
+		}
+		ctx := context.WithValue(req.Context(), credsKey{}, creds)
+		if b := scanBody(req, cs.others(creds)); b != nil {
+			ctx = context.WithValue(ctx, scanKey{}, b)
+		}
+		req = req.WithContext(ctx)
 		iv := v
 		iv.outcome = OutcomeCredentialInjected
 		parts := make([]string, len(creds))
@@ -447,7 +519,11 @@ func (g *Gateway) intercept(w http.ResponseWriter, r *http.Request, t target, v 
 		}
 		iv.reason = fmt.Sprintf("credential injected: %s, into %s %s", strings.Join(parts, ", "), clip(req.Method, 20), clip(req.URL.Path, 200))
 		g.logDecision(req, iv)
-		rp.ServeHTTP(w, req)
+		rw := newRedactingWriter(w, cs.valueNeedles())
+		rp.ServeHTTP(rw, req)
+		rw.finish()
+		b, _ := req.Context().Value(scanKey{}).(*scannedBody)
+		g.refuseScanned(w, req, t.String(), b, true)
 	})
 	srv := &http.Server{
 		Handler:           handler,
@@ -472,6 +548,56 @@ func (g *Gateway) intercept(w http.ResponseWriter, r *http.Request, t target, v 
 
 // credsKey carries a request's credentials to the reverse proxy's Rewrite.
 type credsKey struct{}
+
+// scanKey carries a request's scannedBody to the reverse proxy's
+// ErrorHandler.
+type scanKey struct{}
+
+// credentialRequestRefused is why the gateway refuses req to a credential
+// host, "" when it does not: methods whose answer is the request itself,
+// and protocol switches, whose bytes the gateway cannot mask.
+func credentialRequestRefused(req *http.Request) string {
+	if m := strings.ToUpper(req.Method); m == "TRACE" || m == "TRACK" {
+		return fmt.Sprintf("%s to a credential host is refused: its answer is the request, credential and all", clip(req.Method, 20))
+	}
+	if req.Header.Get("Upgrade") != "" {
+		return fmt.Sprintf("a protocol switch (Upgrade: %s) to a credential host is refused: the gateway could not mask the credential in what the other protocol sends back", clip(req.Header.Get("Upgrade"), 40))
+	}
+	return ""
+}
+
+// decodeForMasking undoes a content encoding the credential host applied
+// although the gateway asked for none, so that the masking sees the bytes;
+// an encoding it cannot undo fails the request (502) rather than pass
+// unmasked.
+func decodeForMasking(resp *http.Response) error {
+	ce := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding")))
+	if ce == "" || ce == "identity" || resp.Body == nil || resp.Body == http.NoBody ||
+		resp.Request.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified {
+		return nil
+	}
+	var dec io.ReadCloser
+	var err error
+	switch ce {
+	case "gzip", "x-gzip":
+		dec, err = gzip.NewReader(resp.Body)
+	case "deflate":
+		dec, err = zlib.NewReader(resp.Body)
+	default:
+		return fmt.Errorf("the credential host answered with Content-Encoding %q, which the gateway cannot decode to mask the credential", clip(ce, 40))
+	}
+	if err != nil {
+		return fmt.Errorf("decoding the credential host's %s answer: %v", ce, err)
+	}
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{dec, resp.Body}
+	resp.Header.Del("Content-Encoding")
+	resp.Header.Del("Content-Length")
+	resp.ContentLength = -1
+	return nil
+}
 
 func addrsString(addrs []netip.Addr) string {
 	s := make([]string, len(addrs))

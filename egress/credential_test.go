@@ -37,6 +37,8 @@ type credentialRig struct {
 	caKey    []byte
 	seen     chan http.Header
 	protos   chan string
+	// reply, when set, answers instead of the default ("key=...").
+	reply func(w http.ResponseWriter, r *http.Request)
 }
 
 func newCredentialRig(t *testing.T) *credentialRig {
@@ -45,6 +47,10 @@ func newCredentialRig(t *testing.T) *credentialRig {
 	rig.upstream = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rig.seen <- r.Header.Clone()
 		rig.protos <- r.Proto
+		if rig.reply != nil {
+			rig.reply(w, r)
+			return
+		}
 		fmt.Fprintf(w, "key=%s proto=%s host=%s", r.Header.Get("X-Api-Key"), r.Proto, r.Host)
 	}))
 	rig.upstream.EnableHTTP2 = true

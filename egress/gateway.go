@@ -782,10 +782,12 @@ func (g *Gateway) serveForward(w http.ResponseWriter, r *http.Request) {
 	}
 	// Plain HTTP is never a credential's destination: its placeholder here
 	// is sent where no credential goes.
-	if c := g.creds.Load().misuse(r, nil); c != nil {
+	cs := g.creds.Load()
+	if c := cs.misuse(r, nil); c != nil {
 		g.refuseMisuse(w, r, t.String(), c)
 		return
 	}
+	scanned := scanBody(r, cs.others(nil))
 	conn, ap := g.admit(w, r, t)
 	if conn == nil {
 		return
@@ -830,6 +832,9 @@ func (g *Gateway) serveForward(w http.ResponseWriter, r *http.Request) {
 			if r.Context().Err() != nil {
 				return
 			}
+			if g.refuseScanned(w, r, t.String(), scanned, false) {
+				return
+			}
 			g.answer(w, http.StatusBadGateway, fmt.Sprintf("%s: %v", t, err))
 		},
 	}
@@ -840,6 +845,7 @@ func (g *Gateway) serveForward(w http.ResponseWriter, r *http.Request) {
 		r.Body = &idleBody{ReadCloser: r.Body, rc: rc, idle: g.idleTimeout()}
 	}
 	rp.ServeHTTP(&idleResponseWriter{ResponseWriter: w, rc: rc, idle: g.idleTimeout()}, r)
+	g.refuseScanned(w, r, t.String(), scanned, true)
 }
 
 // idleResponseWriter gives each write to the client the idle timeout.
