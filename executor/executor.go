@@ -272,6 +272,18 @@ func (e *Executor) settle(ctx context.Context, d drivers.Driver, c *planner.Chan
 }
 
 func (e *Executor) record(c *planner.Change, id string, computed map[string]string) error {
+	if c.Object.Workload && computed[planner.PolicyKey] != c.Policy {
+		// An agent's snapshot_policy as applied: a removal of its block
+		// keeps what it keeps.
+		computed = maps.Clone(computed)
+		if computed == nil {
+			computed = map[string]string{}
+		}
+		computed[planner.PolicyKey] = c.Policy
+		if c.Policy == "" {
+			delete(computed, planner.PolicyKey)
+		}
+	}
 	return e.State.Put(state.Record{
 		Addr: c.Addr, Kind: c.Kind, Driver: c.Driver, Runtime: c.Runtime, ID: id,
 		Hash: c.Fingerprint.Hash, Workload: c.Object.Workload, DependsOn: c.Object.DependsOn,

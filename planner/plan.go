@@ -83,6 +83,10 @@ type Change struct {
 	// atomic: an interrupted apply's create can land beside the next
 	// one's). It is deleted by its id, before anything uses the address.
 	Twin bool
+	// Policy, on an agent's workload, is its snapshot_policy as the
+	// executor records it (PolicyKey): a removal of its block keeps what
+	// it kept. "" leaves the record's as it is.
+	Policy string
 	// savedDeleteRuntime is DeleteRuntime as a saved plan recorded it,
 	// since a plan read from a file has no Prior.
 	savedDeleteRuntime string

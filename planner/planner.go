@@ -44,6 +44,10 @@ type Planner struct {
 	// cannot move a snapshot, forks whose snapshot is missing.
 	policyDiags hcl.Diagnostics
 
+	// keptByRemoval names the agents whose block is gone and whose removal
+	// in this plan keeps their policy snapshots (removed.go).
+	keptByRemoval map[string]bool
+
 	// unreachable names the runtimes already reported as unreachable in
 	// this plan: nothing more is asked of them, and no agent on them is
 	// reported again.
@@ -212,7 +216,9 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 	}
 	sortChanges(plan.Changes)
 	if opts.Destroy {
-		plan.Kept = keptSnapshots(plan.Changes)
+		plan.Kept = keptSnapshots(plan.Changes, nil)
+	} else if len(p.keptByRemoval) > 0 {
+		plan.Kept = keptSnapshots(plan.Changes, p.keptByRemoval)
 	}
 	log.Debug("plan made", "changes", len(plan.Changes), "lineage", plan.Lineage, "serial", plan.Serial)
 	return plan, diags
@@ -454,6 +460,15 @@ func (p *Planner) expand(ctx context.Context, records []state.Record, destroy bo
 	return want, agents, diags
 }
 
+// agentName is the name of the agent block the object belongs to; "" for
+// a kept snapshot of an agent whose block is gone.
+func (d *desired) agentName() string {
+	if d.agent == nil {
+		return ""
+	}
+	return d.agent.Name
+}
+
 // ignored names the attributes whose changes lifecycle.ignore_changes
 // hides, for the agent's own workload object.
 func (d *desired) ignored() []string {
@@ -482,7 +497,7 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 	}
 	fp := fingerprint(d.object.Kind, d.object.Attrs, keep)
 	c := &Change{
-		Addr: d.object.Addr, Agent: d.agent.Name, Kind: d.object.Kind, Runtime: d.runtime, Driver: d.driver,
+		Addr: d.object.Addr, Agent: d.agentName(), Kind: d.object.Kind, Runtime: d.runtime, Driver: d.driver,
 		Object: d.object, Fingerprint: fp, Prior: rec, Live: lo,
 		After:          make(map[string]json.RawMessage, len(d.object.Attrs)),
 		PreventDestroy: d.lifecycle.PreventDestroy,

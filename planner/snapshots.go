@@ -112,8 +112,21 @@ func (p *Planner) expandSnapshots(want map[string]*desired, agents map[string]*a
 			}
 		}
 	}
+	workloads := map[string]*state.Record{}
+	for i, r := range records {
+		if a, _ := addrs.Parse(r.Addr); r.Workload && a.IsAgent() {
+			workloads[r.Addr] = &records[i]
+		}
+	}
 	for _, r := range records {
 		if r.Kind != drivers.KindSnapshot {
+			continue
+		}
+		if a, _ := addrs.Parse(r.Addr); a.IsPolicySnapshot() && !p.declared(a.AgentAddr().String()) {
+			// Its agent's block is gone (removed.go).
+			if p.keptAfterRemoval(r.Addr, workloads[a.AgentAddr().String()], destroy) {
+				want[r.Addr] = keptSnapshot(r, a.AgentAddr().String())
+			}
 			continue
 		}
 		for agentAddr, ap := range agents {
@@ -156,11 +169,13 @@ func recordedString(r state.Record, name string) cty.Value {
 func (p *Planner) planPolicies(ctx context.Context, changes map[string]*Change, agents map[string]*agentPlan, lineage string) {
 	var discards discardReads
 	defer discards.wait()
+	p.keptByRemoval = nil
 	snaps := indexSnapshots(changes)
 	for _, agentAddr := range sortedKeys(agents) {
 		ap := agents[agentAddr]
 		w := changes[agentAddr]
 		policy := ap.val.SnapshotPolicy
+		recordPolicy(w, policy)
 		var taken *Change
 		if w != nil && w.Action == Migrate && !p.canMove(w.Prior.Runtime, w.Runtime) {
 			p.policyDiags = append(p.policyDiags, &hcl.Diagnostic{
@@ -202,6 +217,8 @@ func (p *Planner) planPolicies(ctx context.Context, changes map[string]*Change, 
 			}
 		}
 	}
+	p.planRemovedAgents(ctx, changes, snaps, &discards, lineage) // removed.go
+	p.explainSidecars(ctx, changes, &discards, lineage)
 	for _, c := range changes {
 		if c.Kind == drivers.KindSnapshot && c.Action == Update {
 			c.StateOnly = true // a description is kept in state only
@@ -272,18 +289,24 @@ func (p *Planner) takeSnapshot(changes map[string]*Change, snaps snapshotIndex, 
 // agent.X.snapshot.N with N one more than the highest taken, of the
 // workload w.
 func newPolicySnapshot(changes map[string]*Change, snaps snapshotIndex, ap *agentPlan, w *Change, description, trigger, reason string) *Change {
+	return newPolicySnapshotOf(changes, snaps, ap.agent.Addr(), ap.agent.Name, w, description, trigger, reason)
+}
+
+// newPolicySnapshotOf is newPolicySnapshot of the agent at agentAddr
+// (named name in the configuration; "" when its block is gone).
+func newPolicySnapshotOf(changes map[string]*Change, snaps snapshotIndex, agentAddr, name string, w *Change, description, trigger, reason string) *Change {
 	var taken []string
-	for _, c := range snaps[ap.agent.Addr()] {
+	for _, c := range snaps[agentAddr] {
 		taken = append(taken, c.Addr)
 	}
-	addr := NextPolicySnapshot(ap.agent.Addr(), taken)
+	addr := NextPolicySnapshot(agentAddr, taken)
 	obj := drivers.Object{
 		Addr: addr, Kind: drivers.KindSnapshot,
-		Attrs:   policySnapshotAttrs(ap.agent.Addr(), cty.StringVal(description), trigger),
+		Attrs:   policySnapshotAttrs(agentAddr, cty.StringVal(description), trigger),
 		InPlace: []string{"description"},
 	}
 	c := &Change{
-		Addr: addr, Agent: ap.agent.Name, Kind: drivers.KindSnapshot, Runtime: w.Runtime, Driver: w.Driver,
+		Addr: addr, Agent: name, Kind: drivers.KindSnapshot, Runtime: w.Runtime, Driver: w.Driver,
 		Action: Create, Object: obj, Fingerprint: fingerprint(obj.Kind, obj.Attrs, nil),
 		After:   map[string]json.RawMessage{},
 		Reasons: []string{reason},
@@ -292,7 +315,7 @@ func newPolicySnapshot(changes map[string]*Change, snaps snapshotIndex, ap *agen
 		c.After[name] = RedactedJSON(v)
 	}
 	changes[addr] = c
-	snaps[ap.agent.Addr()] = append(snaps[ap.agent.Addr()], c)
+	snaps[agentAddr] = append(snaps[agentAddr], c)
 	return c
 }
 
@@ -568,14 +591,16 @@ func forgetLostSnapshots(changes map[string]*Change) {
 	}
 }
 
-// keptSnapshots lists the policy snapshots a destroy leaves in place.
-func keptSnapshots(changes []*Change) []KeptSnapshot {
+// keptSnapshots lists the policy snapshots a destroy leaves in place: of
+// every agent, or of those in of (agents whose block a plan removes).
+func keptSnapshots(changes []*Change, of map[string]bool) []KeptSnapshot {
 	var out []KeptSnapshot
 	for _, c := range changes {
 		if c.Kind != drivers.KindSnapshot || (c.Action != NoOp && c.Action != Create && c.Action != Update) {
 			continue
 		}
-		if _, ok := policySnapshotIndex(snapshotAgent(c), c.Addr); !ok {
+		agent := snapshotAgent(c)
+		if _, ok := policySnapshotIndex(agent, c.Addr); !ok || (of != nil && !of[agent]) {
 			continue
 		}
 		k := KeptSnapshot{Addr: c.Addr, Size: -1}

@@ -18,15 +18,25 @@ type Summary struct {
 	Forget   int `json:"forget"`
 	Snapshot int `json:"snapshot"`
 	Migrate  int `json:"migrate"`
+	// SnapshotDelete counts the snapshots the plan deletes (prunes, a
+	// removed agent's, a snapshot block taken again); they count in
+	// Destroy too.
+	SnapshotDelete int `json:"snapshot_delete,omitempty"`
+	// snapshotsAtStake shows the snapshots deleted in the Plan: line even
+	// when none are: the plan destroys a workload and keeps its snapshots.
+	snapshotsAtStake bool
 }
 
 // Summary counts pending changes; a replacement counts as one add and one destroy.
 func (p *Plan) Summary() Summary {
-	var s Summary
+	s := Summary{snapshotsAtStake: len(p.Kept) > 0}
 	for _, c := range p.Changes {
 		if c.Kind == drivers.KindSnapshot && c.Action == Create {
 			s.Snapshot++
 			continue
+		}
+		if c.Kind == drivers.KindSnapshot && (c.Action == Delete || c.Action == Replace) {
+			s.SnapshotDelete++
 		}
 		switch c.Action {
 		case Create:
@@ -69,6 +79,9 @@ func StepSummary(steps []*Step) Summary {
 			s.Change++
 		case StepDelete:
 			s.Destroy++
+			if st.Change.Kind == drivers.KindSnapshot {
+				s.SnapshotDelete++
+			}
 		case StepStart:
 			s.Start++
 		}
@@ -87,7 +100,16 @@ func (s Summary) String() string {
 			line += fmt.Sprintf(", %d to %s", extra.n, extra.verb)
 		}
 	}
+	if s.SnapshotDelete > 0 || s.snapshotsAtStake {
+		line += ", " + s.SnapshotsDeleted()
+	}
 	return line + "."
+}
+
+// SnapshotsDeleted is "2 snapshots deleted": what a plan that deletes
+// snapshots says in its Plan: line and asks approval for.
+func (s Summary) SnapshotsDeleted() string {
+	return fmt.Sprintf("%d %s deleted", s.SnapshotDelete, plural(s.SnapshotDelete, "snapshot", "snapshots"))
 }
 
 // Done is what an apply did, for its closing line: "1 added, 0 changed,
@@ -99,6 +121,9 @@ func (s Summary) Done() string {
 	}
 	if s.Snapshot > 0 {
 		line += fmt.Sprintf(", %d %s taken", s.Snapshot, plural(s.Snapshot, "snapshot", "snapshots"))
+	}
+	if s.SnapshotDelete > 0 {
+		line += ", " + s.SnapshotsDeleted()
 	}
 	return line
 }

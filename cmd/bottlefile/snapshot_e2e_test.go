@@ -251,7 +251,8 @@ func TestE2ESnapshotPrune(t *testing.T) {
 		"# agent.coder.snapshot.1 will be destroyed",
 		"# agent.coder.snapshot.2 will be destroyed",
 		"snapshot_policy.keep_last = 2",
-		"Plan: 0 to add, 0 to change, 2 to destroy.")
+		"its snapshot_policy changed, and is recorded",
+		"Plan: 0 to add, 1 to change, 2 to destroy, 2 snapshots deleted.")
 	if strings.Contains(r.stdout, "agent.coder.snapshot.3 will") || strings.Contains(r.stdout, "agent.coder.snapshot.4 will") {
 		t.Errorf("plan prunes a snapshot it should keep:\n%s", r.stdout)
 	}

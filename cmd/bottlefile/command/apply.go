@@ -130,7 +130,7 @@ func (c *ApplyCommand) Run(args []string) int {
 	if !p.Applyable() {
 		return 0
 	}
-	if !a.AutoApprove && !c.approve(a.Destroy) {
+	if !a.AutoApprove && !c.approve(a.Destroy, p) {
 		fmt.Fprintln(m.Stdout, "\nApply cancelled.")
 		return 1
 	}
@@ -187,13 +187,20 @@ func applyPlan(m *Meta, op *operations.Operation, p *planner.Plan, v *applyView,
 	return 0
 }
 
-func (c *ApplyCommand) approve(destroy bool) bool {
+// approve asks for approval of plan p; one that deletes snapshots says so
+// again in the question, since their loss is the one apply cannot undo.
+// (-auto-approve does not ask: the plan it printed says it.)
+func (c *ApplyCommand) approve(destroy bool, p *planner.Plan) bool {
 	m := c.Meta
 	what := "perform these actions"
 	if destroy {
 		what = "destroy all of these objects"
 	}
-	fmt.Fprintf(m.Stdout, "\nDo you want to %s?\n  Only 'yes' will be accepted to approve.\n\n  Enter a value: ", what)
+	restate := ""
+	if sum := p.Summary(); sum.SnapshotDelete > 0 {
+		restate = fmt.Sprintf("  %s\n  The %s cannot be restored.\n", sum.String(), sum.SnapshotsDeleted())
+	}
+	fmt.Fprintf(m.Stdout, "\nDo you want to %s?\n%s  Only 'yes' will be accepted to approve.\n\n  Enter a value: ", what, restate)
 	line, _ := bufio.NewReader(m.Stdin).ReadString('\n')
 	return strings.TrimSpace(line) == "yes"
 }

@@ -139,6 +139,8 @@ func TestPlanGolden(t *testing.T) {
 				w.must("apply", "-auto-approve", "-replace=agent.coder")
 			}
 		}},
+		{name: "remove-agent-keeps-snapshots", setup: fixedClock, drift: removeAgentDrift},
+		{name: "remove-agent-discards", setup: fixedClock, drift: removeAgentDrift},
 		{name: "fork"},
 		{name: "migration", setup: func(w *workspace) {
 			w.extra = map[string]*drivertest.Fake{"smolvm": {DriverName: "smolvm"}}
@@ -194,6 +196,21 @@ func TestPlanGolden(t *testing.T) {
 			}
 		})
 	}
+}
+
+// removeAgentDrift, with before.hcl applied again, takes two snapshots of
+// agent.tester (before replacements, each after a file is written) and
+// writes one more file, then puts back after.hcl, which removes the
+// tester's block.
+func removeAgentDrift(w *workspace, f *drivertest.Fake, l string) {
+	dir := filepath.Join("testdata", "plans", strings.TrimPrefix(w.t.Name(), "TestPlanGolden/"))
+	w.writeFixture(filepath.Join(dir, "before.hcl"))
+	for i := range 2 {
+		f.WriteFile(l, "agent.tester", fmt.Sprintf("/workspace/%d.txt", i))
+		w.must("apply", "-auto-approve", "-replace=agent.tester")
+	}
+	f.WriteFile(l, "agent.tester", "/workspace/last.txt")
+	w.writeFixture(filepath.Join(dir, "after.hcl"))
 }
 
 // fixedClock makes the fake stamp the snapshots it takes a minute apart

@@ -61,7 +61,7 @@ func (c *SnapshotRmCommand) Run(args []string) int {
 	if !p.Applyable() {
 		return 0
 	}
-	if !*autoApprove && !(&ApplyCommand{Meta: m}).approve(true) {
+	if !*autoApprove && !(&ApplyCommand{Meta: m}).approve(true, p) {
 		fmt.Fprintln(m.Stdout, "\nRemoval cancelled.")
 		return 1
 	}

@@ -70,7 +70,7 @@ func TestSnapshotRm(t *testing.T) {
 	if strings.Contains(out, "-target") {
 		t.Errorf("rm warns of a -target it did not take:\n%s", out)
 	}
-	for _, want := range []string{"- agent.coder.snapshot.1", "- snapshot.base", "Plan: 0 to add, 0 to change, 2 to destroy.", "Destroy complete! Objects: 0 added, 0 changed, 2 destroyed."} {
+	for _, want := range []string{"- agent.coder.snapshot.1", "- snapshot.base", "Plan: 0 to add, 0 to change, 2 to destroy, 2 snapshots deleted.", "The 2 snapshots deleted cannot be restored.", "Destroy complete! Objects: 0 added, 0 changed, 2 destroyed, 2 snapshots deleted."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("rm output lacks %q:\n%s", want, out)
 		}

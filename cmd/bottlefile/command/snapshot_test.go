@@ -123,7 +123,9 @@ func TestSnapshotPrune(t *testing.T) {
 		"# agent.coder.snapshot.1 will be destroyed",
 		"# agent.coder.snapshot.2 will be destroyed",
 		"snapshot_policy.keep_last = 2",
-		"Plan: 0 to add, 0 to change, 2 to destroy.",
+		// The changed policy is recorded on the agent's workload record.
+		"its snapshot_policy changed, and is recorded",
+		"Plan: 0 to add, 1 to change, 2 to destroy, 2 snapshots deleted.",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plan lacks %q:\n%s", want, out)

@@ -28,7 +28,7 @@ func renderPlan(w io.Writer, p *planner.Plan, color bool) {
 	}
 	if !p.Applyable() {
 		fmt.Fprintln(w, "No changes. Your bottles match the configuration.")
-		renderKept(w, p.Kept)
+		renderKept(w, p.Kept, p.Options.Destroy)
 		return
 	}
 	fmt.Fprintln(w, "bottlefile will perform the following actions:")
@@ -45,13 +45,13 @@ func renderPlan(w io.Writer, p *planner.Plan, color bool) {
 		}
 		renderChange(w, c, paint)
 	}
-	renderKept(w, p.Kept)
+	renderKept(w, p.Kept, p.Options.Destroy)
 	fmt.Fprintf(w, "\n%s\n", paint.bold(p.Summary().String()))
 }
 
-// renderKept lists the snapshots a destroy keeps, one line each, with how
-// to remove them.
-func renderKept(w io.Writer, kept []planner.KeptSnapshot) {
+// renderKept lists the snapshots a destroy (or the removal of an agent's
+// block) keeps, one line each, with how to remove them.
+func renderKept(w io.Writer, kept []planner.KeptSnapshot, destroy bool) {
 	if len(kept) == 0 {
 		return
 	}
@@ -59,7 +59,11 @@ func renderKept(w io.Writer, kept []planner.KeptSnapshot) {
 	for _, k := range kept {
 		fmt.Fprintf(w, "  # kept: %s\n", keptLine(k))
 	}
-	fmt.Fprintln(w, "  # (snapshot_policy.before includes \"destroy\": the next apply resumes from them; destroy -include-snapshots removes them)")
+	if destroy {
+		fmt.Fprintln(w, "  # (snapshot_policy.before includes \"destroy\": the next apply resumes from them; destroy -include-snapshots removes them)")
+		return
+	}
+	fmt.Fprintln(w, "  # (the agent's block is removed, and the snapshot_policy it was applied with includes \"destroy\": an agent block of that name resumes from them; snapshot rm or destroy -include-snapshots removes them)")
 }
 
 // keptLine describes a kept snapshot: "agent.coder.snapshot.3, 120.0 MiB,

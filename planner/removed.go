@@ -1,0 +1,188 @@
+package planner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/bottlefile/bottlefile/addrs"
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/lang"
+	"github.com/bottlefile/bottlefile/state"
+)
+
+// An agent whose block is removed from the configuration is destroyed,
+// and its policy snapshots go as a destroy would have them go: with
+// "destroy" in the snapshot_policy it was applied with, a snapshot is
+// taken first and they are all kept (the block is gone, so the policy is
+// the one recorded on its workload, PolicyKey); without, the plan says
+// what the workload discards and counts the snapshots it deletes. Kept
+// snapshots of an agent with no block stay until destroy
+// -include-snapshots or snapshot rm removes them; a block of that name
+// added again resumes from them.
+
+// PolicyKey is the computed value, on an agent's workload record, holding
+// the snapshot_policy it was applied with (JSON); absent for none.
+const PolicyKey = "snapshot_policy"
+
+// recordedPolicy is a snapshot_policy as PolicyKey records it.
+type recordedPolicy struct {
+	Before       []string      `json:"before,omitempty"`
+	KeepLast     int           `json:"keep_last,omitempty"`
+	MaxAge       time.Duration `json:"max_age,omitempty"`
+	MaxTotalSize int64         `json:"max_total_size,omitempty"`
+}
+
+// encodePolicy is the PolicyKey value of a policy; "" for none.
+func encodePolicy(p *lang.SnapshotPolicyValue) string {
+	if p == nil {
+		return ""
+	}
+	data, _ := json.Marshal(recordedPolicy{Before: p.Before, KeepLast: p.KeepLast, MaxAge: p.MaxAge, MaxTotalSize: p.MaxTotalSize}) // plain values: cannot fail
+	return string(data)
+}
+
+// decodePolicy reads a workload record's PolicyKey: the policy it was
+// applied with; nil for none. A record of an older bottlefile, which did
+// not record policies, reads as none: the removal of its block then says
+// what it discards and deletes.
+func decodePolicy(rec *state.Record) *lang.SnapshotPolicyValue {
+	if rec == nil || rec.Computed[PolicyKey] == "" {
+		return nil
+	}
+	var r recordedPolicy
+	if err := json.Unmarshal([]byte(rec.Computed[PolicyKey]), &r); err != nil {
+		return nil
+	}
+	return &lang.SnapshotPolicyValue{Before: r.Before, KeepLast: r.KeepLast, MaxAge: r.MaxAge, MaxTotalSize: r.MaxTotalSize}
+}
+
+// recordPolicy has the agent's workload change w record its policy, and a
+// workload that otherwise stays as it is record a policy that changed (or
+// that an older bottlefile did not record): only its record changes.
+func recordPolicy(w *Change, policy *lang.SnapshotPolicyValue) {
+	if w == nil || !w.Object.Workload || w.Action == Delete || w.Action == Forget {
+		return
+	}
+	w.Policy = encodePolicy(policy)
+	if w.Action != NoOp || w.Prior == nil || w.Prior.Computed[PolicyKey] == w.Policy {
+		return
+	}
+	w.Action, w.StateOnly = Update, true
+	w.Reasons = append(w.Reasons, "its snapshot_policy changed, and is recorded: removing its block keeps what the recorded policy keeps; only the record changes")
+}
+
+// declared reports whether the configuration has the agent at agentAddr.
+func (p *Planner) declared(agentAddr string) bool {
+	a, _ := addrs.Parse(agentAddr)
+	_, ok := p.Config.Agents[a.Name()]
+	return ok
+}
+
+// keptAfterRemoval reports whether the policy snapshot at addr of an agent
+// whose block is gone stays: its workload (workload, nil when gone
+// already) was applied with "destroy" in its policy, or is gone and left
+// it (kept by an earlier removal or destroy). A destroy with
+// -include-snapshots, or one that targets it, deletes it.
+func (p *Planner) keptAfterRemoval(addr string, workload *state.Record, destroy bool) bool {
+	if destroy && (p.Options.IncludeSnapshots || slices.Contains(p.Options.Targets, addr)) {
+		return false
+	}
+	if workload == nil {
+		return true
+	}
+	policy := decodePolicy(workload)
+	return policy != nil && slices.Contains(policy.Before, "destroy") && !p.Options.IncludeSnapshots
+}
+
+// keptSnapshot is a kept policy snapshot of an agent whose block is gone,
+// wanted as it is recorded.
+func keptSnapshot(r state.Record, agentAddr string) *desired {
+	trigger := ""
+	if t := recordedString(r, "trigger"); !t.IsNull() {
+		trigger = t.AsString()
+	}
+	return &desired{
+		runtime: r.Runtime, driver: r.Driver,
+		object: drivers.Object{
+			Addr: r.Addr, Kind: drivers.KindSnapshot,
+			Attrs:   policySnapshotAttrs(agentAddr, recordedString(r, "description"), trigger),
+			InPlace: []string{"description"},
+		},
+	}
+}
+
+// planRemovedAgents plans, for each agent whose block is gone and whose
+// workload this plan deletes, what its recorded policy says of its
+// snapshots: one taken first and all kept, or what is discarded.
+func (p *Planner) planRemovedAgents(ctx context.Context, changes map[string]*Change, snaps snapshotIndex, discards *discardReads, lineage string) {
+	for _, agentAddr := range sortedKeys(changes) {
+		w := changes[agentAddr]
+		a, _ := addrs.Parse(agentAddr)
+		if !a.IsAgent() || w.Prior == nil || !w.Prior.Workload || w.Stray || w.Twin || p.declared(agentAddr) {
+			continue
+		}
+		if w.Action != Delete && w.Action != Forget {
+			continue
+		}
+		policy := decodePolicy(w.Prior)
+		keeps := policy != nil && slices.Contains(policy.Before, "destroy") && !p.Options.IncludeSnapshots
+		if keeps {
+			if p.keptByRemoval == nil {
+				p.keptByRemoval = map[string]bool{}
+			}
+			p.keptByRemoval[agentAddr] = true
+			var taken *Change
+			if w.Action == Delete && w.Live != nil {
+				reason := fmt.Sprintf("%s's block was removed, and the snapshot_policy it was applied with includes \"destroy\": its filesystem is committed before it is destroyed, and its snapshots are kept", agentAddr)
+				taken = newPolicySnapshotOf(changes, snaps, agentAddr, "", w, "before destroy", "destroy", reason)
+				// No block to evaluate: the snapshot keeps the config of the
+				// image the workload runs, as every snapshot does.
+				taken.AgentSpec = &drivers.AgentSpec{Addr: agentAddr}
+				w.SnapshotFirst = taken.Addr
+				w.Reasons = append(w.Reasons, fmt.Sprintf("%s is taken first (the snapshot_policy it was applied with)", taken.Addr))
+			}
+			prune(snaps[agentAddr], agentAddr, policy, taken, p.pinned(nil))
+			continue
+		}
+		var why string
+		switch {
+		case p.Options.IncludeSnapshots:
+			why = "-include-snapshots deletes its snapshots too"
+		case policy == nil:
+			why = "its block was removed, and it was applied with no snapshot_policy"
+		default:
+			why = "its block was removed, and the snapshot_policy it was applied with does not include \"destroy\""
+		}
+		if rt, ok := p.Runtimes[w.Runtime]; ok && w.Action == Delete && w.Live != nil {
+			discards.explain(ctx, rt, w, lineage, "destroy", why)
+		}
+		for _, c := range snaps[agentAddr] {
+			if c.Action == Delete && len(c.Reasons) == 0 {
+				c.Reasons = append(c.Reasons, fmt.Sprintf("%s's block was removed, and the snapshot_policy it was applied with does not keep snapshots across destroy", agentAddr))
+			}
+		}
+	}
+}
+
+// explainSidecars says what each replace or destroy of a sidecar
+// discards: no snapshot_policy covers a sidecar, whose filesystem is in
+// no snapshot.
+func (p *Planner) explainSidecars(ctx context.Context, changes map[string]*Change, discards *discardReads, lineage string) {
+	for _, addr := range sortedKeys(changes) {
+		c := changes[addr]
+		a, _ := addrs.Parse(c.Addr)
+		if a.Kind() != addrs.SidecarKind || c.Live == nil || c.Prior == nil || c.Stray || c.Twin {
+			continue
+		}
+		covered := policyAction(c.Action)
+		if covered == "" {
+			continue
+		}
+		if rt, ok := p.Runtimes[c.DeleteRuntime()]; ok {
+			discards.explain(ctx, rt, c, lineage, covered, "a sidecar is in no snapshot (snapshot_policy commits only the agent)")
+		}
+	}
+}
