@@ -168,7 +168,7 @@ func (d *Driver) bottleCA(lineage, agent string) (certPEM, keyPEM []byte, err er
 	if err := writeFileAtomic(keyPath, keyPEM, 0o600); err != nil {
 		return nil, nil, fmt.Errorf("keeping the bottle's CA: %w", err)
 	}
-	if err := writeFileAtomic(certPath, certPEM, 0o644); err != nil {
+	if err := writeFileAtomic(certPath, certPEM, 0o600); err != nil {
 		return nil, nil, fmt.Errorf("keeping the bottle's CA: %w", err)
 	}
 	d.log.Info("made the bottle's CA", "agent", agent, "dir", dir)
