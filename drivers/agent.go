@@ -28,6 +28,9 @@ type AgentSpec struct {
 	// Sidecars are helper workloads in the agent's bottle, reachable from
 	// the agent by name, in declaration order.
 	Sidecars []SidecarSpec
+	// Workspace are the absolute paths that are the agent's work: what
+	// a replacement booting a new image gets carried over (Carry).
+	Workspace []string
 }
 
 // SidecarSpec is one evaluated sidecar block; its address is

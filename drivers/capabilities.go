@@ -63,6 +63,10 @@ type Capabilities struct {
 	Logs bool
 	// Exec: the driver can run a command in a live workload (Execer).
 	Exec bool
+	// Workspace: the driver carries an agent's workspace paths into a
+	// new workload (ApplyRequest.Carry), from a snapshot or from the
+	// workload it replaces.
+	Workspace bool
 }
 
 // EgressCapabilities say which egress rules a driver can enforce. Every
@@ -151,6 +155,10 @@ func (r Refusal) Error() string { return r.Message }
 func CheckAgent(driver string, c Capabilities, a AgentSpec) []Refusal {
 	var out []Refusal
 	out = append(out, c.checkWorkload(driver, "", a.Workload)...)
+	if len(a.Workspace) > 0 && !c.Workspace {
+		out = append(out, Refusal{Attr: "workspace",
+			Message: fmt.Sprintf("the %s driver cannot carry workspace paths into a new image, so an image change would lose them; run this agent on a runtime whose driver can (docker, swarm), or remove workspace (a replacement then boots from the newest snapshot)", driver)})
+	}
 	for _, sc := range a.Sidecars {
 		if !c.Sidecars {
 			out = append(out, Refusal{Sidecar: sc.Name, Block: "sidecar",

@@ -281,6 +281,21 @@ type ApplyRequest struct {
 	// instead of the configured image (resume, migration): the Image of
 	// what a snapshot create returned. Empty means the configured image.
 	BootImage string
+	// Carry, for a workload create, is the workspace carried into the
+	// new workload before it starts; nil for none.
+	Carry *Carry
+}
+
+// Carry is what a workload create copies into the new workload before it
+// starts: the agent's workspace paths, with owners, modes and symlinks,
+// from a snapshot (Image: what a snapshot create returned) or from the
+// workload it replaces (Workload: its runtime id, still there: the
+// driver stops it and moves it out of the way first, and the delete that
+// follows removes it).
+type Carry struct {
+	Paths    []string
+	Image    string
+	Workload string
 }
 
 // Labels are the labels the object carries on its runtime: its lineage,

@@ -2,9 +2,11 @@ package executor
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -218,6 +220,13 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 		}
 		req.BootImage = image
 	}
+	if op == drivers.OpCreate && len(c.Carry) > 0 {
+		carry, err := e.carry(c)
+		if err != nil {
+			return err
+		}
+		req.Carry = carry
+	}
 	resp, err := rt.Driver.Apply(ctx, req)
 	if err != nil {
 		return err
@@ -249,6 +258,20 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 			computed = map[string]string{}
 		}
 		computed[BootFromKey] = c.BootFrom
+	}
+	if op == drivers.OpCreate && (req.Carry != nil || c.Kind == drivers.KindSnapshot) {
+		computed = maps.Clone(computed)
+		if computed == nil {
+			computed = map[string]string{}
+		}
+		if req.Carry != nil {
+			computed[CarriedFromKey] = c.CarryFrom
+			if c.CarryFrom == "" {
+				computed[CarriedFromKey] = "the workload it replaced"
+			}
+		} else if base := e.snapshotBase(c); base != "" {
+			computed[planner.BaseKey] = base
+		}
 	}
 	if err := e.record(c, resp.ID, computed); err != nil {
 		return err
@@ -295,6 +318,50 @@ func (e *Executor) record(c *planner.Change, id string, computed map[string]stri
 // BootFromKey is the computed value, on a workload's record, naming the
 // snapshot it was created from (resume, migration, from_snapshot).
 const BootFromKey = planner.BootFromKey
+
+// CarriedFromKey is the computed value, on a workload's record, naming
+// where its workspace was carried from when it was created with a new
+// image: a snapshot's address, or the workload it replaced.
+const CarriedFromKey = "carried_from"
+
+// carry is what a workload create copies into the new workload: the
+// workspace paths, from the snapshot's image as its record has it, or
+// from the live workload it replaces.
+func (e *Executor) carry(c *planner.Change) (*drivers.Carry, error) {
+	carry := &drivers.Carry{Paths: c.Carry}
+	if c.CarryFrom != "" {
+		image, err := e.snapshotImage(c.CarryFrom)
+		if err != nil {
+			return nil, err
+		}
+		carry.Image = image
+		return carry, nil
+	}
+	if carry.Workload = c.ID(); carry.Workload == "" {
+		return nil, fmt.Errorf("%s: the workload to carry %s from is not known", c.Addr, strings.Join(c.Carry, ", "))
+	}
+	return carry, nil
+}
+
+// snapshotBase is the image identity of the workload a snapshot is taken
+// of, as its record has it now (before any replacement): the plan
+// compares it with the agent's image when the agent resumes from it.
+func (e *Executor) snapshotBase(c *planner.Change) string {
+	var agent string
+	if err := json.Unmarshal(c.After["agent"], &agent); err != nil || agent == "" {
+		return ""
+	}
+	records, err := e.State.Records()
+	if err != nil {
+		return ""
+	}
+	for _, r := range records {
+		if r.Addr == agent && r.Workload {
+			return planner.ImageIdentity(r.AttrHashes)
+		}
+	}
+	return ""
+}
 
 // snapshotImage is what a workload boots from to resume from a snapshot,
 // as the snapshot's record has it (it may have been taken moments ago).
@@ -380,6 +447,9 @@ func (e *Executor) move(ctx context.Context, c *planner.Change) error {
 	moved := *taken
 	moved.Runtime, moved.Driver, moved.ID = c.MoveTo, to.Driver.Name(), resp.ID
 	moved.Computed = resp.RecordComputed()
+	if base := taken.Computed[planner.BaseKey]; base != "" {
+		moved.Computed[planner.BaseKey] = base // the image it was taken of moves with it
+	}
 	if err := e.State.Put(moved); err != nil {
 		return err
 	}

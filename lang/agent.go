@@ -35,6 +35,11 @@ type Agent struct {
 	// Resume is a bool expression (nil for true): re-creating the agent boots
 	// it from its newest snapshot when one exists.
 	Resume hcl.Expression
+	// Workspace is a list(string) expression (nil for none): the absolute
+	// paths that are the agent's work, carried over to the new image when
+	// its image changes. Not part of the workload: changing the list
+	// replaces nothing.
+	Workspace hcl.Expression
 	// FromSnapshot is the address of the snapshot the agent boots from
 	// when it is (re)created: "snapshot.NAME" (a snapshot block of any
 	// agent) or "agent.NAME.snapshot.N" (a policy snapshot, checked against
@@ -89,6 +94,15 @@ type Lifecycle struct {
 	DeclRange        hcl.Range
 }
 
+// WorkspaceRange is the range of the workspace expression; the block
+// header when there is none.
+func (a *Agent) WorkspaceRange() hcl.Range {
+	if a.Workspace != nil {
+		return a.Workspace.Range()
+	}
+	return a.DeclRange
+}
+
 // Addr is "agent.NAME".
 func (a *Agent) Addr() string { return addrs.Agent(a.Name).String() }
 
@@ -127,7 +141,7 @@ func (a *Agent) refs() []*reference {
 	for _, s := range a.Sidecars {
 		refs = append(refs, s.Workload.references()...)
 	}
-	refs = append(refs, exprRefs(a.Resume)...)
+	refs = append(refs, exprRefs(a.Resume, a.Workspace)...)
 	if p := a.SnapshotPolicy; p != nil {
 		refs = append(refs, exprRefs(p.Before, p.KeepLast, p.MaxAge, p.MaxTotalSize)...)
 	}
@@ -149,7 +163,7 @@ func (a *Agent) refs() []*reference {
 // exprs is every expression of the agent, sidecars included.
 func (a *Agent) exprs() []hcl.Expression {
 	exprs := a.Workload.exprs()
-	exprs = append(exprs, a.Resume)
+	exprs = append(exprs, a.Resume, a.Workspace)
 	if p := a.SnapshotPolicy; p != nil {
 		exprs = append(exprs, p.Before, p.KeepLast, p.MaxAge, p.MaxTotalSize)
 	}
@@ -164,6 +178,7 @@ var agentSchema = &hcl.BodySchema{
 		{Name: "runtime"},
 		{Name: "depends_on"},
 		{Name: "resume"},
+		{Name: "workspace"},
 		{Name: "from_snapshot"},
 	}, workloadSchema.Attributes...),
 	Blocks: append([]hcl.BlockHeaderSchema{
@@ -223,6 +238,9 @@ func decodeAgentBlock(block *hcl.Block) (*Agent, hcl.Diagnostics) {
 	}
 	if attr, ok := content.Attributes["resume"]; ok {
 		a.Resume = attr.Expr
+	}
+	if attr, ok := content.Attributes["workspace"]; ok {
+		a.Workspace = attr.Expr
 	}
 	if attr, ok := content.Attributes["depends_on"]; ok {
 		deps, moreDiags := decodeDependsOn(attr)

@@ -35,6 +35,10 @@ type AgentValue struct {
 	Sidecars       []SidecarValue       // in declaration order
 	SnapshotPolicy *SnapshotPolicyValue // nil without a snapshot_policy block
 	Resume         bool                 // boot a re-created agent from its newest snapshot; default true
+	// Workspace are the paths that are the agent's work (absolute, clean,
+	// each once): when its image changes, the new image boots with them
+	// carried over. Known at plan time; nil when not declared.
+	Workspace []string
 }
 
 // SidecarValue is a sidecar evaluated, like AgentValue.
@@ -103,6 +107,11 @@ func (s *Scope) EvalAgent(a *Agent) (AgentValue, hcl.Diagnostics) {
 				Subject:  a.Resume.Range().Ptr(),
 			})
 		}
+	}
+	if a.Workspace != nil {
+		ws, moreDiags := s.evalWorkspace(ctx, a.Workspace)
+		diags = append(diags, moreDiags...)
+		av.Workspace = ws
 	}
 	if a.SnapshotPolicy != nil {
 		p, moreDiags := s.evalSnapshotPolicy(ctx, a.SnapshotPolicy)

@@ -103,6 +103,8 @@ func refusalDiag(a *lang.Agent, r drivers.Refusal, runtime, driver string) *hcl.
 		d.Detail = fmt.Sprintf("%s: %s.", on, r.Message)
 		if rng, ok := w.Range(r.Attr); ok {
 			subject = rng
+		} else if r.Attr == "workspace" && r.Sidecar == "" {
+			subject = a.WorkspaceRange()
 		}
 	}
 	d.Subject = subject.Ptr()
@@ -112,7 +114,7 @@ func refusalDiag(a *lang.Agent, r drivers.Refusal, runtime, driver string) *hcl.
 // agentSpec is the evaluated agent as its driver plans it: its workload
 // as the configuration language evaluated it.
 func agentSpec(a *lang.Agent, val lang.AgentValue) drivers.AgentSpec {
-	spec := drivers.AgentSpec{Addr: a.Addr(), Name: a.Name, Workload: val.Workload}
+	spec := drivers.AgentSpec{Addr: a.Addr(), Name: a.Name, Workload: val.Workload, Workspace: val.Workspace}
 	if a.FromSnapshot != "" && val.Workload.GetAttr("image").IsNull() && val.Workload.GetAttr("build").IsNull() {
 		// A fork has no image of its own: it always boots from the
 		// snapshot, and its image names that snapshot, so the plan shows

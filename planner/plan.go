@@ -61,6 +61,12 @@ type Change struct {
 	// this workload boots from when it is created (resume).
 	SnapshotFirst string
 	BootFrom      string
+	// Carry, on a workload created with a new image (workspace.go), are
+	// the agent's workspace paths copied into it before it starts, from
+	// the snapshot CarryFrom, or when that is "" from the workload it
+	// replaces, which then goes only once the new one is created.
+	Carry     []string
+	CarryFrom string
 	// WaitFor lists what this change's create or update waits for besides
 	// its dependencies: the workloads of agents its agent refers to, and,
 	// for an agent's workload, the sidecars of its bottle that have a
@@ -102,6 +108,12 @@ func (c *Change) key() string {
 		return c.Addr + "@" + c.Runtime
 	}
 	return c.Addr
+}
+
+// carriesFromOld reports a replacement that copies the workspace from the
+// workload it replaces.
+func (c *Change) carriesFromOld() bool {
+	return c.Action == Replace && len(c.Carry) > 0 && c.CarryFrom == ""
 }
 
 // DeleteRuntime is the runtime a delete of this change acts on: where the
@@ -264,8 +276,9 @@ func (p *Plan) Graph() *dag.Graph {
 	}
 	for k, up := range ups {
 		if down, ok := downs[k]; ok {
-			if up.Change.Action == Migrate {
-				// The new copy runs before the old one goes.
+			if up.Change.Action == Migrate || up.Change.carriesFromOld() {
+				// The new copy runs before the old one goes (a carry
+				// from the old one sets it aside first).
 				g.Connect(down, up)
 			} else if up.Change.DeleteRuntime() == up.Change.Runtime {
 				// Names are fixed: the old one goes first. (Across
@@ -278,8 +291,8 @@ func (p *Plan) Graph() *dag.Graph {
 				g.Connect(up, d)
 			}
 		}
-		if up.Change.BootFrom != "" {
-			if s, ok := ready(up.Change.BootFrom); ok {
+		for _, from := range []string{up.Change.BootFrom, up.Change.CarryFrom} {
+			if s, ok := ready(from); ok && from != "" {
 				g.Connect(up, s)
 			}
 		}

@@ -56,6 +56,8 @@ type SavedChange struct {
 	DeleteAfter   []string `json:"delete_after,omitempty"`
 	SnapshotFirst string   `json:"snapshot_first,omitempty"`
 	BootFrom      string   `json:"boot_from,omitempty"`
+	Carry         []string `json:"carry,omitempty"`
+	CarryFrom     string   `json:"carry_from,omitempty"`
 	MoveTo        string   `json:"move_to,omitempty"`
 	Stray         bool     `json:"stray,omitempty"`
 	Twin          bool     `json:"twin,omitempty"`
@@ -81,7 +83,7 @@ func Save(p *Plan, config map[string]string, vars map[string]json.RawMessage) *S
 			Reasons: c.Reasons, WhatIf: c.WhatIf, Changed: c.Changed, Forcing: c.Forcing, Hash: c.Fingerprint.Hash,
 			Before: c.Before, After: c.After, Live: c.Live, DependsOn: deps, StateOnly: c.StateOnly,
 			WaitFor: c.WaitFor, DeleteAfter: c.DeleteAfter, SnapshotFirst: c.SnapshotFirst,
-			BootFrom: c.BootFrom, MoveTo: c.MoveTo, Stray: c.Stray, Twin: c.Twin, DeleteRuntime: deleteRuntime,
+			BootFrom: c.BootFrom, Carry: c.Carry, CarryFrom: c.CarryFrom, MoveTo: c.MoveTo, Stray: c.Stray, Twin: c.Twin, DeleteRuntime: deleteRuntime,
 		})
 	}
 	return s
@@ -160,7 +162,7 @@ func (s *SavedPlan) Plan() *Plan {
 			Live: sc.Live, Fingerprint: Fingerprint{Hash: sc.Hash}, StateOnly: sc.StateOnly,
 			Object:  drivers.Object{Addr: sc.Addr, Kind: sc.Kind, DependsOn: sc.DependsOn},
 			WaitFor: sc.WaitFor, DeleteAfter: sc.DeleteAfter, SnapshotFirst: sc.SnapshotFirst,
-			BootFrom: sc.BootFrom, MoveTo: sc.MoveTo, Stray: sc.Stray, Twin: sc.Twin, savedDeleteRuntime: sc.DeleteRuntime,
+			BootFrom: sc.BootFrom, Carry: sc.Carry, CarryFrom: sc.CarryFrom, MoveTo: sc.MoveTo, Stray: sc.Stray, Twin: sc.Twin, savedDeleteRuntime: sc.DeleteRuntime,
 		})
 	}
 	sortChanges(p.Changes)

@@ -216,6 +216,9 @@ func (p *Planner) planPolicies(ctx context.Context, changes map[string]*Change, 
 				p.policyDiags = append(p.policyDiags, d)
 			}
 		}
+		if w != nil && !w.Restarted {
+			planCarry(changes, w, taken, ap) // workspace.go
+		}
 	}
 	p.planRemovedAgents(ctx, changes, snaps, &discards, lineage) // removed.go
 	p.explainSidecars(ctx, changes, &discards, lineage)
@@ -533,6 +536,13 @@ func resume(changes map[string]*Change, ofAgent []*Change, ap *agentPlan, w *Cha
 		return nil
 	}
 	w.BootFrom = from.Addr
+	carried, note := carryFromSnapshot(w, from, taken, ap) // workspace.go
+	if carried {
+		return nil
+	}
+	if note != "" {
+		defer func() { w.Reasons = append(w.Reasons, note) }()
+	}
 	switch {
 	case from == taken:
 		w.Reasons = append(w.Reasons, fmt.Sprintf("it boots from %s, taken just before", from.Addr))

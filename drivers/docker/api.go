@@ -24,6 +24,9 @@ type dockerAPI interface {
 	ContainerStart(ctx context.Context, container string, options container.StartOptions) error
 	ContainerUpdate(ctx context.Context, container string, updateConfig container.UpdateConfig) (container.UpdateResponse, error)
 	ContainerRemove(ctx context.Context, container string, options container.RemoveOptions) error
+	// For carrying a workspace out of a container being replaced (workspace.go).
+	ContainerStop(ctx context.Context, container string, options container.StopOptions) error
+	ContainerRename(ctx context.Context, container, newContainerName string) error
 
 	NetworkList(ctx context.Context, options network.ListOptions) ([]network.Summary, error)
 	NetworkCreate(ctx context.Context, name string, options network.CreateOptions) (network.CreateResponse, error)

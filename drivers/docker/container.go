@@ -113,6 +113,19 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 	if _, err := d.ensureImage(ctx, api, addr, spec.Image, spec.built); err != nil {
 		return fail("%v", err)
 	}
+	// Carrying the workspace out of the container being replaced: it is
+	// stopped and set aside, so that this one takes its name (workspace.go).
+	carryFrom := ""
+	if req.Carry != nil && req.Carry.Workload != "" {
+		if carryFrom, err = d.setAside(ctx, api, req, name); err != nil {
+			return fail("%v", err)
+		}
+		defer func() {
+			if carryFrom != "" {
+				d.putBack(ctx, api, carryFrom, name)
+			}
+		}()
+	}
 
 	// A crash between create and record leaves our own container behind:
 	// remove it and create it again. Anyone else's is theirs.
@@ -198,6 +211,20 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 			return fail("%v", err)
 		}
 	}
+	var notes []string
+	if req.Carry != nil {
+		if err := d.carryWorkspace(ctx, api, req, carryFrom, created.ID); err != nil {
+			if rmErr := api.ContainerRemove(context.WithoutCancel(ctx), created.ID, container.RemoveOptions{Force: true}); rmErr != nil {
+				d.log.Warn("could not remove the container the workspace could not be carried into", "addr", addr, "id", shortID(created.ID), "error", rmErr)
+			}
+			return fail("carrying the workspace over: %v", err)
+		}
+		from := "snapshot image " + req.Carry.Image
+		if carryFrom != "" {
+			from = "the replaced container " + shortID(carryFrom)
+		}
+		notes = append(notes, fmt.Sprintf("carried %s over from %s", strings.Join(req.Carry.Paths, ", "), from))
+	}
 	if err := api.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		// Leave nothing unrecorded behind when the start fails.
 		if rmErr := api.ContainerRemove(context.WithoutCancel(ctx), created.ID, container.RemoveOptions{Force: true}); rmErr != nil {
@@ -205,8 +232,11 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 		}
 		return drivers.ApplyResponse{}, fmt.Errorf("starting container %s for %s: %w", name, addr, err)
 	}
+	carryFrom = "" // set aside for good: the delete that follows removes it
 	d.log.Info("created container", "addr", addr, "name", name, "id", shortID(created.ID), "image", spec.Image)
-	return d.containerResponse(ctx, api, addr, created.ID, spec.network)
+	resp, err := d.containerResponse(ctx, api, addr, created.ID, spec.network)
+	resp.Notes = append(resp.Notes, notes...)
+	return resp, err
 }
 
 // containerResponse inspects a container for its computed values.

@@ -117,6 +117,7 @@ func Declaration() drivers.Declaration {
 			Snapshots: drivers.SnapshotCapabilities{Take: true, Format: drivers.FormatImage, Export: true, Import: true},
 			Logs:      true,
 			Exec:      true,
+			Workspace: true,
 		},
 	}
 }

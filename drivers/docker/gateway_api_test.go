@@ -90,3 +90,23 @@ func (f *fakeAPI) ImageImport(context.Context, image.ImportSource, string, image
 	f.record("ImageImport")
 	return nil, unexpected("ImageImport")
 }
+
+func (c *countingAPI) ContainerStop(ctx context.Context, id string, o container.StopOptions) error {
+	c.count("ContainerStop")
+	return c.api.ContainerStop(ctx, id, o)
+}
+
+func (c *countingAPI) ContainerRename(ctx context.Context, id, name string) error {
+	c.count("ContainerRename")
+	return c.api.ContainerRename(ctx, id, name)
+}
+
+func (f *fakeAPI) ContainerStop(context.Context, string, container.StopOptions) error {
+	f.record("ContainerStop")
+	return unexpected("ContainerStop")
+}
+
+func (f *fakeAPI) ContainerRename(context.Context, string, string) error {
+	f.record("ContainerRename")
+	return unexpected("ContainerRename")
+}

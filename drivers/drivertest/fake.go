@@ -139,6 +139,9 @@ type lineage struct {
 	// image starts with them: enough to test resume without an engine.
 	files  map[string][]string
 	images map[string][]string
+	// aside holds, by id, workloads set aside while their workspace is
+	// carried into their replacement (drivers.Carry), until deleted.
+	aside map[string]*object
 	// logs holds each workload's log lines (Say), gone with the workload.
 	logs map[string][]logLine
 }
@@ -202,6 +205,7 @@ func FakeDeclaration() drivers.Declaration {
 			Snapshots: drivers.SnapshotCapabilities{Take: true, Format: drivers.FormatImage, Export: true, Import: true},
 			Logs:      true,
 			Exec:      true,
+			Workspace: true,
 		},
 	}
 }
@@ -386,6 +390,33 @@ func (f *Fake) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.App
 		if req.Object.Kind == drivers.KindSnapshot && obj == nil {
 			return f.snapshotLocked(l, req)
 		}
+		var carried []string
+		if c := req.Carry; c != nil {
+			from := l.images[c.Image]
+			if c.Workload != "" {
+				if obj == nil || obj.live.ID != c.Workload {
+					return drivers.ApplyResponse{}, fmt.Errorf("fake: create %s: no workload %s to carry the workspace from", addr, c.Workload)
+				}
+				// Set aside, as the docker driver renames it.
+				if l.aside == nil {
+					l.aside = map[string]*object{}
+				}
+				l.aside[obj.live.ID] = obj
+				from = l.files[addr]
+				delete(l.objects, addr)
+				l.sorted, obj = nil, nil
+			} else if _, ok := l.images[c.Image]; !ok {
+				return drivers.ApplyResponse{}, fmt.Errorf("fake: create %s: no snapshot image %s to carry the workspace from", addr, c.Image)
+			}
+			for _, file := range from {
+				for _, p := range c.Paths {
+					if file == p || strings.HasPrefix(file, strings.TrimSuffix(p, "/")+"/") {
+						carried = append(carried, file)
+						break
+					}
+				}
+			}
+		}
 		if obj != nil {
 			return drivers.ApplyResponse{}, fmt.Errorf("fake: create %s: it already exists as %s", addr, obj.live.ID)
 		}
@@ -422,6 +453,9 @@ func (f *Fake) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.App
 				l.files[addr] = slices.Clone(files)
 				obj.live.ImageID = req.BootImage
 			}
+			if req.Carry != nil {
+				l.files[addr] = carried
+			}
 		}
 		if obj.workload && len(f.Nodes) > 0 {
 			f.lastID++
@@ -452,6 +486,15 @@ func (f *Fake) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.App
 			obj.live.Hash = req.Hash
 		}
 	case drivers.OpDelete:
+		if set := l.aside[req.ID]; set != nil {
+			delete(l.aside, req.ID)
+			for _, dep := range set.dependsOn {
+				if l.users[dep]--; l.users[dep] <= 0 {
+					delete(l.users, dep)
+				}
+			}
+			return drivers.ApplyResponse{ID: req.ID}, nil
+		}
 		if obj == nil || req.ID != "" && req.ID != obj.live.ID {
 			return drivers.ApplyResponse{ID: req.ID}, nil // already gone
 		}

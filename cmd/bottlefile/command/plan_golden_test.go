@@ -141,6 +141,13 @@ func TestPlanGolden(t *testing.T) {
 		}},
 		{name: "remove-agent-keeps-snapshots", setup: fixedClock, drift: removeAgentDrift},
 		{name: "remove-agent-discards", setup: fixedClock, drift: removeAgentDrift},
+		// An image upgrade: without a workspace the agent resumes from the
+		// snapshot and the plan says the new image is not used; with one
+		// the new image boots with the workspace carried over, from the
+		// snapshot taken first or from the container it replaces.
+		{name: "image-upgrade-resumes", setup: fixedClock, drift: writeWork},
+		{name: "workspace-carry", setup: fixedClock, drift: writeWork},
+		{name: "workspace-carry-replaced", drift: writeWork},
 		{name: "fork"},
 		{name: "migration", setup: func(w *workspace) {
 			w.extra = map[string]*drivertest.Fake{"smolvm": {DriverName: "smolvm"}}
@@ -211,6 +218,12 @@ func removeAgentDrift(w *workspace, f *drivertest.Fake, l string) {
 	}
 	f.WriteFile(l, "agent.tester", "/workspace/last.txt")
 	w.writeFixture(filepath.Join(dir, "after.hcl"))
+}
+
+// writeWork has the agent write a file in its workspace and one outside.
+func writeWork(_ *workspace, f *drivertest.Fake, l string) {
+	f.WriteFile(l, "agent.coder", "/workspace/notes.md")
+	f.WriteFile(l, "agent.coder", "/tmp/scratch")
 }
 
 // fixedClock makes the fake stamp the snapshots it takes a minute apart

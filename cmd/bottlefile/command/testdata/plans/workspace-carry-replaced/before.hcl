@@ -1,0 +1,5 @@
+agent "coder" {
+  image     = "acme/agent:1.4"
+  command   = ["sleep", "600"]
+  workspace = ["/workspace"]
+}

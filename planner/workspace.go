@@ -1,0 +1,136 @@
+package planner
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/zclconf/go-cty/cty"
+)
+
+// Workspaces: when an agent's image changes, its replacement boots the
+// new image and gets the agent's workspace paths carried over, from the
+// snapshot it would have resumed from (a policy's, taken just before) or,
+// when none is taken, from the workload it replaces. Without an image
+// change a resume boots the snapshot as it always did.
+
+// BaseKey is the computed value, on a snapshot's record, naming the image
+// the snapshot's workload ran (ImageIdentity of its record): the plan
+// compares it with the agent's image to tell an image change.
+const BaseKey = "base"
+
+// ImageIdentity is what names a workload's image among its attribute
+// hashes: its image reference and its build context's hash.
+func ImageIdentity(attrHashes map[string]string) string {
+	if attrHashes == nil {
+		return ""
+	}
+	return attrHashes["image"] + "/" + attrHashes["build_hash"]
+}
+
+// ownImage reports whether the agent has an image of its own (a fork
+// without one always boots its snapshot).
+func ownImage(ap *agentPlan) bool {
+	w := ap.val.Workload
+	return !w.GetAttr("image").IsNull() || !w.GetAttr("build").IsNull()
+}
+
+// imageWords names the agent's image in a plan line.
+func imageWords(ap *agentPlan) string {
+	w := ap.val.Workload
+	if img, _ := w.GetAttr("image").Unmark(); !img.IsNull() && img.IsKnown() && img.Type() == cty.String {
+		return "image " + img.AsString()
+	}
+	if b := w.GetAttr("build"); !b.IsNull() && b.IsKnown() {
+		if ctx, _ := b.GetAttr("context").Unmark(); !ctx.IsNull() && ctx.IsKnown() {
+			return "the image built from ./" + filepath.Base(ctx.AsString())
+		}
+	}
+	return "its new image"
+}
+
+// imageChanged reports whether w's image differs from the one its
+// recorded workload runs.
+func imageChanged(w *Change) bool {
+	return w.Prior != nil && ImageIdentity(w.Prior.AttrHashes) != ImageIdentity(w.Fingerprint.Attrs)
+}
+
+// snapshotImageChanged reports whether the image of the workload the
+// snapshot from was taken of differs from w's: for one taken in this
+// plan, the image w's record runs; otherwise the one its record names.
+// known is false when the snapshot does not say (taken before this was
+// recorded, or imported).
+func snapshotImageChanged(w *Change, from, taken *Change) (changed, known bool) {
+	if from == taken {
+		return imageChanged(w), w.Prior != nil
+	}
+	if from.Prior == nil || from.Prior.Computed[BaseKey] == "" {
+		return true, false
+	}
+	return from.Prior.Computed[BaseKey] != ImageIdentity(w.Fingerprint.Attrs), true
+}
+
+// carryFromSnapshot decides, for w resuming from the snapshot from, what
+// it boots: with a changed image and a workspace, the new image with the
+// workspace from the snapshot (and it says so, true); without a
+// workspace, the snapshot (false), with a note that the new image is not
+// used, which goes after the line that says it resumes.
+func carryFromSnapshot(w, from, taken *Change, ap *agentPlan) (bool, string) {
+	if !ownImage(ap) {
+		return false, ""
+	}
+	changed, known := snapshotImageChanged(w, from, taken)
+	if !changed {
+		return false, ""
+	}
+	ws := ap.val.Workspace
+	if len(ws) == 0 {
+		if known {
+			return false, fmt.Sprintf("its image changed, but it resumes from %s, so %s is not used: declare workspace = [\"/workspace\", ...] on the agent to boot the new image with those paths carried over from %s, or set resume = false to boot the new image without them", from.Addr, imageWords(ap), from.Addr)
+		}
+		return false, ""
+	}
+	w.BootFrom, w.Carry, w.CarryFrom = "", ws, from.Addr
+	why := fmt.Sprintf("it boots %s with %s from %s", imageWords(ap), strings.Join(ws, ", "), from.Addr)
+	switch {
+	case from == taken:
+		why += ", taken just before"
+	case !known:
+		why += " (the image that snapshot was taken of is not known, so only the workspace is taken from it)"
+	}
+	w.Reasons = append(w.Reasons, why)
+	return true, ""
+}
+
+// planCarry handles an image change that resume did not: a migration, or
+// a replacement that boots no snapshot (no snapshot to resume from, or
+// resume = false). The workspace comes from the snapshot taken first, or
+// else from the workload being replaced, which then stays until the new
+// one has it.
+func planCarry(changes map[string]*Change, w, taken *Change, ap *agentPlan) {
+	ws := ap.val.Workspace
+	if len(ws) == 0 || !ownImage(ap) || w.Carry != nil || !imageChanged(w) {
+		return
+	}
+	switch {
+	case w.Action == Migrate && taken != nil:
+		w.BootFrom, w.Carry, w.CarryFrom = "", ws, taken.Addr
+		w.Reasons = append(w.Reasons, fmt.Sprintf("its image changed: it boots %s with %s from %s", imageWords(ap), strings.Join(ws, ", "), taken.Addr))
+	case w.Action != Replace || w.BootFrom != "" || w.Live == nil:
+		return
+	case taken != nil:
+		w.Carry, w.CarryFrom = ws, taken.Addr
+		w.Reasons = append(w.Reasons, fmt.Sprintf("it boots %s with %s from %s, taken just before", imageWords(ap), strings.Join(ws, ", "), taken.Addr))
+	default:
+		for _, dep := range w.Object.DependsOn {
+			if d := changes[dep]; d != nil && (d.Action == Replace || d.Action == Create) {
+				// Its network goes first, so the old workload cannot
+				// stay beside the new one.
+				w.Reasons = append(w.Reasons, fmt.Sprintf("%s cannot be carried over from the current workload, because %s is %s too; add snapshot_policy { before = [\"replace\"] } to carry it from a snapshot", strings.Join(ws, ", "), dep, pastTense(d.Action)))
+				return
+			}
+		}
+		w.Carry = ws
+		w.Reasons = append(w.Reasons, fmt.Sprintf("it boots %s with %s carried over from the current workload, which is stopped and set aside until the new one has them, then removed (what it wrote elsewhere is not kept)", imageWords(ap), strings.Join(ws, ", ")))
+	}
+}
