@@ -339,8 +339,11 @@ func (cs *credset) leaf(host string) (*tls.Certificate, error) {
 
 // NewCA makes a bottle's CA: an ECDSA P-256 key and a self-signed
 // certificate valid for ten years, named after the bottle, allowed to sign
-// server certificates only. Both are PEM; the key is PKCS #8.
-func NewCA(name string) (certPEM, keyPEM []byte, err error) {
+// server certificates only, and name-constrained (critical) to hosts, its
+// credential hosts: a client that trusts it trusts it for those names
+// (and their subdomains, as DNS name constraints go) and addresses, never
+// for another host. Both are PEM; the key is PKCS #8.
+func NewCA(name string, hosts []string) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -361,6 +364,7 @@ func NewCA(name string) (certPEM, keyPEM []byte, err error) {
 		IsCA:                  true,
 		MaxPathLenZero:        true,
 	}
+	constrain(tmpl, hosts)
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		return nil, nil, err
@@ -371,6 +375,76 @@ func NewCA(name string) (certPEM, keyPEM []byte, err error) {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), nil
+}
+
+// noName and noAddrs are name constraints nothing matches: a CA for
+// addresses only must not be trusted for any name, nor one for names
+// only for any address (an absent kind of constraint permits all).
+var (
+	noName  = "invalid" // RFC 6761: never a real name
+	noAddrs = []*net.IPNet{
+		{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(32, 32)},
+		{IP: net.IPv6zero, Mask: net.CIDRMask(128, 128)},
+	}
+)
+
+// constrain sets tmpl's permitted names and addresses to hosts.
+func constrain(tmpl *x509.Certificate, hosts []string) {
+	names, addrs := caHosts(hosts)
+	tmpl.PermittedDNSDomainsCritical = true
+	tmpl.PermittedDNSDomains = names
+	if len(names) == 0 {
+		tmpl.PermittedDNSDomains = []string{noName}
+	}
+	for _, a := range addrs {
+		tmpl.PermittedIPRanges = append(tmpl.PermittedIPRanges, &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())})
+	}
+	if len(addrs) == 0 {
+		tmpl.PermittedIPRanges = noAddrs
+	}
+}
+
+// caHosts splits hosts into lower-case names and addresses, sorted, each
+// once.
+func caHosts(hosts []string) (names []string, addrs []netip.Addr) {
+	for _, h := range hosts {
+		h = strings.TrimSuffix(asciiLower(strings.Trim(h, "[]")), ".")
+		if a, err := netip.ParseAddr(h); err == nil {
+			if a = a.Unmap(); !slices.Contains(addrs, a) {
+				addrs = append(addrs, a)
+			}
+		} else if h != "" && !slices.Contains(names, h) {
+			names = append(names, h)
+		}
+	}
+	slices.Sort(names)
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	return names, addrs
+}
+
+// CAConstrainedTo reports whether the CA certificate certPEM is
+// name-constrained to exactly hosts (as NewCA makes it): a CA made for
+// other hosts, or before CAs were constrained, must be made anew.
+func CAConstrainedTo(certPEM []byte, hosts []string) bool {
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		return false
+	}
+	ca, err := x509.ParseCertificate(block.Bytes)
+	if err != nil || !ca.PermittedDNSDomainsCritical {
+		return false
+	}
+	var want x509.Certificate
+	constrain(&want, hosts)
+	if !slices.Equal(ca.PermittedDNSDomains, want.PermittedDNSDomains) || len(ca.PermittedIPRanges) != len(want.PermittedIPRanges) {
+		return false
+	}
+	for i, r := range ca.PermittedIPRanges {
+		if r.String() != want.PermittedIPRanges[i].String() {
+			return false
+		}
+	}
+	return true
 }
 
 // intercept serves a CONNECT to a credential host: it answers 200,

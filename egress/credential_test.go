@@ -61,7 +61,7 @@ func newCredentialRig(t *testing.T) *credentialRig {
 	rig.port, _ = strconv.Atoi(port)
 
 	var err error
-	if rig.caCert, rig.caKey, err = NewCA("agent.coder"); err != nil {
+	if rig.caCert, rig.caKey, err = NewCA("agent.coder", []string{"example.com"}); err != nil {
 		t.Fatal(err)
 	}
 	res := newResolver("example.com", "127.0.0.1", "other.example", "127.0.0.1")
@@ -252,7 +252,7 @@ func TestCredentialUpstreamVerified(t *testing.T) {
 func TestCredentialsFileWatched(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "credentials.json")
-	ca, key, err := NewCA("agent.coder")
+	ca, key, err := NewCA("agent.coder", []string{"api.anthropic.com"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -125,6 +126,37 @@ func credentialEnvValue(creds cty.Value) (cty.Value, error) {
 	return cty.MapVal(m), nil
 }
 
+// caHostsValue is an agent container's "ca_hosts" attribute: the hosts
+// its credentials go to, which the bottle's CA is name-constrained to
+// (bottleCA), sorted, each once; null without credentials.
+func caHostsValue(creds cty.Value) (cty.Value, error) {
+	if creds == cty.NilVal {
+		return cty.NullVal(cty.List(cty.String)), nil
+	}
+	if raw, _ := creds.UnmarkDeep(); !raw.IsNull() && !raw.IsWhollyKnown() {
+		return cty.UnknownVal(cty.List(cty.String)), nil
+	}
+	cs, err := drivers.DecodeCredentials(creds)
+	if err != nil {
+		return cty.NilVal, fmt.Errorf("credentials: %w", err)
+	}
+	var hosts []string
+	for _, c := range cs {
+		if h := strings.TrimSuffix(strings.ToLower(c.Host), "."); !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	if len(hosts) == 0 {
+		return cty.NullVal(cty.List(cty.String)), nil
+	}
+	slices.Sort(hosts)
+	vals := make([]cty.Value, len(hosts))
+	for i, h := range hosts {
+		vals[i] = cty.StringVal(h)
+	}
+	return cty.ListVal(vals), nil
+}
+
 // placeholder is what an agent holds in a credential's env instead of its
 // value: derived from the lineage, the agent and the credential's name, so
 // it never changes with the value, and the gateway recognises it.
@@ -137,9 +169,12 @@ func placeholder(lineage, agent, name string) string {
 // gateway's may run at once.
 var caMu sync.Mutex
 
-// bottleCA returns the bottle's CA, made on first use and kept in the
-// state directory.
-func (d *Driver) bottleCA(lineage, agent string) (certPEM, keyPEM []byte, err error) {
+// bottleCA returns the bottle's CA, name-constrained to hosts (its
+// credential hosts), made on first use and kept in the state directory;
+// made anew when the kept one is constrained to other hosts (or to none:
+// made before CAs were). The agent's "ca_hosts" attribute holds the same
+// hosts, so that an agent whose CA changes is replaced.
+func (d *Driver) bottleCA(lineage, agent string, hosts []string) (certPEM, keyPEM []byte, err error) {
 	d.mu.RLock()
 	stateDir := d.stateDir
 	d.mu.RUnlock()
@@ -152,13 +187,13 @@ func (d *Driver) bottleCA(lineage, agent string) (certPEM, keyPEM []byte, err er
 	defer caMu.Unlock()
 	certPEM, cerr := os.ReadFile(certPath)
 	keyPEM, kerr := os.ReadFile(keyPath)
-	if cerr == nil && kerr == nil {
+	if cerr == nil && kerr == nil && egress.CAConstrainedTo(certPEM, hosts) {
 		return certPEM, keyPEM, nil
 	}
 	if !os.IsNotExist(cerr) && cerr != nil {
 		return nil, nil, fmt.Errorf("reading the bottle's CA: %w", cerr)
 	}
-	if certPEM, keyPEM, err = egress.NewCA(agent); err != nil {
+	if certPEM, keyPEM, err = egress.NewCA(agent, hosts); err != nil {
 		return nil, nil, fmt.Errorf("making the bottle's CA: %w", err)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -171,7 +206,7 @@ func (d *Driver) bottleCA(lineage, agent string) (certPEM, keyPEM []byte, err er
 	if err := writeFileAtomic(certPath, certPEM, 0o600); err != nil {
 		return nil, nil, fmt.Errorf("keeping the bottle's CA: %w", err)
 	}
-	d.log.Info("made the bottle's CA", "agent", agent, "dir", dir)
+	d.log.Info("made the bottle's CA", "agent", agent, "dir", dir, "hosts", hosts)
 	return certPEM, keyPEM, nil
 }
 
@@ -256,7 +291,11 @@ func (d *Driver) credentialsFile(lineage string, o drivers.Object) (egress.Crede
 	if len(creds) == 0 {
 		return f, nil
 	}
-	cert, key, err := d.bottleCA(lineage, agent)
+	hosts := make([]string, len(creds))
+	for i, c := range creds {
+		hosts[i] = c.Host
+	}
+	cert, key, err := d.bottleCA(lineage, agent, hosts)
 	if err != nil {
 		return f, err
 	}
@@ -357,7 +396,14 @@ func written(ctx context.Context, api dockerAPI, id string, labels map[string]st
 // copyCA copies the bottle's CA certificate into a created agent
 // container, with the bundle: the image's own bundle, then the CA.
 func (d *Driver) copyCA(ctx context.Context, api dockerAPI, id string, req drivers.ApplyRequest) error {
-	cert, _, err := d.bottleCA(req.Lineage, agentOf(req.Object.Addr))
+	var hosts []string
+	if v := req.Object.Attr("ca_hosts"); !v.IsNull() {
+		var err error
+		if hosts, err = drivers.Strings(v); err != nil {
+			return fmt.Errorf("ca_hosts: %w", err)
+		}
+	}
+	cert, _, err := d.bottleCA(req.Lineage, agentOf(req.Object.Addr), hosts)
 	if err != nil {
 		return err
 	}

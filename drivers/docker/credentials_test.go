@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,9 +65,16 @@ func TestPlanCredentials(t *testing.T) {
 			t.Errorf("agent attribute %s is sensitive: the value reached the agent's object", name)
 		}
 	}
+	// The hosts the bottle's CA is name-constrained to: a change of host
+	// makes a new CA, and the agent that trusts it is a new one.
+	if got := agent.Attrs["ca_hosts"]; got == cty.NilVal || !got.RawEquals(cty.ListVal([]cty.Value{cty.StringVal("api.anthropic.com")})) {
+		t.Errorf("agent ca_hosts %#v, want [api.anthropic.com]", got)
+	}
 	rotated := plan("sk-rotated-9876543210")
-	if a, b := agent.Attrs["credential_env"], rotated["agent.coder"].Attrs["credential_env"]; !a.RawEquals(b) {
-		t.Errorf("a rotated value changed the agent's attribute: %#v, then %#v", a, b)
+	for _, attr := range []string{"credential_env", "ca_hosts"} {
+		if a, b := agent.Attrs[attr], rotated["agent.coder"].Attrs[attr]; !a.RawEquals(b) {
+			t.Errorf("a rotated value changed the agent's %s: %#v, then %#v", attr, a, b)
+		}
 	}
 
 	// Without credentials, neither object has the attribute: their
@@ -81,6 +89,9 @@ func TestPlanCredentials(t *testing.T) {
 		if _, ok := plain[addr].Attrs["credential_env"]; ok {
 			t.Errorf("%s without credentials has a credentials attribute", addr)
 		}
+		if _, ok := plain[addr].Attrs["ca_hosts"]; ok {
+			t.Errorf("%s without credentials has a ca_hosts attribute", addr)
+		}
 	}
 
 	// A sidecar's credential block is refused: the bottle's gateway
@@ -94,6 +105,26 @@ func TestPlanCredentials(t *testing.T) {
 	}
 }
 
+// TestBottleCAFollowsHosts: the bottle's CA is kept while its credential
+// hosts stay, and made anew, constrained to the new hosts, when they
+// change.
+func TestBottleCAFollowsHosts(t *testing.T) {
+	d := egressDriver(t, listing(isolatingEngine()), nil)
+	d.stateDir = t.TempDir()
+	first, _, err := d.bottleCA("lin", "agent.coder", []string{"api.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _, err := d.bottleCA("lin", "agent.coder", []string{"API.example.com"})
+	if err != nil || !bytes.Equal(first, again) {
+		t.Fatalf("the same hosts made another CA (%v)", err)
+	}
+	moved, _, err := d.bottleCA("lin", "agent.coder", []string{"api.example.com", "10.0.0.5"})
+	if err != nil || bytes.Equal(first, moved) || !egress.CAConstrainedTo(moved, []string{"10.0.0.5", "api.example.com"}) {
+		t.Fatalf("other hosts kept the CA, or the new one is not constrained to them (%v)", err)
+	}
+}
+
 // TestForgetBottle: forgetting a bottle removes its CA, key included, and
 // the lineage's directory with its last bottle; another bottle's CA stays
 // until it is forgotten; a bottle with no CA, or an address that would
@@ -102,7 +133,7 @@ func TestForgetBottle(t *testing.T) {
 	d := egressDriver(t, listing(isolatingEngine()), nil)
 	d.stateDir = t.TempDir()
 	for _, agent := range []string{"agent.coder", "agent.reviewer"} {
-		if _, _, err := d.bottleCA("lin", agent); err != nil {
+		if _, _, err := d.bottleCA("lin", agent, []string{"api.example.com"}); err != nil {
 			t.Fatal(err)
 		}
 	}

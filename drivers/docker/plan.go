@@ -50,6 +50,13 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 		// configuration hash. Their names and env, never their values:
 		// a rotated value does not touch the agent.
 		objects[len(objects)-1].Attrs["credential_env"] = credEnv
+		// The hosts the bottle's CA is constrained to: a change makes a
+		// new CA, which a new agent must trust.
+		caHosts, err := caHostsValue(drivers.WorkloadAttr(a.Workload, "credentials"))
+		if err != nil {
+			return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, err)
+		}
+		objects[len(objects)-1].Attrs["ca_hosts"] = caHosts
 	}
 	objects, err = d.planBottle(ctx, a, addr, netAddr, append([]drivers.Object{network}, objects...))
 	if err != nil {
