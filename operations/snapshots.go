@@ -195,9 +195,10 @@ func Taken(p *planner.Plan) string {
 
 // PlanRemove plans snapshot rm: deleting exactly the recorded snapshots at
 // addrs and nothing else. It refuses an address that is not a recorded
-// snapshot, and a snapshot block the configuration still declares (the
-// next apply would take it again).
-func (op *Operation) PlanRemove(ctx context.Context, addrs []string) (*planner.Plan, hcl.Diagnostics) {
+// snapshot, a snapshot block the configuration still declares (the next
+// apply would take it again), and, unless force, a snapshot a live
+// workload runs or a from_snapshot names (inUse).
+func (op *Operation) PlanRemove(ctx context.Context, addrs []string, force bool) (*planner.Plan, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	records, err := op.Store.Records()
 	if err != nil {
@@ -249,10 +250,42 @@ func (op *Operation) PlanRemove(ctx context.Context, addrs []string) (*planner.P
 	if len(kept) != len(want) {
 		return nil, append(diags, errorDiag("Cannot plan the removal", fmt.Sprintf("The plan removes %d of the %d snapshots asked for; run plan -destroy -include-snapshots -target=ADDR to see why.", len(kept), len(want))))
 	}
+	for _, c := range kept {
+		users := op.inUse(p, c.Addr)
+		if len(users) == 0 {
+			continue
+		}
+		if !force {
+			diags = append(diags, errorDiag("Snapshot in use", fmt.Sprintf("%s cannot be removed: %s. Without it, what boots from it cannot be created again. Remove or change those first, or run snapshot rm -force to remove it anyway (data loss).", c.Addr, strings.Join(users, "; "))))
+			continue
+		}
+		c.Reasons = append(c.Reasons, fmt.Sprintf("-force: this is data loss: %s, and none of it can be created from this snapshot again", strings.Join(users, "; ")))
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
 	// What is left is the removal asked for, not a partial plan of the
 	// configuration: it carries no -target for the view to warn about.
 	p.Changes, p.Kept, p.Options.Targets = kept, nil, nil
 	return p, diags
+}
+
+// inUse says what needs the snapshot at addr: the live workloads that run
+// its image (as their runtime reports it, else as their record says they
+// booted), and the agents whose from_snapshot names it.
+func (op *Operation) inUse(p *planner.Plan, addr string) []string {
+	var out []string
+	for _, w := range p.RunningFrom[addr] {
+		out = append(out, fmt.Sprintf("%s runs from it", w))
+	}
+	if op.Config != nil {
+		for _, name := range op.Config.AgentNames() {
+			if a := op.Config.Agents[name]; a.FromSnapshot == addr {
+				out = append(out, fmt.Sprintf("%s boots from it (from_snapshot)", a.Addr()))
+			}
+		}
+	}
+	return out
 }
 
 // declares reports whether the configuration declares a snapshot block at

@@ -152,6 +152,11 @@ type Plan struct {
 	// snapshot_policy.before with "destroy"), by address: the next apply
 	// resumes from them, and destroy -include-snapshots deletes them.
 	Kept []KeptSnapshot
+	// RunningFrom maps a snapshot's address to the live workloads that run
+	// its image, as the runtimes report it (or, where a runtime cannot
+	// tell, as their records say they booted): snapshot rm refuses those.
+	// Not saved with a plan.
+	RunningFrom map[string][]string
 }
 
 // KeptSnapshot is one snapshot a destroy keeps.

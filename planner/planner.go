@@ -44,6 +44,10 @@ type Planner struct {
 	// cannot move a snapshot, forks whose snapshot is missing.
 	policyDiags hcl.Diagnostics
 
+	// running maps each snapshot to the live workloads that run its image
+	// (runningFrom): retention never prunes it.
+	running map[string][]*Change
+
 	// keptByRemoval names the agents whose block is gone and whose removal
 	// in this plan keeps their policy snapshots (removed.go).
 	keptByRemoval map[string]bool
@@ -188,6 +192,8 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		changes[c.key()] = c
 	}
 
+	p.running = runningFrom(changes)
+	plan.RunningFrom = runningAddrs(p.running)
 	switch {
 	case len(opts.Take) > 0:
 		diags = append(diags, p.planTake(changes, agents)...)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/bottlefile/bottlefile/addrs"
@@ -185,4 +186,73 @@ func (p *Planner) explainSidecars(ctx context.Context, changes map[string]*Chang
 			discards.explain(ctx, rt, c, lineage, covered, "a sidecar is in no snapshot (snapshot_policy commits only the agent)")
 		}
 	}
+}
+
+// runningFrom maps each snapshot to the workloads that run its image now:
+// as the runtime reports the image a live workload runs (LiveObject
+// ImageID: docker's image id, a swarm service's image reference, a smolvm
+// machine's pack), else, where the runtime does not say, as the workload's
+// record says it booted (BootFromKey). What the runtime says wins over a
+// record a crash may have left wrong.
+func runningFrom(changes map[string]*Change) map[string][]*Change {
+	images := map[string]string{} // a snapshot's image id or reference, to its address
+	for _, c := range changes {
+		if c.Kind != drivers.KindSnapshot || c.Live == nil || c.Stray || c.Twin {
+			continue
+		}
+		images[c.Live.ID] = c.Addr
+		if c.Live.Name != "" {
+			images[c.Live.Name] = c.Addr
+		}
+		if s, ok := drivers.RecordedSnapshot(priorComputed(c)); ok && s.Image != "" {
+			images[s.Image] = c.Addr
+		}
+	}
+	out := map[string][]*Change{}
+	for _, addr := range sortedKeys(changes) {
+		c := changes[addr]
+		if c.Kind == drivers.KindSnapshot || c.Live == nil || c.Stray || c.Twin {
+			continue
+		}
+		snap := ""
+		if id := c.Live.ImageID; id != "" {
+			snap = images[id]
+			if snap == "" {
+				snap = images[withoutDigest(id)]
+			}
+		} else if c.Prior != nil {
+			snap = c.Prior.Computed[BootFromKey]
+		}
+		if snap != "" {
+			out[snap] = append(out[snap], c)
+		}
+	}
+	return out
+}
+
+func priorComputed(c *Change) map[string]string {
+	if c.Prior == nil {
+		return nil
+	}
+	return c.Prior.Computed
+}
+
+// withoutDigest is an image reference without its @sha256:… pin (a swarm
+// service runs ref@digest).
+func withoutDigest(ref string) string {
+	if i := strings.LastIndex(ref, "@sha256:"); i > 0 {
+		return ref[:i]
+	}
+	return ref
+}
+
+// runningAddrs is runningFrom by address, for Plan.RunningFrom.
+func runningAddrs(running map[string][]*Change) map[string][]string {
+	out := make(map[string][]string, len(running))
+	for snap, cs := range running {
+		for _, c := range cs {
+			out[snap] = append(out[snap], c.Addr)
+		}
+	}
+	return out
 }

@@ -152,3 +152,33 @@ func TestPolicyRecorded(t *testing.T) {
 		t.Errorf("changes after recording:\n%s", p)
 	}
 }
+
+// TestRetentionReadsLiveBootSource: retention never prunes the snapshot a
+// live workload runs, as the runtime reports its image, even when the
+// workload's record names another (a crash misrecorded it).
+func TestRetentionReadsLiveBootSource(t *testing.T) {
+	b := newBench(t)
+	b.write(fmt.Sprintf(coder, `["replace"]`, ""))
+	b.apply(planner.Options{})
+	for range 3 {
+		b.apply(planner.Options{Replace: []string{"agent.coder"}}) // snapshot.1 .. 3, booting from each
+	}
+	old := b.records()["agent.coder.snapshot.1"].Computed["image"]
+	for _, o := range b.fake.Objects(b.lineage()) {
+		if o.Addr == "agent.coder" {
+			o.ImageID = old // runs snapshot.1; its record says snapshot.3
+			b.fake.Put(b.lineage(), o)
+		}
+	}
+	b.write(fmt.Sprintf(coder, `["replace"]`, "keep_last = 1"))
+	p := b.plan(planner.Options{})
+	if c := change(p, "agent.coder.snapshot.1"); c == nil || c.Action == planner.Delete {
+		t.Errorf("retention prunes the snapshot the workload runs:\n%s", p)
+	}
+	if c := change(p, "agent.coder.snapshot.2"); c == nil || c.Action != planner.Delete {
+		t.Errorf("retention keeps snapshot.2, which nothing runs:\n%s", p)
+	}
+	if got := p.RunningFrom["agent.coder.snapshot.1"]; !slices.Equal(got, []string{"agent.coder"}) {
+		t.Errorf("running from snapshot.1: %v", got)
+	}
+}

@@ -474,9 +474,10 @@ func recorded(c *Change) drivers.SnapshotResult {
 const BootFromKey = "boot_from"
 
 // pinned is the set of snapshot addresses retention never prunes: those a
-// from_snapshot names, or the agent could not be created again, and the
-// one the agent's workload w booted from while it stays (its image is in
-// use).
+// from_snapshot names, or the agent could not be created again; the one
+// the agent's workload w booted from while it stays (its image is in use);
+// and every one a live workload that stays runs, as its runtime reports
+// (a record a crash left wrong cannot unpin it).
 func (p *Planner) pinned(w *Change) map[string]bool {
 	out := map[string]bool{}
 	for _, a := range p.Config.Agents {
@@ -486,6 +487,11 @@ func (p *Planner) pinned(w *Change) map[string]bool {
 	}
 	if w != nil && w.Prior != nil && w.Live != nil && stays(w) && w.Prior.Computed[BootFromKey] != "" {
 		out[w.Prior.Computed[BootFromKey]] = true
+	}
+	for snap, ws := range p.running {
+		if slices.ContainsFunc(ws, stays) {
+			out[snap] = true
+		}
 	}
 	return out
 }

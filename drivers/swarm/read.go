@@ -73,6 +73,11 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 			continue
 		}
 		serviceFacts(&o, s, tasks[s.ID], nodes)
+		if cs := s.Spec.TaskTemplate.ContainerSpec; cs != nil {
+			// The image its tasks run (ref@digest): retention and
+			// snapshot rm read which snapshot a service runs from it.
+			o.ImageID = cs.Image
+		}
 		o.Drift = drift(s.Spec)
 		if kind == kindService {
 			restartFacts(&o, tasks[s.ID], nodeList) // restart.go

@@ -21,10 +21,16 @@ Usage: bottlefile [global options] snapshot rm [options] ADDR...
   plan and asks for approval first. An address that is not a recorded
   snapshot is refused, as is a snapshot block the configuration still
   declares (remove the block instead: the next apply would take it again).
+  So is a snapshot a live workload runs (as its runtime reports the image
+  it runs) or an agent's from_snapshot names: removing it loses what they
+  would be created from again. -force removes it anyway, and the plan says
+  it is data loss.
 
 Options:
 
   -auto-approve        Do not ask for approval.
+  -force               Remove a snapshot even when a workload runs from it
+                       or a from_snapshot names it (data loss).
   -lock-timeout=DUR    Wait this long for the state lock (default 0s).
   -no-color            Print without color.
   -var NAME=VALUE      Set a variable. Repeatable.
@@ -37,6 +43,7 @@ func (c *SnapshotRmCommand) Run(args []string) int {
 	fs := newFlagSet("snapshot rm")
 	m.noColorFlag(fs)
 	autoApprove := fs.Bool("auto-approve", false, "")
+	force := fs.Bool("force", false, "")
 	lockTimeout := fs.Duration("lock-timeout", 0, "")
 	in := registerInputs(fs)
 	addrs, err := parseInterleaved(fs, args)
@@ -53,7 +60,7 @@ func (c *SnapshotRmCommand) Run(args []string) int {
 	if v.diags(op.Files(), diags) {
 		return 1
 	}
-	p, diags := op.PlanRemove(m.Ctx, addrs)
+	p, diags := op.PlanRemove(m.Ctx, addrs, *force)
 	if v.diags(op.Files(), diags) {
 		return 1
 	}

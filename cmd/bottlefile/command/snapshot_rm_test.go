@@ -52,7 +52,15 @@ func TestSnapshotRm(t *testing.T) {
 	w, _ := listWorkspace(t)
 	start := len(w.fake.ApplyRequests)
 
-	code, out, errs := w.runWith("no\n", "snapshot rm", "agent.coder.snapshot.1")
+	// agent.coder resumed from snapshot.1: it runs from it.
+	code, out, errs := w.runWith("yes\n", "snapshot rm", "agent.coder.snapshot.1")
+	for _, want := range []string{"Snapshot in use", "agent.coder runs from it", "snapshot rm -force"} {
+		if code != 1 || !strings.Contains(errs, want) {
+			t.Errorf("rm of the snapshot agent.coder runs: exit %d, want 1 and %q\n%s%s", code, want, out, errs)
+		}
+	}
+
+	code, out, errs = w.runWith("no\n", "snapshot rm", "-force", "agent.coder.snapshot.1")
 	if code != 1 || !strings.Contains(out, "Only 'yes' will be accepted") || !strings.Contains(out, "Removal cancelled.") {
 		t.Errorf("rm answered no: exit %d\n%s%s", code, out, errs)
 	}
@@ -63,14 +71,14 @@ func TestSnapshotRm(t *testing.T) {
 	// With the block gone from the configuration, snapshot.base can go
 	// too; its agent, which it depends on, stays.
 	w.write(listConfig("700", "5", false))
-	code, out, errs = w.runWith("yes\n", "snapshot rm", "agent.coder.snapshot.1", "snapshot.base")
+	code, out, errs = w.runWith("yes\n", "snapshot rm", "-force", "agent.coder.snapshot.1", "snapshot.base")
 	if code != 0 {
 		t.Fatalf("rm: exit %d\n%s%s", code, out, errs)
 	}
 	if strings.Contains(out, "-target") {
 		t.Errorf("rm warns of a -target it did not take:\n%s", out)
 	}
-	for _, want := range []string{"- agent.coder.snapshot.1", "- snapshot.base", "Plan: 0 to add, 0 to change, 2 to destroy, 2 snapshots deleted.", "The 2 snapshots deleted cannot be restored.", "Destroy complete! Objects: 0 added, 0 changed, 2 destroyed, 2 snapshots deleted."} {
+	for _, want := range []string{"- agent.coder.snapshot.1", "- snapshot.base", "-force: this is data loss: agent.coder runs from it", "Plan: 0 to add, 0 to change, 2 to destroy, 2 snapshots deleted.", "The 2 snapshots deleted cannot be restored.", "Destroy complete! Objects: 0 added, 0 changed, 2 destroyed, 2 snapshots deleted."} {
 		if !strings.Contains(out, want) {
 			t.Errorf("rm output lacks %q:\n%s", want, out)
 		}
