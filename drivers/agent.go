@@ -31,6 +31,13 @@ type AgentSpec struct {
 	// Workspace are the absolute paths that are the agent's work: what
 	// a replacement booting a new image gets carried over (Carry).
 	Workspace []string
+	// EgressCeiling is the effective egress ceiling of the agent's
+	// runtime, rules in canonical form: the operator's policy, or the
+	// runtime's egress_ceiling within it. The core has checked every
+	// allow rule against it; a driver that runs a gateway gives it the
+	// ceiling too, so that the gateway refuses what lies outside whatever
+	// its rules file says. nil when there is none; empty allows nothing.
+	EgressCeiling []string
 }
 
 // SidecarSpec is one evaluated sidecar block; its address is

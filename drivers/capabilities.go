@@ -145,6 +145,9 @@ type Refusal struct {
 	// Ceiling is set when the egress rule is refused for being outside
 	// the runtime's egress ceiling (CheckCeiling), not for the driver.
 	Ceiling bool
+	// Policy, with Ceiling, is the file of the operator's egress policy
+	// whose ceiling refuses the rule (CheckPolicy).
+	Policy string
 }
 
 func (r Refusal) Error() string { return r.Message }
@@ -194,17 +197,35 @@ func CheckCeiling(driver string, c EgressCapabilities, ceiling cty.Value, a Agen
 	if err != nil {
 		return nil // reported where the ceiling is evaluated
 	}
-	out := c.checkCeiling(driver, rules, "", a.Workload)
+	return c.checkAllCeiling(driver, rules, "", a)
+}
+
+// CheckPolicy is CheckCeiling for the ceiling of the operator's egress
+// policy read from source: rules set outside the configuration, which
+// bound every runtime. Each refusal names source (Refusal.Policy).
+func CheckPolicy(driver string, c EgressCapabilities, ceiling []egress.Rule, source string, a AgentSpec) []Refusal {
+	if ceiling == nil {
+		return nil
+	}
+	return c.checkAllCeiling(driver, ceiling, source, a)
+}
+
+func (c EgressCapabilities) checkAllCeiling(driver string, rules []egress.Rule, policy string, a AgentSpec) []Refusal {
+	out := c.checkCeiling(driver, rules, policy, "", a.Workload)
 	for _, sc := range a.Sidecars {
-		out = append(out, c.checkCeiling(driver, rules, sc.Name, sc.Workload)...)
+		out = append(out, c.checkCeiling(driver, rules, policy, sc.Name, sc.Workload)...)
 	}
 	return out
 }
 
-func (c EgressCapabilities) checkCeiling(driver string, ceiling []egress.Rule, sidecar string, w cty.Value) []Refusal {
+func (c EgressCapabilities) checkCeiling(driver string, ceiling []egress.Rule, policy, sidecar string, w cty.Value) []Refusal {
 	allow, _ := WorkloadAttr(w, "egress").UnmarkDeep()
 	if allow == cty.NilVal || allow.IsNull() || !allow.IsKnown() || !allow.CanIterateElements() {
 		return nil
+	}
+	whose := "the runtime's egress_ceiling"
+	if policy != "" {
+		whose = "the operator's egress policy"
 	}
 	var out []Refusal
 	i := -1
@@ -221,15 +242,15 @@ func (c EgressCapabilities) checkCeiling(driver string, ceiling []egress.Rule, s
 		var msg string
 		switch {
 		case !egress.Covered(ceiling, r):
-			msg = fmt.Sprintf("it opens %s, which no rule of the runtime's egress_ceiling allows (%s)", describeRule(r), ruleList(ceiling))
+			msg = fmt.Sprintf("it opens %s, which no rule of %s allows (%s)", describeRule(r), whose, ruleList(ceiling))
 		case !c.Ports:
 			dest := r
 			dest.Port = 0
-			msg = fmt.Sprintf("%s cannot narrow ports, so this rule opens every port of %s, and the ceiling's rules allow only the ports they name; under an egress_ceiling, an agent on %s can open nothing: run it on a runtime whose driver narrows ports (docker)", driver, dest, driver)
+			msg = fmt.Sprintf("%s cannot narrow ports, so this rule opens every port of %s, and the ceiling's rules allow only the ports they name; under an egress ceiling, an agent on %s can open nothing: run it on a runtime whose driver narrows ports (docker)", driver, dest, driver)
 		default:
 			continue
 		}
-		out = append(out, Refusal{Sidecar: sidecar, Block: "egress", Rule: i, RuleText: v.AsString(), Ceiling: true, Message: msg})
+		out = append(out, Refusal{Sidecar: sidecar, Block: "egress", Rule: i, RuleText: v.AsString(), Ceiling: true, Policy: policy, Message: msg})
 	}
 	return out
 }

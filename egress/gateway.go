@@ -58,6 +58,13 @@ type Gateway struct {
 	// Agent names the agent in refusals ("... is not in the allowlist of
 	// agent.coder"). A rules file with an agent name overrides it.
 	Agent string
+	// Ceiling, when not nil, bounds every rule: a destination is allowed
+	// only when a rule and a ceiling rule both allow it, whatever the rules
+	// file says (an empty Ceiling allows nothing). It is the effective
+	// egress ceiling (the operator's policy, or the runtime's narrower
+	// egress_ceiling), given on the command line, which neither the agent
+	// nor an edit of the rules file can change.
+	Ceiling []Rule
 	// Forbidden are prefixes the gateway never connects to, in addition to
 	// the built-in ones (loopback, link-local, ...): the docker host's own
 	// addresses, the bottle networks. An address rule does not override them.
@@ -196,7 +203,7 @@ func (g *Gateway) revoke() int {
 func (g *Gateway) stillAllowed(t *tunnel) bool {
 	rules := g.current().rules
 	_, ok := matchKey(rules, t.host, t.port)
-	return ok && g.checkAddr(t.addr, t.port, rules) == ""
+	return ok && g.underCeiling(t.host, t.port) && g.checkAddr(t.addr, t.port, rules) == ""
 }
 
 // track records an open tunnel until the returned func is called. When
@@ -456,6 +463,11 @@ func (g *Gateway) decide(ctx context.Context, t target) verdict {
 		return v
 	}
 	v.rule = rule.String()
+	if !g.underCeiling(t.host, t.port) {
+		v.status, v.outcome = http.StatusForbidden, OutcomeDenied
+		v.reason = fmt.Sprintf("%s is outside the egress ceiling of this gateway (the operator's policy), which no rules file widens", v.dest)
+		return v
+	}
 	addrs := []netip.Addr{t.host.addr}
 	if !t.host.addr.IsValid() {
 		rctx, cancel := context.WithTimeout(ctx, g.connectTimeout())
@@ -507,6 +519,15 @@ func (g *Gateway) decide(ctx context.Context, t target) verdict {
 	v.allowed = true
 	v.addrs = checked
 	return v
+}
+
+// underCeiling reports whether the ceiling, if any, allows h:port.
+func (g *Gateway) underCeiling(h hostKey, port int) bool {
+	if g.Ceiling == nil {
+		return true
+	}
+	_, ok := matchKey(g.Ceiling, h, port)
+	return ok
 }
 
 func matchKey(rules []Rule, h hostKey, port int) (Rule, bool) {

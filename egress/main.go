@@ -35,6 +35,9 @@ import (
 //	-forbid CIDR    an address or CIDR never to connect to (repeatable)
 //	-forbid-file FILE  more of them (ForbidFile JSON), watched like the rules file
 //	-credentials FILE  credentials to inject (CredentialsFile JSON), watched like the rules file
+//	-ceiling RULES  the egress ceiling, comma-separated rules: nothing outside
+//	                it is allowed, whatever the rules file says ("" allows
+//	                nothing; without the flag, no ceiling)
 //	-max-conns N    client connections held at once (default 1024)
 //	-poll DURATION  how often to check the rules file (default 1s); SIGHUP checks at once
 //	-health         check that a gateway answers on -listen, exit 0 if so, 1 if not
@@ -56,6 +59,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Var(&forbid, "forbid", "`CIDR` or address the gateway never connects to (repeatable)")
 	forbidPath := fs.String("forbid-file", "", "`file` (JSON) of more prefixes never to connect to, watched like the rules file")
 	credsPath := fs.String("credentials", "", "credentials `file` (JSON): the bottle's CA and the credentials to inject, watched like the rules file")
+	ceiling := fs.String("ceiling", "", "the egress ceiling: comma-separated `rules` beyond which no rules file allows anything")
 	maxConns := fs.Int("max-conns", DefaultMaxConns, "client connections held at once")
 	poll := fs.Duration("poll", time.Second, "how often to check the rules file")
 	health := fs.Bool("health", false, "check that a gateway answers on -listen, then exit 0 (healthy) or 1")
@@ -77,6 +81,17 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bottlefile gateway: -poll %v is not positive\n", *poll)
 		return 2
 	}
+	var ceilingRules []Rule
+	ceilingSet := false
+	fs.Visit(func(f *flag.Flag) { ceilingSet = ceilingSet || f.Name == "ceiling" })
+	if ceilingSet {
+		rules, err := ParseCeiling(*ceiling)
+		if err != nil {
+			fmt.Fprintf(stderr, "bottlefile gateway: -ceiling: %v\n", err)
+			return 2
+		}
+		ceilingRules = rules
+	}
 	if *listenIn != "" {
 		addr, err := listenAddrIn(*listen, *listenIn, localAddrs)
 		if err != nil {
@@ -97,6 +112,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	events := &lockedWriter{w: stderr}
 	g := &Gateway{
+		Ceiling:   ceilingRules,
 		Forbidden: append(forbid, ownAddresses()...),
 		Log:       stdout,
 		MaxConns:  *maxConns,
@@ -134,12 +150,17 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bottlefile gateway: %v\n", err)
 		return 1
 	}
+	var ceilingList []string
+	if ceilingRules != nil {
+		ceilingList = NewRulesFile("", ceilingRules).Allow
+	}
 	writeJSONLine(events, struct {
 		Time      time.Time `json:"time"`
 		Event     string    `json:"event"`
 		Address   string    `json:"address"`
 		Forbidden []string  `json:"forbidden"`
-	}{time.Now().UTC(), "listening", l.Addr().String(), forbidden})
+		Ceiling   []string  `json:"ceiling,omitempty"`
+	}{time.Now().UTC(), "listening", l.Addr().String(), forbidden, ceilingList})
 	err = g.Serve(ctx, l)
 	stop()
 	wg.Wait()
@@ -148,6 +169,19 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// CeilingFlag is the -ceiling argument for rules: comma-separated, in
+// canonical form (ParseCeiling reads it back).
+func CeilingFlag(rules []string) string { return strings.Join(rules, ",") }
+
+// ParseCeiling parses a -ceiling argument: "" is the empty ceiling, which
+// allows nothing.
+func ParseCeiling(s string) ([]Rule, error) {
+	if strings.TrimSpace(s) == "" {
+		return []Rule{}, nil
+	}
+	return ParseRules(strings.Split(s, ","))
 }
 
 // listenAddrIn is the address to listen on for -listen-in: the first of

@@ -307,6 +307,11 @@ func newWatcher(rulesPath, forbidPath, credsPath string, g *Gateway, log io.Writ
 				return RulesEvent{}, err
 			}
 			rules, _ := f.Rules() // checked by UnmarshalRulesFile
+			if out := g.outsideCeiling(rules); len(out) > 0 {
+				// Never written by bottlefile, which checks every rule
+				// against the ceiling: the file was changed by hand.
+				return RulesEvent{}, fmt.Errorf("rules file: %s outside the gateway's egress ceiling %q; the rules in force are kept", ruleWords(out), NewRulesFile("", g.Ceiling).Allow)
+			}
 			return RulesEvent{Agent: f.Agent, TunnelsClosed: g.setRuleset(f.Agent, rules, f.Sidecars)}, nil
 		}})
 	}
@@ -390,6 +395,25 @@ func readSmallFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s is larger than %d bytes", path, maxRulesFileSize)
 	}
 	return data, nil
+}
+
+// outsideCeiling is the rules the gateway's ceiling does not cover.
+func (g *Gateway) outsideCeiling(rules []Rule) []Rule {
+	if g.Ceiling == nil {
+		return nil
+	}
+	return Uncovered(g.Ceiling, rules)
+}
+
+func ruleWords(rules []Rule) string {
+	s := make([]string, len(rules))
+	for i, r := range rules {
+		s[i] = fmt.Sprintf("%q", r.String())
+	}
+	if len(s) == 1 {
+		return "rule " + s[0] + " lies"
+	}
+	return "rules " + strings.Join(s, ", ") + " lie"
 }
 
 // String is the list, comma-separated.

@@ -14,6 +14,7 @@ import (
 	"github.com/bottlefile/bottlefile/executor"
 	"github.com/bottlefile/bottlefile/lang"
 	"github.com/bottlefile/bottlefile/planner"
+	"github.com/bottlefile/bottlefile/policy"
 	"github.com/bottlefile/bottlefile/state"
 )
 
@@ -121,6 +122,11 @@ func Open(ctx context.Context, req Request) (*Operation, hcl.Diagnostics) {
 	rts, moreDiags := planner.ConfigureRuntimes(ctx, cfg, scope, req.Registry, filepath.Join(req.Dir, state.Dir), log)
 	diags = append(diags, moreDiags...)
 	op.Runtimes = rts
+	// The operator's egress policy bounds every runtime, whatever the
+	// configuration declares.
+	pol, moreDiags := policy.Load()
+	diags = append(diags, moreDiags...)
+	diags = append(diags, planner.ApplyPolicy(cfg, rts, pol)...)
 	return op, diags
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/lang"
 	"github.com/bottlefile/bottlefile/planner"
+	"github.com/bottlefile/bottlefile/policy"
 )
 
 // ValidateRequest says which configuration to validate.
@@ -27,7 +28,9 @@ type ValidateRequest struct {
 // attributes decode with the driver's schema, and that every agent asks
 // its runtime's driver only for what the driver can do (sidecars, build,
 // attributes, egress rules) and only what its runtime's egress_ceiling
-// allows, and the driver's own check of its runtime blocks
+// allows, and only what the operator's egress policy (policy.Load)
+// allows, which bounds every runtime's egress_ceiling too, and the
+// driver's own check of its runtime blocks
 // (Schema.CheckRuntime: a tls_ca with a unix:// host, a missing
 // certificate file). Variables are unknown. A driver is made by
 // its factory and asked only for its Declaration: nothing is configured
@@ -44,6 +47,8 @@ func Validate(req ValidateRequest) (*lang.Parser, hcl.Diagnostics) {
 	if cfg == nil {
 		return parser, diags
 	}
+	pol, moreDiags := policy.Load()
+	diags = append(diags, moreDiags...)
 	// With errors already, a runtime block's attributes may refer to what
 	// is broken: decoding them would say it again.
 	decode := !diags.HasErrors()
@@ -67,6 +72,7 @@ func Validate(req ValidateRequest) (*lang.Parser, hcl.Diagnostics) {
 			}
 			ceilings[name], moreDiags = scope.EvalEgressCeiling(rt)
 			diags = append(diags, moreDiags...)
+			diags = append(diags, planner.CheckRuntimeCeiling(rt, ceilings[name], pol)...)
 		}
 	}
 	for _, name := range cfg.AgentNames() {
@@ -80,7 +86,7 @@ func Validate(req ValidateRequest) (*lang.Parser, hcl.Diagnostics) {
 			_, moreDiags := scope.EvalAgentDriver(a, driver, decl.Schema.Agent, req.Registry.AgentSetting)
 			diags = append(diags, moreDiags...)
 		}
-		diags = append(diags, planner.ValidateCapabilities(scope, a, a.RuntimeName, driver, decl.Capabilities, ceilings[a.RuntimeName])...)
+		diags = append(diags, planner.ValidateCapabilities(scope, a, a.RuntimeName, driver, decl.Capabilities, ceilings[a.RuntimeName], pol)...)
 	}
 	return parser, diags
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/bottlefile/bottlefile/drivers/docker"
 	"github.com/bottlefile/bottlefile/drivers/smolvm"
 	"github.com/bottlefile/bottlefile/drivers/swarm"
+	"github.com/bottlefile/bottlefile/policy"
 )
 
 // guarded is a real driver whose every call but Name and Declare fails
@@ -141,4 +142,50 @@ func describe(d *hcl.Diagnostic) string {
 func matches(got string, w expectation) bool {
 	prefix := fmt.Sprintf("%s:%d: %s | ", w.file, w.line, w.summary)
 	return strings.HasPrefix(got, prefix) && strings.Contains(got[len(prefix):], w.words)
+}
+
+// TestValidatePolicy runs validate on each fixture of
+// testdata/validate-policy under the operator's egress policy: the
+// fixture's own policy.hcl when it has one, else the shared one there.
+// Errors are marked as in TestValidateStatic, in either file; a runtime
+// the author adds falls under the policy, and every refusal names the
+// policy's file.
+func TestValidatePolicy(t *testing.T) {
+	dirs, err := filepath.Glob("testdata/validate-policy/*/Bottlefile")
+	for i := range dirs {
+		dirs[i] = filepath.Dir(dirs[i])
+	}
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	for _, dir := range dirs {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			pol := filepath.Join(dir, "policy.hcl")
+			want := expectedErrors(t, filepath.Join(dir, "Bottlefile"))
+			if _, err := os.Stat(pol); err == nil {
+				want = append(want, expectedErrors(t, pol)...)
+			} else {
+				pol = "testdata/validate-policy/policy.hcl"
+			}
+			t.Setenv(policy.EnvVar, pol)
+			_, diags := Validate(ValidateRequest{LoadDir: dir, Registry: guardedRegistry(t)})
+			var got []string
+			for _, d := range diags {
+				if d.Severity == hcl.DiagError {
+					got = append(got, describe(d))
+				}
+			}
+			for _, w := range want {
+				i := slices.IndexFunc(got, func(g string) bool { return matches(g, w) })
+				if i < 0 {
+					t.Errorf("missing error %s", w)
+					continue
+				}
+				got = slices.Delete(got, i, i+1)
+			}
+			for _, g := range got {
+				t.Errorf("unexpected error %s", g)
+			}
+		})
+	}
 }

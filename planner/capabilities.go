@@ -9,6 +9,7 @@ import (
 	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/lang"
+	"github.com/bottlefile/bottlefile/policy"
 )
 
 // CheckCapabilities refuses what an evaluated agent asks of its runtime's
@@ -19,15 +20,30 @@ import (
 // driver plans; validate runs it with unknown variables, and what is not
 // known yet is checked at plan.
 //
-// ceiling is the runtime's egress_ceiling (null for none): an egress rule
-// of the agent or a sidecar it does not cover is refused on that rule too.
-func CheckCapabilities(a *lang.Agent, spec drivers.AgentSpec, runtime, driver string, caps drivers.Capabilities, ceiling cty.Value) hcl.Diagnostics {
+// ceiling is the runtime's egress_ceiling (null for none) and pol the
+// operator's egress policy (nil for none): an egress rule of the agent or
+// a sidecar either does not cover is refused on that rule too, once,
+// naming the policy's file when the policy refuses it.
+func CheckCapabilities(a *lang.Agent, spec drivers.AgentSpec, runtime, driver string, caps drivers.Capabilities, ceiling cty.Value, pol *policy.Policy) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	for _, r := range drivers.CheckAgent(driver, caps, spec) {
 		diags = append(diags, refusalDiag(a, r, runtime, driver))
 	}
+	type ruleOf struct {
+		sidecar string
+		rule    int
+	}
+	refused := map[ruleOf]bool{}
+	if pol.HasCeiling() {
+		for _, r := range drivers.CheckPolicy(driver, caps.Egress, pol.Ceiling, pol.Source, spec) {
+			refused[ruleOf{r.Sidecar, r.Rule}] = true
+			diags = append(diags, refusalDiag(a, r, runtime, driver))
+		}
+	}
 	for _, r := range drivers.CheckCeiling(driver, caps.Egress, ceiling, spec) {
-		diags = append(diags, refusalDiag(a, r, runtime, driver))
+		if !refused[ruleOf{r.Sidecar, r.Rule}] {
+			diags = append(diags, refusalDiag(a, r, runtime, driver))
+		}
 	}
 	return diags
 }
@@ -36,16 +52,17 @@ func CheckCapabilities(a *lang.Agent, spec drivers.AgentSpec, runtime, driver st
 // driver before the driver plans it.
 func (p *Planner) checkCapabilities(ap *agentPlan) hcl.Diagnostics {
 	d := ap.runtime.Driver
-	return CheckCapabilities(ap.agent, ap.spec, ap.runtime.Name, d.Name(), d.Declare().Capabilities, ap.runtime.Ceiling)
+	return CheckCapabilities(ap.agent, ap.spec, ap.runtime.Name, d.Name(), d.Declare().Capabilities, ap.runtime.Ceiling, ap.runtime.Policy)
 }
 
 // ValidateCapabilities evaluates an agent in scope (Config.ValidationScope:
 // variables unknown) and checks it against its runtime's declared
-// capabilities and egress ceiling. Evaluation errors are not returned:
-// loading the configuration reported them.
-func ValidateCapabilities(scope *lang.Scope, a *lang.Agent, runtime, driver string, caps drivers.Capabilities, ceiling cty.Value) hcl.Diagnostics {
+// capabilities, egress ceiling and the operator's egress policy.
+// Evaluation errors are not returned: loading the configuration reported
+// them.
+func ValidateCapabilities(scope *lang.Scope, a *lang.Agent, runtime, driver string, caps drivers.Capabilities, ceiling cty.Value, pol *policy.Policy) hcl.Diagnostics {
 	val, _ := scope.EvalAgent(a)
-	return CheckCapabilities(a, agentSpec(a, val), runtime, driver, caps, ceiling)
+	return CheckCapabilities(a, agentSpec(a, val), runtime, driver, caps, ceiling, pol)
 }
 
 // refusalDiag points one refusal at what asks for it.
@@ -85,6 +102,14 @@ func refusalDiag(a *lang.Agent, r drivers.Refusal, runtime, driver string) *hcl.
 			subject = rng
 		}
 	case "egress":
+		if r.Policy != "" {
+			d.Summary = "Egress rule outside the operator's egress policy"
+			d.Detail = fmt.Sprintf("%s runs on runtime %q: egress rule %q is outside the egress policy the operator set in %s: %s. That policy bounds every runtime, whatever the Bottlefile declares; remove the rule or narrow it to what the policy allows (only the policy's owner can widen it, in %s).", addr, runtime, r.RuleText, r.Policy, r.Message, r.Policy)
+			if rng, ok := w.EgressRuleRange(r.Rule); ok {
+				subject = rng
+			}
+			break
+		}
 		if r.Ceiling {
 			d.Summary = "Egress rule outside the runtime's ceiling"
 			d.Detail = fmt.Sprintf("%s runs on runtime %q: egress rule %q is outside the runtime's egress_ceiling: %s. An agent can open only what the ceiling allows; remove the rule, narrow it to what the ceiling allows, or widen egress_ceiling in runtime %q.", addr, runtime, r.RuleText, r.Message, runtime)

@@ -16,6 +16,7 @@ import (
 	"github.com/bottlefile/bottlefile/executor"
 	"github.com/bottlefile/bottlefile/lang"
 	"github.com/bottlefile/bottlefile/planner"
+	"github.com/bottlefile/bottlefile/policy"
 	"github.com/bottlefile/bottlefile/state"
 )
 
@@ -33,6 +34,8 @@ type bench struct {
 	// wrap, when set, wraps the fake in another driver for plans and
 	// applies.
 	wrap func(drivers.Driver) drivers.Driver
+	// policy is the operator's egress policy plans run under; nil for none.
+	policy *policy.Policy
 }
 
 func newBench(t *testing.T) *bench {
@@ -86,6 +89,9 @@ func (b *bench) tryPlan(opts planner.Options) (*planner.Plan, string) {
 	}
 	rts, diags := planner.ConfigureRuntimes(ctx, cfg, scope, drivers.Registry{"docker": factory}, b.dir, nil)
 	if diags.HasErrors() {
+		return nil, diags.Error()
+	}
+	if diags := planner.ApplyPolicy(cfg, rts, b.policy); diags.HasErrors() {
 		return nil, diags.Error()
 	}
 	b.last = &planner.Planner{Config: cfg, Scope: scope, Runtimes: rts, State: store, Options: opts}

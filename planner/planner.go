@@ -786,6 +786,7 @@ func (p *Planner) evalAgent(a *lang.Agent, rt *Runtime) (*agentPlan, hcl.Diagnos
 		return nil, diags
 	}
 	spec := agentSpec(a, val)
+	spec.EgressCeiling = rt.EffectiveCeiling()
 	var moreDiags hcl.Diagnostics
 	spec.Driver, moreDiags = p.Scope.EvalAgentDriver(a, rt.Driver.Name(), rt.Driver.Declare().Schema.Agent, p.Registry.AgentSetting)
 	diags = append(diags, moreDiags...)

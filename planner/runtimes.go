@@ -5,13 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/egress"
 	"github.com/bottlefile/bottlefile/lang"
+	"github.com/bottlefile/bottlefile/policy"
 )
 
 // Runtime is one configured runtime block and the driver instance serving it.
@@ -21,6 +24,80 @@ type Runtime struct {
 	// Ceiling is the runtime's egress_ceiling, a list of egress rules, or
 	// null: no agent on the runtime may allow beyond it.
 	Ceiling cty.Value
+	// Policy is the operator's egress policy (ApplyPolicy), nil for none:
+	// it bounds the runtime's ceiling and every agent on it.
+	Policy *policy.Policy
+}
+
+// EffectiveCeiling is the ceiling the runtime's agents' gateways get, in
+// canonical form: the runtime's egress_ceiling (which ApplyPolicy checked
+// lies within the policy), else the policy's; nil for none.
+func (r *Runtime) EffectiveCeiling() []string {
+	if c, _ := r.Ceiling.UnmarkDeep(); c != cty.NilVal && !c.IsNull() && c.IsWhollyKnown() {
+		if strs, err := drivers.Strings(c); err == nil {
+			if rules, err := egress.ParseRules(strs); err == nil {
+				out := make([]string, len(rules))
+				for i, r := range rules {
+					out[i] = r.String()
+				}
+				return out
+			}
+		}
+	}
+	return r.Policy.CeilingStrings()
+}
+
+// ApplyPolicy puts every configured runtime under the operator's egress
+// policy pol (nil: none), declared now or later: a runtime's
+// egress_ceiling may only narrow it. A ceiling rule the policy does not
+// cover is an error on that rule, naming the policy's file.
+func ApplyPolicy(cfg *lang.Config, rts Runtimes, pol *policy.Policy) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, name := range cfg.RuntimeNames() {
+		rt, ok := rts[name]
+		if !ok {
+			continue
+		}
+		rt.Policy = pol
+		diags = append(diags, CheckRuntimeCeiling(cfg.Runtimes[name], rt.Ceiling, pol)...)
+	}
+	return diags
+}
+
+// CheckRuntimeCeiling refuses each rule of a runtime's evaluated
+// egress_ceiling that the operator's policy does not cover: a runtime can
+// narrow the policy, never widen it.
+func CheckRuntimeCeiling(rt *lang.Runtime, ceiling cty.Value, pol *policy.Policy) hcl.Diagnostics {
+	if !pol.HasCeiling() || ceiling == cty.NilVal || rt.EgressCeiling == nil {
+		return nil
+	}
+	c, _ := ceiling.UnmarkDeep()
+	if c.IsNull() || !c.IsWhollyKnown() {
+		return nil
+	}
+	strs, err := drivers.Strings(c)
+	if err != nil {
+		return nil
+	}
+	exprs, moreDiags := hcl.ExprList(rt.EgressCeiling.Expr)
+	var diags hcl.Diagnostics
+	for i, s := range strs {
+		r, err := egress.ParseRule(s)
+		if err != nil || egress.Covered(pol.Ceiling, r) {
+			continue
+		}
+		subject := rt.EgressCeiling.Expr.Range()
+		if !moreDiags.HasErrors() && len(exprs) == len(strs) {
+			subject = exprs[i].Range()
+		}
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Runtime ceiling wider than the operator's egress policy",
+			Detail:   fmt.Sprintf("Runtime %q: egress_ceiling rule %q lies outside the egress policy the operator set in %s (%s). A runtime's egress_ceiling can only narrow that policy; remove the rule or narrow it.", rt.Name, s, pol.Source, strings.Join(pol.CeilingStrings(), ", ")),
+			Subject:  subject.Ptr(),
+		})
+	}
+	return diags
 }
 
 // Runtimes are the configured runtimes by name.

@@ -32,9 +32,12 @@ declare -A allowed=(
   [drivers/smolvm/fakesmolvm]=""
   [drivers/smolvm/smolvmtest]=""
   [drivers/drivertest]="drivers planner/dag"
-  [planner]="lang planner/dag drivers state units"
+  # policy reads the operator's egress policy in the egress rule grammar.
+  [policy]="egress"
+  # planner bounds runtimes by the policy, in the egress rule grammar.
+  [planner]="lang planner/dag drivers state units egress policy"
   [executor]="planner planner/dag drivers lang state"
-  [operations]="executor planner planner/dag lang drivers state dockersave egress"
+  [operations]="executor planner planner/dag lang drivers state dockersave egress policy"
   # Commands parse flags, call operations and render: never drivers or
   # state, which operations opens and configures for them.
   [cmd/bottlefile/command]="operations executor planner planner/dag lang units"

@@ -193,6 +193,7 @@ func (d *Driver) planGateway(a drivers.AgentSpec, agentAddr, netAddr string, egr
 	// A change of credentials (a rotated value) is written into the
 	// running gateway, as the allowlist is.
 	o.InPlace = append(o.InPlace, "credentials")
+	SetCeiling(&o, a.EgressCeiling)
 	return o, nil
 }
 
@@ -208,6 +209,7 @@ type gatewaySpec struct {
 	managed       bool     // the egress network is bottlefile's own
 	egressAddr    string   // its address, when managed
 	dns           []string
+	ceiling       []string // nil for none
 }
 
 func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
@@ -215,7 +217,7 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 	if err != nil {
 		return gatewaySpec{}, err
 	}
-	s := gatewaySpec{agent: a.Agent, allow: a.Allow, sidecars: a.Sidecars, version: a.Version, dns: a.DNS}
+	s := gatewaySpec{agent: a.Agent, allow: a.Allow, sidecars: a.Sidecars, version: a.Version, dns: a.DNS, ceiling: a.Ceiling}
 	if s.name, err = gatewayName(req.Lineage, s.agent); err != nil {
 		return s, err
 	}
@@ -374,6 +376,9 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 	for _, p := range forbid {
 		cmd = append(cmd, "-forbid", p.String())
 	}
+	// The ceiling on the command line: neither the agent nor an edit of
+	// the rules file can change it.
+	cmd = append(cmd, CeilingArgs(spec.ceiling)...)
 	labels := req.Labels()
 	labels[labelKind] = kindGateway
 	cfg := &container.Config{

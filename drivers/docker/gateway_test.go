@@ -135,6 +135,50 @@ func TestPlanGateway(t *testing.T) {
 	}
 }
 
+// TestPlanGatewayCeiling: the effective ceiling is a gateway attribute
+// that replaces the gateway when it changes (it is on the command line),
+// absent without one so that the configuration hash stays; decoding gives
+// the gateway's arguments back.
+func TestPlanGatewayCeiling(t *testing.T) {
+	d := egressDriver(t, listing(isolatingEngine()), nil)
+	plan := func(ceiling []string) drivers.Object {
+		objs := planObjects(t, d, drivers.AgentSpec{
+			Addr: "agent.coder", Name: "coder", EgressCeiling: ceiling,
+			Workload: drivers.MustWorkload(map[string]cty.Value{
+				"image":  cty.StringVal("x:1"),
+				"egress": cty.TupleVal([]cty.Value{cty.StringVal("github.com:443")}),
+			}),
+		})
+		return objs["agent.coder.gateway"]
+	}
+	for _, tt := range []struct {
+		ceiling []string
+		args    []string
+	}{
+		{nil, nil},
+		{[]string{}, []string{"-ceiling", ""}},
+		{[]string{"*.github.com:443", "github.com:443"}, []string{"-ceiling", "*.github.com:443,github.com:443"}},
+	} {
+		gw := plan(tt.ceiling)
+		if _, ok := gw.Attrs["ceiling"]; ok != (tt.ceiling != nil) {
+			t.Errorf("ceiling %q: attrs %#v", tt.ceiling, gw.Attrs)
+		}
+		if slices.Contains(gw.InPlace, "ceiling") {
+			t.Errorf("the ceiling changes in place: %v", gw.InPlace)
+		}
+		a, err := DecodeGatewayAttrs(gw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (a.Ceiling == nil) != (tt.ceiling == nil) || !slices.Equal(a.Ceiling, tt.ceiling) {
+			t.Errorf("decoded ceiling %q, want %q", a.Ceiling, tt.ceiling)
+		}
+		if got := CeilingArgs(a.Ceiling); !slices.Equal(got, tt.args) {
+			t.Errorf("arguments %q, want %q", got, tt.args)
+		}
+	}
+}
+
 func TestPlanGatewayAllowValues(t *testing.T) {
 	d := egressDriver(t, listing(isolatingEngine()), nil)
 	tests := []struct {

@@ -243,6 +243,10 @@ type GatewayAttrs struct {
 	// name of a network the runtime block named; never empty.
 	EgressNetwork string
 	DNS           []string
+	// Ceiling is the effective egress ceiling the gateway enforces
+	// whatever its rules file says (drivers.AgentSpec.EgressCeiling): nil
+	// for none, empty to allow nothing.
+	Ceiling []string
 }
 
 // DecodeGatewayAttrs decodes a gateway object's attributes, naming the
@@ -274,5 +278,45 @@ func DecodeGatewayAttrs(o drivers.Object) (GatewayAttrs, error) {
 	if a.DNS, err = drivers.Strings(o.Attr("dns")); err != nil {
 		return a, fmt.Errorf("dns: %w", err)
 	}
+	if c := o.Attr("ceiling"); !c.IsNull() {
+		if a.Ceiling, err = drivers.Strings(c); err != nil {
+			return a, fmt.Errorf("ceiling: %w", err)
+		}
+		if a.Ceiling == nil {
+			a.Ceiling = []string{}
+		}
+		if _, err := egress.ParseCeiling(egress.CeilingFlag(a.Ceiling)); err != nil {
+			return a, fmt.Errorf("ceiling: %w", err)
+		}
+	}
 	return a, nil
+}
+
+// SetCeiling gives a planned gateway object the agent's effective egress
+// ceiling (drivers.AgentSpec.EgressCeiling), when it has one: an attribute
+// outside InPlace, as the gateway takes its ceiling on its command line,
+// where no rules file can change it, so a new ceiling replaces the
+// gateway. Without one the attribute is left out, and a gateway keeps its
+// configuration hash.
+func SetCeiling(o *drivers.Object, ceiling []string) {
+	if ceiling == nil {
+		return
+	}
+	if len(ceiling) == 0 {
+		o.Attrs["ceiling"] = cty.ListValEmpty(cty.String)
+		return
+	}
+	vals := make([]cty.Value, len(ceiling))
+	for i, r := range ceiling {
+		vals[i] = cty.StringVal(r)
+	}
+	o.Attrs["ceiling"] = cty.ListVal(vals)
+}
+
+// CeilingArgs are the gateway's command-line arguments for its ceiling.
+func CeilingArgs(ceiling []string) []string {
+	if ceiling == nil {
+		return nil
+	}
+	return []string{"-ceiling", egress.CeilingFlag(ceiling)}
 }

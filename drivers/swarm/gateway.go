@@ -39,6 +39,7 @@ type gatewaySpec struct {
 	egressNetwork string
 	dns           []string
 	placement     []string
+	ceiling       []string // nil for none
 }
 
 func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
@@ -46,7 +47,7 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 	if err != nil {
 		return gatewaySpec{}, err
 	}
-	s := gatewaySpec{agent: a.Agent, allow: a.Allow, sidecars: a.Sidecars, version: a.Version, dns: a.DNS}
+	s := gatewaySpec{agent: a.Agent, allow: a.Allow, sidecars: a.Sidecars, version: a.Version, dns: a.DNS, ceiling: a.Ceiling}
 	if s.name, err = serviceName(req.Lineage, req.Object.Addr); err != nil {
 		return s, err
 	}
@@ -124,6 +125,9 @@ func (d *Driver) createGateway(ctx context.Context, api swarmAPI, req drivers.Ap
 		"-listen", fmt.Sprintf(":%d", docker.GatewayPort), "-listen-in", subnet,
 		"-rules", docker.GatewayRulesDir + "/" + docker.GatewayRulesFile,
 		"-forbid-file", docker.GatewayRulesDir + "/" + docker.GatewayForbidFile}
+	// The ceiling in the service's arguments: a task's files cannot
+	// widen it.
+	cs.Args = append(cs.Args, docker.CeilingArgs(s.ceiling)...)
 	cs.User = docker.GatewayUser
 	cs.Env = []string{fmt.Sprintf("GOMEMLIMIT=%dMiB", docker.GatewayMemory*5/8>>20)}
 	cs.CapabilityDrop = []string{"ALL"}

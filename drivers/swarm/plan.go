@@ -145,6 +145,7 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 			gw.Attrs["sidecars"] = stringList(names)
 			gw.InPlace = append(gw.InPlace, "sidecars")
 		}
+		docker.SetCeiling(&gw, a.EgressCeiling)
 		objects = append(objects, gw)
 	}
 	return drivers.PlanResponse{Objects: objects}, nil

@@ -1,0 +1,100 @@
+package egress
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestGatewayCeiling: a gateway given a ceiling refuses what lies outside
+// it even when its rules allow it (set directly, as by a rules file
+// changed by hand), and a rules file with a rule outside the ceiling is
+// not loaded: the rules in force stay.
+func TestGatewayCeiling(t *testing.T) {
+	_, port := echoServer(t)
+	p := strconv.Itoa(port)
+	res := newResolver("in.test", "127.0.0.1", "out.test", "127.0.0.1")
+	g := &Gateway{Agent: "agent.coder", loopbackByRule: true, Ceiling: mustRules(t, "in.test:"+p, "127.0.0.1:"+p)}
+	tg := startGateway(t, g, res, "in.test:"+p, "out.test:"+p, "127.0.0.1:"+p)
+
+	status := func(target string) (int, string) {
+		t.Helper()
+		_, _, resp, body := tg.connect(t, target)
+		tg.log.decision(t)
+		return resp.StatusCode, body
+	}
+	if s, body := status("in.test:" + p); s != 200 {
+		t.Fatalf("in.test inside the ceiling: %d %q", s, body)
+	}
+	if s, body := status("out.test:" + p); s != 403 || !strings.Contains(body, "outside the egress ceiling") {
+		t.Fatalf("out.test outside the ceiling, allowed by a rule: %d %q", s, body)
+	}
+	if got := res.Lookups(); strings.Contains(strings.Join(got, " "), "out.test") {
+		t.Errorf("the gateway resolved a name outside its ceiling: %q", got)
+	}
+
+	// A rules file that widens beyond the ceiling is refused whole.
+	path := t.TempDir() + "/rules.json"
+	writeRules(t, path, "agent.coder", "in.test:"+p, "127.0.0.1:"+p)
+	events := newLineLog()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- WatchRulesFile(ctx, path, g, time.Millisecond, events) }()
+	defer func() { cancel(); <-done }()
+	if e := readEvent(t, events); e.Event != "rules-loaded" {
+		t.Fatalf("event %+v", e)
+	}
+	writeRules(t, path, "agent.coder", "in.test:"+p, "out.test:"+p, "0.0.0.0/0:"+p)
+	e := readEvent(t, events)
+	if e.Event != "rules-invalid" || !strings.Contains(e.Error, `rules "out.test:`+p+`", "0.0.0.0/0:`+p+`" lie outside the gateway's egress ceiling`) ||
+		strings.Join(e.Allow, " ") != "in.test:"+p+" 127.0.0.1:"+p {
+		t.Fatalf("event %+v", e)
+	}
+	if s, _ := status("out.test:" + p); s != 403 {
+		t.Fatalf("out.test after a widening rules file: %d", s)
+	}
+}
+
+// TestGatewayEmptyCeiling: an empty ceiling allows nothing; a nil one
+// bounds nothing.
+func TestGatewayEmptyCeiling(t *testing.T) {
+	_, port := echoServer(t)
+	p := strconv.Itoa(port)
+	res := newResolver("in.test", "127.0.0.1")
+	for _, tt := range []struct {
+		ceiling []Rule
+		want    int
+	}{{[]Rule{}, 403}, {nil, 200}, {mustRules(t, "127.0.0.1:"+p), 403}} {
+		g := &Gateway{Agent: "agent.coder", loopbackByRule: true, Ceiling: tt.ceiling}
+		tg := startGateway(t, g, res, "in.test:"+p, "127.0.0.1:"+p)
+		_, _, resp, body := tg.connect(t, "in.test:"+p)
+		tg.log.decision(t)
+		if resp.StatusCode != tt.want {
+			t.Errorf("ceiling %v: %d %q, want %d", tt.ceiling, resp.StatusCode, body, tt.want)
+		}
+	}
+}
+
+func TestParseCeiling(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                                 "",
+		"github.com:443":                   "github.com:443",
+		"*.github.com:443,10.0.0.0/8:5432": "*.github.com:443 10.0.0.0/8:5432",
+	} {
+		rules, err := ParseCeiling(in)
+		if err != nil || rules == nil {
+			t.Fatalf("ParseCeiling(%q) = %v, %v", in, rules, err)
+		}
+		if got := strings.Join(NewRulesFile("", rules).Allow, " "); got != want {
+			t.Errorf("ParseCeiling(%q) = %q, want %q", in, got, want)
+		}
+		if back := CeilingFlag(NewRulesFile("", rules).Allow); back != in {
+			t.Errorf("CeilingFlag round trip of %q = %q", in, back)
+		}
+	}
+	if _, err := ParseCeiling("github.com:443,*"); err == nil {
+		t.Error("ParseCeiling accepted an invalid rule")
+	}
+}

@@ -1,0 +1,4 @@
+egress_ceiling = [
+  "api.anthropic.com:443",
+  "https://github.com/",
+]

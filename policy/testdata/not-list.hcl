@@ -1,0 +1,1 @@
+egress_ceiling = "api.anthropic.com:443"

@@ -1,0 +1,2 @@
+egress_ceiling = ["api.anthropic.com:443"]
+egress_allow   = ["github.com:443"]

@@ -1,0 +1,1 @@
+# A policy that bounds nothing yet.

@@ -1,0 +1,1 @@
+egress_ceiling = [var.host]
