@@ -279,9 +279,20 @@ func (p *Plan) Graph() *dag.Graph {
 		g.Add(m)
 		g.Connect(m, ups[k])
 	}
+	// What a workload carrying its workspace from the one it replaces
+	// depends on (its built image) is made new before the old one goes:
+	// the old workload stays until the new one is created.
+	keptFor := map[string]bool{}
+	for _, c := range p.Changes {
+		if c.carriesFromOld() {
+			for _, dep := range c.Object.DependsOn {
+				keptFor[dep] = true
+			}
+		}
+	}
 	for k, up := range ups {
 		if down, ok := downs[k]; ok {
-			if up.Change.Action == Migrate || up.Change.carriesFromOld() {
+			if up.Change.Action == Migrate || up.Change.carriesFromOld() || keptFor[k] {
 				// The new copy runs before the old one goes (a carry
 				// from the old one sets it aside first).
 				g.Connect(down, up)

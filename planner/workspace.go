@@ -28,6 +28,9 @@ func ImageIdentity(attrHashes map[string]string) string {
 	return attrHashes["image"] + "/" + attrHashes["build_hash"]
 }
 
+// kindImage is the kind of a built image object (docker, swarm).
+const kindImage = "image"
+
 // ownImage reports whether the agent has an image of its own (a fork
 // without one always boots its snapshot).
 func ownImage(ap *agentPlan) bool {
@@ -123,9 +126,10 @@ func planCarry(changes map[string]*Change, w, taken *Change, ap *agentPlan) {
 		w.Reasons = append(w.Reasons, fmt.Sprintf("it boots %s with %s from %s, taken just before", imageWords(ap), strings.Join(ws, ", "), taken.Addr))
 	default:
 		for _, dep := range w.Object.DependsOn {
-			if d := changes[dep]; d != nil && (d.Action == Replace || d.Action == Create) {
+			if d := changes[dep]; d != nil && d.Kind != kindImage && (d.Action == Replace || d.Action == Create) {
 				// Its network goes first, so the old workload cannot
-				// stay beside the new one.
+				// stay beside the new one. (A built image is tagged by
+				// its content: the new one is made before the old goes.)
 				w.Reasons = append(w.Reasons, fmt.Sprintf("%s cannot be carried over from the current workload, because %s is %s too; add snapshot_policy { before = [\"replace\"] } to carry it from a snapshot", strings.Join(ws, ", "), dep, pastTense(d.Action)))
 				return
 			}

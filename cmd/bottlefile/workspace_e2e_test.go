@@ -1,0 +1,122 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
+)
+
+// workspaceBottlefile is a built agent running as a non-root user whose
+// work is /workspace; %s is the snapshot_policy block, or nothing.
+const workspaceBottlefile = `
+agent "coder" {
+  build {
+    context = "./agent"
+  }
+  command   = ["sleep", "3600"]
+  user      = "1000:1000"
+  workdir   = "/workspace"
+  workspace = ["/workspace"]
+%s}
+`
+
+// workspaceContext writes the agent's build context: FROM base, with
+// /workspace its user's, and, from version 2 on, a marker file of the
+// version (the new CLI an upgrade brings).
+func workspaceContext(t *testing.T, dir, base string, version int) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dockerfile := "FROM " + base + "\nRUN mkdir -p /workspace && chown 1000:1000 /workspace\n"
+	if version > 1 {
+		dockerfile += "COPY marker /etc/agent-version\n"
+	}
+	files := map[string]string{"Dockerfile": dockerfile, "marker": fmt.Sprintf("agent %d\n", version)}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestE2EWorkspaceImageUpgrade: the agent's Dockerfile changes (a marker
+// file added: a new CLI version), and apply boots the new image with the
+// old /workspace carried over: the marker and the agent's own files are
+// both there, with their owner (uid 1000) and mode, and a symlink inside
+// the workspace survives; what the agent wrote outside its workspace is
+// not (the new image, not the old filesystem). With a snapshot_policy
+// before replace, the workspace comes from the snapshot taken first;
+// without one, from the replaced container, set aside until the new one
+// has it. Nothing is left behind: no carrier container, no container set
+// aside.
+func TestE2EWorkspaceImageUpgrade(t *testing.T) {
+	cli := dockertest.Client(t)
+	base := dockertest.BusyboxImage(t, cli)
+	for _, tc := range []struct {
+		name, policy, wantPlan string
+	}{
+		{"policy", "  snapshot_policy {\n    before = [\"replace\"]\n  }\n",
+			"it boots the image built from ./agent with /workspace from agent.coder.snapshot.1, taken just before"},
+		{"no policy", "",
+			"it boots the image built from ./agent with /workspace carried over from the current workload"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			workspaceContext(t, filepath.Join(dir, "agent"), base, 1)
+			writeBottlefile(t, dir, workspaceBottlefile, tc.policy)
+			mustRun(t, dir, "apply", "-auto-approve")
+			lineage := lineageOf(t, cli, dir)
+
+			// The agent's work: files of its own, a mode, a symlink, a
+			// nested directory; and scratch outside the workspace.
+			mustRun(t, dir, "exec", "agent.coder", "--", "sh", "-c",
+				"echo progress > notes.md && chmod 640 notes.md && ln -s notes.md latest && mkdir -p src/pkg && echo code > src/pkg/main.go && echo scratch > /tmp/scratch")
+			before := mustRun(t, dir, "exec", "agent.coder", "--", "stat", "-c", "%n %u:%g %a", "/workspace", "/workspace/notes.md", "/workspace/src/pkg/main.go").stdout
+
+			workspaceContext(t, filepath.Join(dir, "agent"), base, 2)
+			r := mustRun(t, dir, "plan")
+			wantAll(t, "plan", r.stdout, tc.wantPlan, "-/+ agent.coder (container)")
+			r = mustRun(t, dir, "apply", "-auto-approve")
+			wantAll(t, "apply", r.stdout, "carried /workspace over from")
+
+			if got := mustRun(t, dir, "exec", "agent.coder", "--", "cat", "/etc/agent-version").stdout; got != "agent 2\n" {
+				t.Errorf("the new image's marker: %q", got)
+			}
+			after := mustRun(t, dir, "exec", "agent.coder", "--", "stat", "-c", "%n %u:%g %a", "/workspace", "/workspace/notes.md", "/workspace/src/pkg/main.go").stdout
+			if after != before || !strings.Contains(after, "/workspace/notes.md 1000:1000 640") {
+				t.Errorf("owners and modes before the upgrade:\n%safter:\n%s", before, after)
+			}
+			if got := mustRun(t, dir, "exec", "agent.coder", "--", "sh", "-c", "readlink latest; cat latest; cat src/pkg/main.go").stdout; got != "notes.md\nprogress\ncode\n" {
+				t.Errorf("the symlink and files after the upgrade: %q", got)
+			}
+			if r := bottlefile(t, dir, "exec", "agent.coder", "--", "test", "-e", "/tmp/scratch"); r.code == 0 {
+				t.Errorf("/tmp/scratch, outside the workspace, survived: the agent booted the old filesystem")
+			}
+			// The agent (uid 1000) can still write its workspace.
+			mustRun(t, dir, "exec", "agent.coder", "--", "touch", "/workspace/after-upgrade")
+
+			if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
+				t.Errorf("plan after the upgrade: %s", r)
+			}
+			var names []string
+			for _, c := range containersWith(t, cli, drivers.LabelLineage+"="+lineage) {
+				names = append(names, c.Names...)
+			}
+			if len(names) != 1 || strings.HasSuffix(names[0], "-replaced") {
+				t.Errorf("containers of the lineage after the upgrade: %v", names)
+			}
+			for _, c := range containersWith(t, cli, "io.bottlefile.carry") {
+				if strings.HasPrefix(c.Labels["io.bottlefile.carry"], lineage) {
+					t.Errorf("a carrier container was left: %s", c.ID)
+				}
+			}
+			mustRun(t, dir, "destroy", "-auto-approve", "-include-snapshots")
+		})
+	}
+}
