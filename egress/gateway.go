@@ -109,6 +109,7 @@ type Gateway struct {
 	forbidden atomic.Pointer[[]netip.Prefix] // SetForbidden's, beside Forbidden
 	logMu     sync.Mutex
 	refusals  refusalLimit
+	allowed   allowedLimit
 
 	creds atomic.Pointer[credset] // SetCredentials'; nil for none
 
@@ -255,9 +256,17 @@ type Decision struct {
 	// ([Gateway.Serial]); the rules-loaded event with that serial lists it.
 	Serial uint64 `json:"serial"`
 	// Suppressed counts this source's refusals left out of the log (rate
-	// limited) since its previous line.
+	// limited) since its previous line; on an allowed line, the allowed
+	// requests left out (past the aggregates a source may hold).
 	Suppressed int `json:"suppressed,omitempty"`
+	// Count is how many allowed requests the line stands for: more than
+	// one on an aggregate of requests past the allowed-lines rate limit
+	// (their last time, source and reason); 0 means one.
+	Count int `json:"count,omitempty"`
 }
+
+// Requests is how many requests the line stands for.
+func (d Decision) Requests() int { return max(d.Count, 1) }
 
 // What happened to a request, in Decision.Outcome. Allowed is the policy's
 // decision; the outcome is what came of it.
@@ -314,6 +323,11 @@ func (g *Gateway) Serve(ctx context.Context, l net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
+	flushed := make(chan struct{})
+	go func() {
+		defer close(flushed)
+		g.flushAggregates(ctx)
+	}()
 	var err error
 	select {
 	case <-ctx.Done():
@@ -325,10 +339,28 @@ func (g *Gateway) Serve(ctx context.Context, l net.Listener) error {
 		<-errc
 	}
 	hs.wait()
+	<-flushed
+	g.writeDecisions(g.allowed.flush(g.now())...) // what the last requests left pending
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
 	return err
+}
+
+// flushAggregates writes the aggregated allowed lines every
+// aggregateEvery until ctx is done, so that a quiet source's last
+// requests are not held back.
+func (g *Gateway) flushAggregates(ctx context.Context) {
+	t := time.NewTicker(aggregateEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			g.writeDecisions(g.allowed.flush(g.now())...)
+		}
+	}
 }
 
 // handlerSet counts running handlers so that Serve can wait for them,
@@ -694,14 +726,24 @@ func (g *Gateway) logDecision(r *http.Request, v verdict) {
 			return
 		}
 		d.Suppressed = left
+		g.writeDecisions(d)
+		return
 	}
-	line := marshalDecision(d)
-	if line == nil {
+	g.writeDecisions(g.allowed.add(d, now)...)
+}
+
+// writeDecisions writes lines to the log, one Write each.
+func (g *Gateway) writeDecisions(ds ...Decision) {
+	if g.Log == nil || len(ds) == 0 {
 		return
 	}
 	g.logMu.Lock()
 	defer g.logMu.Unlock()
-	g.Log.Write(line)
+	for _, d := range ds {
+		if line := marshalDecision(d); line != nil {
+			g.Log.Write(line)
+		}
+	}
 }
 
 func (g *Gateway) serveConnect(w http.ResponseWriter, r *http.Request) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net"
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -115,4 +116,114 @@ func (l *refusalLimit) allow(source string, now time.Time) (bool, int) {
 	n := b.suppressed
 	b.suppressed = 0
 	return true, n
+}
+
+// The audit trail. The engine keeps a bounded log (rotated), and an agent
+// can send allowed requests as fast as it likes: were each one a line, a
+// flood of them would rotate earlier refusals and injections out of what
+// `egress denials` reads. So allowed lines (connected, intercepted,
+// credential-injected) are rate-limited per source like refusals, and
+// what the limit holds back is aggregated, not lost: one line per
+// destination and outcome with the number of requests it stands for
+// (Decision.Count), written every aggregateEvery. A source's flood of
+// allowed requests writes at most about allowedEvery⁻¹ + (maxAggregates
+// + 1)/aggregateEvery lines a second, two or so: rotating 3 × 10 MB takes
+// it hours, not the minutes one line a request took.
+const (
+	allowedBurst   = 100
+	allowedEvery   = time.Second
+	aggregateEvery = 30 * time.Second
+	// maxAggregates bounds a source's pending aggregates (a wildcard rule
+	// allows any number of destinations); past it, requests are counted
+	// in the Suppressed of the source's next line.
+	maxAggregates = 32
+)
+
+// allowedLimit rate-limits and aggregates the allowed lines.
+type allowedLimit struct {
+	mu        sync.Mutex // guards the fields below
+	sources   map[string]*allowedSource
+	lastFlush time.Time
+}
+
+type allowedSource struct {
+	bucket
+	pending map[aggKey]*Decision
+	order   []aggKey // of pending, first seen first
+	dropped int
+}
+
+type aggKey struct {
+	dest, outcome, rule string
+	serial              uint64
+}
+
+// add takes an allowed decision and returns the lines to write now: d
+// itself when the source's bucket has a token, and the aggregates due.
+func (l *allowedLimit) add(d Decision, now time.Time) []Decision {
+	host, _, err := net.SplitHostPort(d.Source)
+	if err != nil {
+		host = d.Source
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sources == nil {
+		l.sources = map[string]*allowedSource{}
+		l.lastFlush = now
+	}
+	var out []Decision
+	if len(l.sources) >= maxSources {
+		out = l.flushLocked(now) // and forget them
+		l.sources = map[string]*allowedSource{}
+	}
+	s := l.sources[host]
+	if s == nil {
+		s = &allowedSource{bucket: bucket{tokens: allowedBurst, last: now}, pending: map[aggKey]*Decision{}}
+		l.sources[host] = s
+	}
+	s.tokens = min(allowedBurst, s.tokens+float64(now.Sub(s.last))/float64(allowedEvery))
+	s.last = now
+	switch k := (aggKey{d.Destination, d.Outcome, d.Rule, d.Serial}); {
+	case s.tokens >= 1:
+		s.tokens--
+		d.Suppressed, s.dropped = s.dropped, 0
+		out = append(out, d)
+	case s.pending[k] != nil:
+		p := s.pending[k]
+		p.Count++
+		p.Time, p.Source, p.Reason = d.Time, d.Source, d.Reason
+	case len(s.pending) < maxAggregates:
+		d.Count = 1
+		s.pending[k] = &d
+		s.order = append(s.order, k)
+	default:
+		s.dropped++
+	}
+	if now.Sub(l.lastFlush) >= aggregateEvery {
+		out = append(out, l.flushLocked(now)...)
+	}
+	return out
+}
+
+// flush returns every pending aggregate, oldest source line first.
+func (l *allowedLimit) flush(now time.Time) []Decision {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.flushLocked(now)
+}
+
+func (l *allowedLimit) flushLocked(now time.Time) []Decision {
+	l.lastFlush = now
+	var out []Decision
+	for _, s := range l.sources {
+		for _, k := range s.order {
+			d := *s.pending[k]
+			d.Suppressed, s.dropped = s.dropped, 0
+			out = append(out, d)
+		}
+		clear(s.pending)
+		s.order = s.order[:0]
+	}
+	slices.SortStableFunc(out, func(a, b Decision) int { return a.Time.Compare(b.Time) })
+	return out
 }

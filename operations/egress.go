@@ -175,7 +175,7 @@ func Injections(decs []GatewayDecision) []Injection {
 			byKey[k] = g
 			out = append(out, g)
 		}
-		g.Count++
+		g.Count += d.Requests() // an aggregated line stands for several
 		if !d.Time.Before(g.Last) {
 			g.Last, g.Reason = d.Time, d.Reason
 		}
@@ -255,7 +255,7 @@ func Replay(decs []GatewayDecision, rules []egress.Rule) WhatIf {
 		case !d.Allowed && d.Outcome != egress.OutcomeBadRequest && d.Outcome != egress.OutcomeCredentialElsewhere && d.Rule == "" && match:
 			allowed[d.Destination]++
 		case d.Allowed && !match:
-			denied[d.Destination]++
+			denied[d.Destination] += d.Requests()
 		}
 	}
 	return WhatIf{NowAllowed: counted(allowed), NowDenied: counted(denied)}

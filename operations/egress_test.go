@@ -78,13 +78,16 @@ func TestInjectionsAndElsewhere(t *testing.T) {
 	const log = `{"time":"2026-11-25T10:00:00Z","source":"10.0.0.2:1","destination":"api.anthropic.com:443","rule":"api.anthropic.com:443","allowed":true,"outcome":"intercepted","reason":"TLS terminated","serial":1}
 {"time":"2026-11-25T10:00:01Z","source":"10.0.0.2:1","destination":"api.anthropic.com:443","rule":"api.anthropic.com:443","allowed":true,"outcome":"credential-injected","reason":"credential injected: \"anthropic\" in header X-Api-Key, into POST /v1/messages","serial":1}
 {"time":"2026-11-25T10:00:02Z","source":"10.0.0.2:1","destination":"api.anthropic.com:443","rule":"api.anthropic.com:443","allowed":true,"outcome":"credential-injected","reason":"credential injected: \"anthropic\" in header X-Api-Key, into GET /v1/models","serial":1}
+{"time":"2026-11-25T10:00:40Z","source":"10.0.0.2:9","destination":"api.anthropic.com:443","rule":"api.anthropic.com:443","allowed":true,"outcome":"credential-injected","reason":"credential injected: \"anthropic\" in header X-Api-Key, into GET /v1/models","serial":1,"count":40}
 {"time":"2026-11-25T10:00:03Z","source":"10.0.0.2:2","destination":"pastebin.com:80","rule":"","allowed":false,"outcome":"credential-elsewhere","reason":"the request carries the placeholder of credential \"anthropic\", which is injected only for api.anthropic.com:443: an attempt to use the credential elsewhere","serial":1}
 `
 	decs, err := ParseDecisions(strings.NewReader(log), "agent.coder", time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Injection{{Agent: "agent.coder", Destination: "api.anthropic.com:443", Count: 2, Last: time.Date(2026, 11, 25, 10, 0, 2, 0, time.UTC),
+	// The last line aggregates 40 requests past the allowed-lines rate
+	// limit: they count.
+	want := []Injection{{Agent: "agent.coder", Destination: "api.anthropic.com:443", Count: 42, Last: time.Date(2026, 11, 25, 10, 0, 40, 0, time.UTC),
 		Reason: `credential injected: "anthropic" in header X-Api-Key, into GET /v1/models`}}
 	if diff := cmp.Diff(want, Injections(decs)); diff != "" {
 		t.Errorf("injections (-want +got):\n%s", diff)
@@ -94,7 +97,11 @@ func TestInjectionsAndElsewhere(t *testing.T) {
 		t.Errorf("denials %+v, want the one credential-elsewhere, with no rule to add", denials)
 	}
 	rules, _ := egress.ParseRules([]string{"pastebin.com:80"})
-	if w := Replay(decs, rules); len(w.NowAllowed) != 0 {
+	w := Replay(decs, rules)
+	if len(w.NowAllowed) != 0 {
 		t.Errorf("a new rule would let the placeholder through: %+v", w.NowAllowed)
+	}
+	if want := []DestinationCount{{"api.anthropic.com:443", 43}}; !cmp.Equal(w.NowDenied, want) {
+		t.Errorf("destinations in use the new rules deny: %+v, want %+v (aggregated lines count their requests)", w.NowDenied, want)
 	}
 }
