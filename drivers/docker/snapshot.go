@@ -322,7 +322,14 @@ func (d *Driver) commitSnapshot(ctx context.Context, req drivers.ApplyRequest, n
 		d.log.Warn("the image the container was created from is gone: the snapshot image has an empty config (the agent's declared one still applies to containers created from it)", "addr", addr, "image", shortID(ctr.Image))
 	}
 	d.log.Info("took snapshot", "addr", addr, "ref", ref, "id", shortID(id), "flattened", flatten, "elapsed", time.Since(start))
-	return d.snapshotResponse(ctx, api, ref, ctr.ID)
+	// A snapshot's size is what it adds over the image it was committed
+	// from: the layer the commit added, whose base layers the engine
+	// shares. A flattened one shares nothing: its size is its whole image.
+	var over int64
+	if !flatten && base != nil {
+		over = base.Size
+	}
+	return d.snapshotResponse(ctx, api, ref, ctr.ID, over)
 }
 
 // labelSnapshotIntermediate marks the image a snapshot passes through (a
@@ -355,8 +362,10 @@ func (d *Driver) removeIntermediate(ctx context.Context, api dockerAPI, id strin
 	}
 }
 
-// snapshotResponse inspects a snapshot image for its computed values.
-func (d *Driver) snapshotResponse(ctx context.Context, api dockerAPI, ref, source string) (drivers.ApplyResponse, error) {
+// snapshotResponse inspects a snapshot image for its computed values;
+// its size is what it adds over an image of base bytes (0: its whole
+// image).
+func (d *Driver) snapshotResponse(ctx context.Context, api dockerAPI, ref, source string, base int64) (drivers.ApplyResponse, error) {
 	info, err := api.ImageInspect(ctx, ref)
 	if err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("inspecting snapshot image %s: %w", ref, err)
@@ -364,7 +373,7 @@ func (d *Driver) snapshotResponse(ctx context.Context, api dockerAPI, ref, sourc
 	created, _ := time.Parse(time.RFC3339Nano, info.Created)
 	return drivers.ApplyResponse{
 		ID:       info.ID,
-		Snapshot: &drivers.SnapshotResult{Image: ref, Size: info.Size, Created: created, Source: source},
+		Snapshot: &drivers.SnapshotResult{Image: ref, Size: max(info.Size-base, 0), Created: created, Source: source},
 		Computed: map[string]string{"depth": strconv.Itoa(len(info.RootFS.Layers))},
 	}, nil
 }

@@ -150,7 +150,8 @@ func (d *Driver) ImportSnapshot(ctx context.Context, req drivers.ImportRequest, 
 			d.removeUntagged(ctx, api, img.ID)
 		}
 	}
-	out, err := d.snapshotResponse(ctx, api, ref, labels[labelSnapshotSource])
+	// An import's base is not known here: its size is its whole image.
+	out, err := d.snapshotResponse(ctx, api, ref, labels[labelSnapshotSource], 0)
 	if err != nil {
 		return fail("%v", err)
 	}
