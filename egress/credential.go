@@ -645,6 +645,12 @@ func credentialRequestRefused(req *http.Request) string {
 // an encoding it cannot undo fails the request (502) rather than pass
 // unmasked.
 func decodeForMasking(resp *http.Response) error {
+	if resp.Close {
+		// The host closes its connection: so does the gateway the
+		// agent's, once this answer is out, rather than hold it (and a
+		// pipelined request) for the idle timeout.
+		resp.Header.Set("Connection", "close")
+	}
 	ce := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding")))
 	if ce == "" || ce == "identity" || resp.Body == nil || resp.Body == http.NoBody ||
 		resp.Request.Method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified {

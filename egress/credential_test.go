@@ -43,6 +43,13 @@ type credentialRig struct {
 
 func newCredentialRig(t *testing.T) *credentialRig {
 	t.Helper()
+	return newCredentialRigWith(t, true)
+}
+
+// newCredentialRigWith is newCredentialRig with an upstream that offers
+// HTTP/2 or not.
+func newCredentialRigWith(t *testing.T, h2 bool) *credentialRig {
+	t.Helper()
 	rig := &credentialRig{seen: make(chan http.Header, 10), protos: make(chan string, 10)}
 	rig.upstream = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rig.seen <- r.Header.Clone()
@@ -53,7 +60,7 @@ func newCredentialRig(t *testing.T) *credentialRig {
 		}
 		fmt.Fprintf(w, "key=%s proto=%s host=%s", r.Header.Get("X-Api-Key"), r.Proto, r.Host)
 	}))
-	rig.upstream.EnableHTTP2 = true
+	rig.upstream.EnableHTTP2 = h2
 	rig.upstream.Config.ErrorLog = log.New(io.Discard, "", 0)
 	rig.upstream.StartTLS()
 	t.Cleanup(rig.upstream.Close)
