@@ -248,14 +248,48 @@ func TestE2ECodingAgentsExample(t *testing.T) {
 	}
 	restore()
 
+	// The README's upgrade: the agent, as its own user, writes its
+	// workdir and its home; a new CLI in the Dockerfile boots the new
+	// image with both carried over from the snapshot taken first.
+	r = mustRun(t, dir, "exec", "agent.claude", "--", "sh", "-c",
+		`id -u; echo draft > /workspace/notes.md; mkdir -p ~/.claude && echo "{}" > ~/.claude/settings.json && ln -s notes.md /workspace/latest`)
+	if r.stdout != "1000\n" {
+		t.Errorf("the agent writing its workdir and home: %s", r)
+	}
+	dockerfile, err := os.ReadFile(filepath.Join(dir, "image", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "image", "Dockerfile"), append(dockerfile, "ENV AGENT_CLI_VERSION=2\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = mustRun(t, dir, "plan")
+	wantAll(t, "plan of the upgrade", r.stdout,
+		"it boots the image built from ./image with /workspace, /home/agent from agent.claude.snapshot.1, taken just before",
+		"it boots the image built from ./image with /workspace, /home/agent from agent.codex.snapshot.1, taken just before",
+		"-/+ agent.claude (container)", "-/+ agent.codex (container)")
+	if strings.Contains(r.stdout, "# agent.reviewer ") {
+		t.Errorf("the upgrade touches the fork:\n%s", r.stdout)
+	}
+	r = bottlefileWithin(t, 10*time.Minute, dir, "apply", "-auto-approve", "-wait=0")
+	if r.code != 0 {
+		t.Fatalf("apply of the upgrade: %s", r)
+	}
+	noSecrets("apply of the upgrade", r.stdout+r.stderr)
+	r = mustRun(t, dir, "exec", "agent.claude", "--", "sh", "-c",
+		`echo $AGENT_CLI_VERSION; stat -c "%U %a" /workspace/notes.md ~/.claude/settings.json; cat ~/.claude/settings.json; readlink /workspace/latest; touch /workspace/after ~/after`)
+	if want := "2\nagent 644\nagent 644\n{}\nnotes.md\n"; r.stdout != want {
+		t.Errorf("claude after the upgrade: %q, want %q\n%s", r.stdout, want, r)
+	}
+
 	// destroy commits each agent with a policy and keeps those snapshots;
 	// the next apply resumes from them.
 	r = bottlefileWithin(t, 10*time.Minute, dir, "destroy", "-auto-approve")
 	if r.code != 0 {
 		t.Fatalf("destroy: %s", r)
 	}
-	wantAll(t, "destroy", r.stdout, "# kept: agent.claude.snapshot.1, taken by this plan", "# kept: agent.codex.snapshot.1, taken by this plan",
-		"Destroy complete! Objects: 0 added, 0 changed, 17 destroyed, 2 snapshots taken.")
+	wantAll(t, "destroy", r.stdout, "# kept: agent.claude.snapshot.2, taken by this plan", "# kept: agent.codex.snapshot.2, taken by this plan",
+		"Destroy complete! Objects: 0 added, 0 changed, 17 destroyed, 2 snapshots taken")
 	if measured && strings.Contains(r.stdout, "written inside it") {
 		t.Errorf("destroy says it discards what the fork wrote, which is only its CA files:\n%s", r.stdout)
 	} else if !measured && !strings.Contains(r.stdout, "this destroy discards whatever was written inside it since ") {
@@ -270,14 +304,14 @@ func TestE2ECodingAgentsExample(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("apply after destroy: %s", r)
 	}
-	wantAll(t, "apply after destroy", r.stdout, "it resumes from agent.claude.snapshot.1", "it resumes from agent.codex.snapshot.1",
+	wantAll(t, "apply after destroy", r.stdout, "it resumes from agent.claude.snapshot.2", "it resumes from agent.codex.snapshot.2",
 		"Apply complete! Objects: 16 added, 0 changed, 0 destroyed, 1 snapshot taken.")
 	noSecrets("apply after destroy", r.stdout+r.stderr)
 	running("after the apply that resumed")
 	r = mustRun(t, dir, "status")
 	for _, line := range strings.Split(r.stdout, "\n") {
-		if strings.HasPrefix(line, "agent.claude ") && !strings.Contains(line, "snapshot agent.claude.snapshot.1") {
-			t.Errorf("status does not say claude resumed from agent.claude.snapshot.1: %q", line)
+		if strings.HasPrefix(line, "agent.claude ") && !strings.Contains(line, "snapshot agent.claude.snapshot.2") {
+			t.Errorf("status does not say claude resumed from agent.claude.snapshot.2: %q", line)
 		}
 	}
 
