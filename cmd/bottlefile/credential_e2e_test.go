@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
@@ -140,10 +141,47 @@ func TestE2ECredentials(t *testing.T) {
 		return r.execIn(t, agent.id, "/credecho get https://api-host:8443/v1/messages x-api-key API_KEY")
 	}
 	res := get()
-	if res.code != 0 || !strings.Contains(res.out, "x-api-key="+key) {
+	if res.code != 0 || !r.waitLog(t, apiID, "x-api-key="+key, 10*time.Second) {
 		t.Fatalf("the server did not see the key: (exit %d) %s\napi-host log: %s\ngateway log: %s", res.code, res.out, r.logs(t, apiID), r.logs(t, gw.id))
 	}
 	wantAll(t, "request through the gateway", res.out, "status=200", "client-proto=HTTP/2.0", "proto=HTTP/2.0")
+	// Issue 25: the server echoes the request, key and body, in its headers
+	// and body, the key as is, in base64 and percent-encoded: the agent
+	// gets the echo without the key in any of them.
+	noReflection := func(what, out, secret string) {
+		t.Helper()
+		pct := ""
+		for i := 0; i < len(secret); i++ {
+			pct += fmt.Sprintf("%%%02X", secret[i])
+		}
+		for form, s := range map[string]string{"the key": secret, "its base64": base64.StdEncoding.EncodeToString([]byte(secret)), "its percent-encoding": pct} {
+			if strings.Contains(strings.ToLower(out), strings.ToLower(s)) {
+				t.Errorf("%s: the agent got %s (%s):\n%s", what, form, s, out)
+			}
+		}
+	}
+	noReflection("GET", res.out, key)
+	wantAll(t, "the echo, masked", res.out, "x-api-key="+strings.Repeat("*", len(key)), "X-Echo-Key: "+strings.Repeat("*", len(key)))
+	post := r.execIn(t, agent.id, "METHOD=POST BODY='hello from the agent' /credecho get https://api-host:8443/v1/messages x-api-key API_KEY")
+	if post.code != 0 || !strings.Contains(post.out, "body=hello from the agent") {
+		t.Errorf("POST with a body: (exit %d) %s", post.code, post.out)
+	}
+	noReflection("POST", post.out, key)
+	trace := r.execIn(t, agent.id, "METHOD=TRACE /credecho get https://api-host:8443/v1/messages x-api-key API_KEY")
+	if trace.code == 0 || !strings.Contains(trace.out, "status=403") || !strings.Contains(trace.out, "TRACE to a credential host is refused") {
+		t.Errorf("TRACE to the credential host: (exit %d) %s", trace.code, trace.out)
+	}
+	noReflection("TRACE", trace.out, key)
+	if !r.waitLog(t, gw.id, "TRACE to a credential host is refused", 10*time.Second) {
+		t.Errorf("the gateway's log does not record the TRACE:\n%s", r.logs(t, gw.id))
+	}
+	// The CA the agent trusts is name-constrained to the credential host.
+	agentCA := r.execIn(t, agent.id, "cat /etc/bottlefile/ca.pem").out
+	if block, _ := pem.Decode([]byte(agentCA)); block == nil {
+		t.Errorf("the agent's CA does not parse: %q", agentCA)
+	} else if ca, err := x509.ParseCertificate(block.Bytes); err != nil || !ca.PermittedDNSDomainsCritical || fmt.Sprint(ca.PermittedDNSDomains) != "[api-host]" {
+		t.Errorf("the agent's CA is constrained to %v (critical %v), want [api-host] (%v)", ca.PermittedDNSDomains, ca.PermittedDNSDomainsCritical, err)
+	}
 	if !r.waitLog(t, gw.id, "credential-injected", 10*time.Second) {
 		t.Errorf("the gateway's log does not say it injected the credential:\n%s", r.logs(t, gw.id))
 	}
@@ -261,9 +299,10 @@ func TestE2ECredentials(t *testing.T) {
 		t.Errorf("the rotation replaced the gateway (%s, was %s)", now.id, gw.id)
 	}
 	res = get()
-	if res.code != 0 || !strings.Contains(res.out, "x-api-key="+rotated) {
-		t.Fatalf("after the rotation the server saw: (exit %d) %s", res.code, res.out)
+	if res.code != 0 || !r.waitLog(t, apiID, "x-api-key="+rotated, 10*time.Second) {
+		t.Fatalf("after the rotation the server saw: (exit %d) %s\n%s", res.code, res.out, r.logs(t, apiID))
 	}
+	noReflection("GET after the rotation", res.out, rotated)
 	noKey("after the rotation", rotated)
 	if res := mustRun(t, r.dir, "plan", "-var-file=secret.vars"); !strings.Contains(res.stdout, "No changes.") {
 		t.Errorf("plan after the rotation:\n%s", res.stdout)

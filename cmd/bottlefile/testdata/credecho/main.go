@@ -2,23 +2,31 @@
 //
 //	credecho serve            an HTTPS server on :8443 (HTTP/1.1 and HTTP/2)
 //	                          with the certificate and key in $CERT and $KEY
-//	                          (PEM): it answers every request with one line,
-//	                          "proto=P x-api-key=V authorization=A", and
-//	                          prints the same line on standard output.
+//	                          (PEM): it prints one line per request on
+//	                          standard output, "proto=P x-api-key=V
+//	                          authorization=A", and answers with that line,
+//	                          the x-api-key's base64 and percent-encoding,
+//	                          and the request body, and the same in headers
+//	                          (an API whose debug or error answers echo
+//	                          the request).
 //	credecho get URL HEADER ENV
 //	                          a GET of URL through $HTTPS_PROXY (as a coding
 //	                          agent's HTTP client does), trusting what
 //	                          $SSL_CERT_FILE names, with HEADER set to the
-//	                          value of the variable ENV; it prints the status
-//	                          and the body, and exits 1 unless it got a 200.
+//	                          value of the variable ENV ($METHOD and $BODY,
+//	                          when set, make it another request); it prints
+//	                          the status, the answer's headers and the body,
+//	                          and exits 1 unless it got a 200.
 package main
 
 import (
 	"crypto/tls"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -50,9 +58,18 @@ func serve() {
 	srv := &http.Server{
 		Addr: ":8443",
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			line := fmt.Sprintf("proto=%s x-api-key=%s authorization=%s", r.Proto, r.Header.Get("X-Api-Key"), r.Header.Get("Authorization"))
+			key := r.Header.Get("X-Api-Key")
+			line := fmt.Sprintf("proto=%s x-api-key=%s authorization=%s", r.Proto, key, r.Header.Get("Authorization"))
 			fmt.Println(line)
-			fmt.Fprintln(w, line)
+			body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+			b64 := base64.StdEncoding.EncodeToString([]byte(key))
+			pct := ""
+			for i := 0; i < len(key); i++ {
+				pct += fmt.Sprintf("%%%02X", key[i])
+			}
+			w.Header().Set("X-Echo-Key", key)
+			w.Header().Set("X-Echo-Key-Base64", b64)
+			fmt.Fprintf(w, "%s\nbase64=%s\npercent=%s\nbody=%s\n", line, b64, pct, body)
 		}),
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}},
 		ReadHeaderTimeout: 10 * time.Second,
@@ -65,7 +82,15 @@ func serve() {
 }
 
 func get(url, header, value string) {
-	req, err := http.NewRequest(http.MethodGet, url, nil)
+	method := os.Getenv("METHOD")
+	if method == "" {
+		method = http.MethodGet
+	}
+	var body io.Reader
+	if b := os.Getenv("BODY"); b != "" {
+		body = strings.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, body)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "credecho:", err)
 		os.Exit(2)
@@ -80,8 +105,10 @@ func get(url, header, value string) {
 		os.Exit(1)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	fmt.Printf("status=%d client-proto=%s\n%s", resp.StatusCode, resp.Proto, body)
+	answer, _ := io.ReadAll(resp.Body)
+	fmt.Printf("status=%d client-proto=%s\n", resp.StatusCode, resp.Proto)
+	resp.Header.Write(os.Stdout)
+	fmt.Printf("\n%s", answer)
 	if resp.StatusCode != 200 {
 		os.Exit(1)
 	}
