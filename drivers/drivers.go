@@ -125,6 +125,11 @@ type LiveObject struct {
 	// (a gateway made and never started may lack its rules): it is
 	// replaced, never adopted or started.
 	Unfinished bool
+	// Leftover says, for an object of the lineage that no record can be
+	// (an untagged snapshot image, a snapshot's intermediate image a
+	// killed apply left), what it is: the plan removes it by its id,
+	// saying so. "" for every object a record may be.
+	Leftover string `json:",omitempty"`
 
 	// Workloads only, from the same list call, as far as the runtime
 	// reports them (zero values when it does not):

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,13 @@ type StateWriter interface {
 	Records() ([]state.Record, error)
 	Put(state.Record) error
 	Delete(addr string) error
+}
+
+// IntentWriter is the part of the state store that records the engine
+// creates in flight (state.Intent); a store without it records none.
+type IntentWriter interface {
+	PutIntent(state.Intent) error
+	ClearIntent(addr string) error
 }
 
 // Resolver evaluates again, at apply, a change whose values were unknown
@@ -113,6 +121,9 @@ func (e *Executor) Apply(ctx context.Context, plan *planner.Plan) (Result, hcl.D
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
+	if err := e.clearResolved(plan); err != nil {
+		return Result{}, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot write state", Detail: err.Error()}}
+	}
 	var out results
 	w := &Walker{
 		Parallelism: e.Parallelism,
@@ -175,11 +186,17 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 			}
 		}
 		if c.Prior == nil || c.Stray {
-			return nil
+			return e.clearIntent(c.Addr) // what an interrupted create left is gone
 		}
-		return e.forget(c.Addr, id, runtime)
+		if err := e.forget(c.Addr, id, runtime); err != nil {
+			return err
+		}
+		return e.clearIntent(c.Addr)
 	case planner.StepForget:
-		return e.State.Delete(c.Addr)
+		if err := e.State.Delete(c.Addr); err != nil {
+			return err
+		}
+		return e.clearIntent(c.Addr)
 	case planner.StepAdopt:
 		computed := map[string]string{"name": c.Live.Name}
 		if c.Kind == drivers.KindSnapshot {
@@ -226,6 +243,11 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 			return err
 		}
 		req.Carry = carry
+	}
+	if op == drivers.OpCreate {
+		if err := e.intend(rt.Driver, c.Addr, c.Kind, c.Runtime, c.Object); err != nil {
+			return err
+		}
 	}
 	resp, err := rt.Driver.Apply(ctx, req)
 	if err != nil {
@@ -307,12 +329,61 @@ func (e *Executor) record(c *planner.Change, id string, computed map[string]stri
 			delete(computed, planner.PolicyKey)
 		}
 	}
-	return e.State.Put(state.Record{
+	if err := e.State.Put(state.Record{
 		Addr: c.Addr, Kind: c.Kind, Driver: c.Driver, Runtime: c.Runtime, ID: id,
 		Hash: c.Fingerprint.Hash, Workload: c.Object.Workload, DependsOn: c.Object.DependsOn,
 		Attrs: c.After, AttrHashes: c.Fingerprint.Attrs, Computed: computed,
 		PreventDestroy: c.PreventDestroy,
-	})
+	}); err != nil {
+		return err
+	}
+	return e.clearIntent(c.Addr)
+}
+
+// intend records, before an engine call that creates the object at addr,
+// that the call is in flight: a process killed before it records the
+// result leaves the intent for the next refresh to resolve (planner).
+// A failed create keeps it: the engine may have made part of it.
+func (e *Executor) intend(d drivers.Driver, addr, kind, runtime string, o drivers.Object) error {
+	iw, ok := e.State.(IntentWriter)
+	if !ok {
+		return nil
+	}
+	in := state.Intent{Addr: addr, Kind: kind, Driver: d.Name(), Runtime: runtime, PID: os.Getpid()}
+	if n, ok := drivers.As[drivers.EngineNamer](d); ok {
+		in.Name = n.EngineName(e.Lineage, o)
+	}
+	if err := iw.PutIntent(in); err != nil {
+		return fmt.Errorf("recording that %s is about to be created: %w", addr, err)
+	}
+	return nil
+}
+
+// clearIntent forgets the intent of addr once what it was for is recorded
+// (or, for what an interrupted create left, removed).
+func (e *Executor) clearIntent(addr string) error {
+	if iw, ok := e.State.(IntentWriter); ok {
+		return iw.ClearIntent(addr)
+	}
+	return nil
+}
+
+// clearResolved forgets the intents the plan's refresh resolved: what they
+// left on the engine is in the plan (adopted, replaced or removed), or
+// nothing was made (a create that lands late is taken over by the create
+// of its address: the drivers adopt or replace the lineage's own object of
+// a name). The intents this apply records come after.
+func (e *Executor) clearResolved(plan *planner.Plan) error {
+	iw, ok := e.State.(IntentWriter)
+	if !ok {
+		return nil
+	}
+	for _, in := range plan.Intents {
+		if err := iw.ClearIntent(in.Addr); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // BootFromKey is the computed value, on a workload's record, naming the
@@ -427,6 +498,9 @@ func (e *Executor) move(ctx context.Context, c *planner.Change) error {
 	if taken == nil || snap.Image == "" {
 		return fmt.Errorf("moving %s: the snapshot is not recorded", c.Addr)
 	}
+	if err := e.intend(to.Driver, c.Addr, c.Kind, c.MoveTo, c.Object); err != nil {
+		return err
+	}
 	// Stream: the exporter writes into a pipe the importer reads, so no
 	// full copy of the image lands on disk in between.
 	pr, pw := io.Pipe()
@@ -451,6 +525,9 @@ func (e *Executor) move(ctx context.Context, c *planner.Change) error {
 		moved.Computed[planner.BaseKey] = base // the image it was taken of moves with it
 	}
 	if err := e.State.Put(moved); err != nil {
+		return err
+	}
+	if err := e.clearIntent(c.Addr); err != nil {
 		return err
 	}
 	_, err = from.Driver.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpDelete, Lineage: e.Lineage, ID: taken.ID, Object: drivers.Object{Addr: c.Addr, Kind: c.Kind}})

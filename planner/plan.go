@@ -157,6 +157,10 @@ type Plan struct {
 	// tell, as their records say they booted): snapshot rm refuses those.
 	// Not saved with a plan.
 	RunningFrom map[string][]string
+	// Intents are the engine creates an interrupted apply left in flight
+	// (state.Intent), as the refresh found them; the plan's changes
+	// resolve them, and applying it clears them.
+	Intents []state.Intent `json:"-"`
 }
 
 // KeptSnapshot is one snapshot a destroy keeps.

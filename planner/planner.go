@@ -28,6 +28,12 @@ type StateReader interface {
 	Records() ([]state.Record, error)
 }
 
+// IntentReader is the part of the state store that holds the engine
+// creates in flight (state.Intent); a store without it has none.
+type IntentReader interface {
+	Intents() ([]state.Intent, error)
+}
+
 // Planner diffs a configuration against recorded state and live runtimes.
 type Planner struct {
 	Config   *lang.Config
@@ -107,6 +113,11 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		return nil, append(diags, errorDiag("Cannot read state", err.Error(), nil))
 	}
 	plan := &Plan{Lineage: p.State.Lineage(), Serial: p.State.Serial(), Options: opts}
+	if ir, ok := p.State.(IntentReader); ok && !opts.NoRefresh {
+		if plan.Intents, err = ir.Intents(); err != nil {
+			return nil, append(diags, errorDiag("Cannot read state", err.Error(), nil))
+		}
+	}
 
 	var live liveSet
 	if opts.NoRefresh {
@@ -180,7 +191,10 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 	for _, lo := range live.rest() {
 		c := &Change{Addr: lo.obj.Addr, Kind: lo.obj.Kind, Runtime: lo.runtime, Driver: lo.driver, Action: Delete, Live: lo.obj,
 			Reasons: []string{fmt.Sprintf("%s %s carries this state's lineage but is not recorded (left by an interrupted apply)", lo.obj.Kind, lo.obj.Name)}}
-		if lo.twin {
+		if lo.obj.Leftover != "" {
+			c.Twin = true
+			c.Reasons[0] = fmt.Sprintf("%s %s carries this state's lineage and no record can name it: it is %s; it is removed by its id", lo.obj.Kind, lo.obj.Name, lo.obj.Leftover)
+		} else if lo.twin {
 			c.Twin = true
 			c.Reasons[0] = fmt.Sprintf("%s %s (%s) is a second %s of this name carrying this state's lineage, left by an interrupted create; it is removed by its id", lo.obj.Kind, lo.obj.Name, shortID(lo.obj.ID), lo.obj.Kind)
 		} else if _, ok := changes[lo.obj.Addr]; ok {
@@ -191,6 +205,8 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		}
 		changes[c.key()] = c
 	}
+
+	resolveIntents(changes, plan.Intents)
 
 	p.running = runningFrom(changes)
 	plan.RunningFrom = runningAddrs(p.running)
@@ -393,6 +409,10 @@ func (p *Planner) refresh(ctx context.Context, lineage string, records []state.R
 			e := liveEntry{runtime: name, driver: rt.Driver.Name(), obj: o}
 			prev, dup := m[o.Addr]
 			switch {
+			case o.Leftover != "":
+				// No record can be it: it is removed by its id.
+				e.twin = true
+				m[o.Addr+"#"+o.ID] = e
 			case !dup:
 				m[o.Addr] = e
 			case o.ID == recorded[o.Addr] && prev.obj.ID != o.ID:

@@ -249,7 +249,7 @@ func (s *Store) check(opts Options) error {
 	err := safeView(s.db, func(tx *bolt.Tx) error {
 		var foreign []string
 		tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
-			if n := string(name); n != string(bucketMeta) && n != string(bucketObjects) {
+			if n := string(name); n != string(bucketMeta) && n != string(bucketObjects) && n != string(bucketIntents) {
 				foreign = append(foreign, n)
 			}
 			return nil
@@ -616,6 +616,9 @@ func (s *Store) write(fn func(objects *bolt.Bucket) error) error {
 		}
 		return bump(meta)
 	})
+	if errors.Is(err, errNoChange) {
+		return nil
+	}
 	if err != nil {
 		return s.failed(fmt.Errorf("writing state %s: %w", s.path, err))
 	}

@@ -136,7 +136,7 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 			return fail("a container with this name already exists and does not belong to this state (lineage %s); remove or rename it", req.Lineage)
 		}
 		d.log.Info("removing unrecorded container of this lineage before creating it again", "addr", addr, "name", name, "id", shortID(old.ID))
-		if err := api.ContainerRemove(ctx, old.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		if err := d.removeContainer(ctx, api, old.ID); err != nil {
 			return fail("removing the unrecorded container %s left by an earlier run: %v", shortID(old.ID), err)
 		}
 	case !cerrdefs.IsNotFound(err):
@@ -196,7 +196,9 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 		return fail("%v", err)
 	}
 
-	created, err := api.ContainerCreate(ctx, cfg, hostCfg, netCfg, nil, name)
+	created, err := d.createNamed(ctx, api, req.Lineage, addr, name, func() (container.CreateResponse, error) {
+		return api.ContainerCreate(ctx, cfg, hostCfg, netCfg, nil, name)
+	})
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -347,17 +349,9 @@ func (d *Driver) deleteContainer(ctx context.Context, api dockerAPI, req drivers
 		}
 		id = info.ID
 	}
-	err := api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && strings.Contains(err.Error(), "already in progress") {
-		// A removal asked for by a process that was killed goes on inside
-		// the engine: wait for it rather than fail.
-		err = waitGone(ctx, api, id)
-	}
-	if err != nil {
-		if cerrdefs.IsNotFound(err) {
-			d.log.Debug("container already gone", "addr", addr, "id", shortID(id))
-			return drivers.ApplyResponse{}, nil
-		}
+	// A removal asked for by a process that was killed goes on inside the
+	// engine: removeContainer waits for it rather than fail.
+	if err := d.removeContainer(ctx, api, id); err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("deleting container %s of %s: %w", shortID(id), addr, err)
 	}
 	d.log.Info("deleted container", "addr", addr, "id", shortID(id))
@@ -394,10 +388,14 @@ func waitGone(ctx context.Context, api dockerAPI, id string) error {
 // staleTask reports a start the engine refuses because containerd still
 // holds a task for the container: an engine killed while the start was in
 // flight leaves one, and every later start of that container fails the
-// same way ("task ... already exists", "id already in use").
+// same way ("task ... already exists", "id already in use", or, when the
+// task's bundle directory outlived it, "failed to start shim: mkdir
+// .../io.containerd.runtime.v2.task/moby/<id>: file exists").
 func staleTask(err error) bool {
 	msg := err.Error()
-	return strings.Contains(msg, "id already in use") || strings.Contains(msg, "task") && strings.Contains(msg, "already exists")
+	return strings.Contains(msg, "id already in use") || strings.Contains(msg, "task") && strings.Contains(msg, "already exists") ||
+		// The containerd bundle directory of the task survived the crash.
+		strings.Contains(msg, "failed to start shim") && strings.Contains(msg, "file exists")
 }
 
 // replaceUnstartable replaces a container that can never be started (see

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -249,6 +250,9 @@ func (d *Driver) createEgressNetwork(ctx context.Context, api dockerAPI, req dri
 			if isOverlap(err) {
 				refused = append(refused, subnet)
 				continue
+			}
+			if nameInUse(err) || strings.Contains(err.Error(), "already exists") {
+				continue // a killed apply's create landed after the list: the next round adopts it
 			}
 			return fail("subnet %s: %v", subnet, err)
 		}

@@ -469,7 +469,7 @@ func (d *Driver) removeStale(ctx context.Context, api dockerAPI, lineage, addr, 
 		return fmt.Errorf("a container named %s already exists and is not this state's %s (lineage %s); remove or rename it", name, addr, lineage)
 	}
 	d.log.Info("removing unrecorded container of this lineage before creating it again", "addr", addr, "name", name, "id", shortID(old.ID))
-	if err := api.ContainerRemove(ctx, old.ID, container.RemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+	if err := d.removeContainer(ctx, api, old.ID); err != nil {
 		return fmt.Errorf("removing the unrecorded container %s left by an earlier run: %w", shortID(old.ID), err)
 	}
 	return nil
@@ -734,7 +734,10 @@ func (d *Driver) createGatewayContainer(ctx context.Context, api dockerAPI, path
 		if err == nil {
 			cfg.Image = ref
 			var created container.CreateResponse
-			if created, err = api.ContainerCreate(ctx, cfg, hostCfg, netCfg, nil, name); err == nil {
+			created, err = d.createNamed(ctx, api, cfg.Labels[drivers.LabelLineage], cfg.Labels[drivers.LabelAddress], name, func() (container.CreateResponse, error) {
+				return api.ContainerCreate(ctx, cfg, hostCfg, netCfg, nil, name)
+			})
+			if err == nil {
 				return created, nil
 			}
 		}

@@ -75,6 +75,13 @@ func (d *Driver) createNetwork(ctx context.Context, api dockerAPI, pool netip.Pr
 				refused = append(refused, subnet)
 				continue
 			}
+			if nameInUse(err) || strings.Contains(err.Error(), "already exists") {
+				// The create of an apply killed a moment ago landed after
+				// the list: the next round finds it, and adopts or
+				// replaces it when it is ours.
+				d.log.Debug("a network of this name appeared meanwhile; looking again", "addr", addr, "name", name, "attempt", attempt)
+				continue
+			}
 			return fail("subnet %s: %v", subnet, err)
 		}
 		d.log.Info("created network", "addr", addr, "name", name, "id", shortID(resp.ID), "subnet", subnet.String())

@@ -66,6 +66,14 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 				n := written(ctx, api, c.ID, c.Labels, c.SizeRw)
 				o.Written = &n
 			}
+			if c.State == container.StateRemoving || c.State == container.StateDead {
+				// A removal asked for by a run that was killed goes on (or
+				// failed halfway): no record can be it any more, and it
+				// cannot be committed or started. The plan removes it by
+				// its id, waiting the removal out, and creates the address
+				// again when it is wanted.
+				o.Leftover = "being removed (a removal asked for by a run that was cut off, or one the engine could not finish)"
+			}
 			if kind == kindContainer && (c.State == container.StateExited || c.State == container.StateDead) {
 				o.Exit = exitFromStatus(c.Status)
 				if o.Exit != nil {
@@ -90,17 +98,41 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 	if err != nil {
 		return resp, fmt.Errorf("listing images of lineage %s: %w", req.Lineage, err)
 	}
+	// Every image of the lineage is accounted for: one a record may be
+	// (a tagged snapshot or built image), one a container of the lineage
+	// runs or another image is made on (kept for it, removed by a sweep
+	// once free), or a leftover the plan removes.
+	inUse := map[string]bool{}
+	for _, c := range containers {
+		inUse[c.ImageID] = true
+	}
 	for _, img := range images {
-		kind := kindImage
-		if img.Labels[labelSnapshotOf] != "" {
+		if img.ParentID != "" {
+			inUse[img.ParentID] = true
+		}
+	}
+	for _, img := range images {
+		kind, leftover := kindImage, ""
+		switch {
+		case img.Labels[labelSnapshotIntermediate] != "":
+			kind, leftover = drivers.KindSnapshot, "the intermediate image of a snapshot, left by an apply cut off while taking it"
+		case img.Labels[labelSnapshotOf] != "":
 			kind = drivers.KindSnapshot
 			if !hasSnapshotTag(req.Lineage, img.RepoTags) {
-				continue // deleted while in use and kept only for that, or a copy tagged by hand (snapshot.go)
+				// Deleted while in use, or its tag went to a snapshot taken
+				// again after an apply cut off before recording it.
+				leftover = "an untagged snapshot image no record names (its snapshot was deleted or taken again)"
 			}
-		} else if !hasTags(img.RepoTags) {
-			continue // a built image deleted while older snapshots needed it, kept only for them (image.go)
+		case !hasTags(img.RepoTags):
+			leftover = "an untagged built image no record names"
+		}
+		if leftover != "" && inUse[img.ID] {
+			continue
 		}
 		if o, ok := d.live(img.Labels, kind, img.ID, imageName(img.RepoTags)); ok {
+			if leftover != "" {
+				o.Leftover, o.Name = leftover, shortID(img.ID)
+			}
 			resp.Objects = append(resp.Objects, o)
 		}
 	}

@@ -290,12 +290,12 @@ func (d *Driver) commitSnapshot(ctx context.Context, req drivers.ApplyRequest, n
 	start := time.Now()
 	var interID string
 	if flatten {
-		interID, err = d.flattenContainer(ctx, api, ctr, req.Lineage)
+		interID, err = d.flattenContainer(ctx, api, ctr, req.Lineage, addr)
 	} else {
 		var resp container.CommitResponse
 		resp, err = api.ContainerCommit(ctx, ctr.ID, container.CommitOptions{
 			Pause:  true,
-			Config: &container.Config{Labels: intermediateLabels(ctr.Config.Labels, req.Lineage)},
+			Config: &container.Config{Labels: intermediateLabels(ctr.Config.Labels, req.Lineage, addr)},
 		})
 		interID = resp.ID
 	}
@@ -334,21 +334,25 @@ func (d *Driver) commitSnapshot(ctx context.Context, req drivers.ApplyRequest, n
 
 // labelSnapshotIntermediate marks the image a snapshot passes through (a
 // commit holds the container's whole config, env and all). Its value is
-// the lineage; the image carries no io.bottlefile.lineage label, so Read
-// and the snapshot sweep never see it, and it is removed as soon as the
-// snapshot is loaded, or by a later sweep when a crash left it.
+// the lineage. From the moment it exists it also carries the lineage and
+// the snapshot's address, so that one a killed apply left is an object of
+// the lineage like any other: Read reports it as a leftover, the plan
+// removes it (and a sweep does). It is removed as soon as the snapshot is
+// loaded.
 const labelSnapshotIntermediate = "io.bottlefile.snapshot-intermediate"
 
 // intermediateLabels are the labels given to a commit: a commit adds the
-// container's labels to those it is given, so each of bottlefile's is
-// overridden with an empty value.
-func intermediateLabels(ctrLabels map[string]string, lineage string) map[string]string {
-	out := map[string]string{drivers.LabelLineage: "", drivers.LabelAddress: "", drivers.LabelConfigHash: ""}
+// container's labels to those it is given, so each of bottlefile's other
+// ones is overridden with an empty value.
+func intermediateLabels(ctrLabels map[string]string, lineage, addr string) map[string]string {
+	out := map[string]string{drivers.LabelConfigHash: ""}
 	for k := range ctrLabels {
 		if strings.HasPrefix(k, "io.bottlefile.") {
 			out[k] = ""
 		}
 	}
+	out[drivers.LabelLineage] = lineage
+	out[drivers.LabelAddress] = addr
 	out[labelSnapshotIntermediate] = lineage
 	return out
 }
@@ -382,7 +386,7 @@ func (d *Driver) snapshotResponse(ctx context.Context, api dockerAPI, ref, sourc
 // export) into a new one-layer intermediate image (docker import), with no
 // copy on disk in between, and returns its id. The container is paused
 // meanwhile, as a commit pauses it.
-func (d *Driver) flattenContainer(ctx context.Context, api snapshotAPI, ctr container.InspectResponse, lineage string) (string, error) {
+func (d *Driver) flattenContainer(ctx context.Context, api snapshotAPI, ctr container.InspectResponse, lineage, addr string) (string, error) {
 	if ctr.State != nil && ctr.State.Running && !ctr.State.Paused {
 		if err := api.ContainerPause(ctx, ctr.ID); err != nil {
 			return "", fmt.Errorf("pausing container %s to flatten it: %w", shortID(ctr.ID), err)
@@ -399,7 +403,7 @@ func (d *Driver) flattenContainer(ctx context.Context, api snapshotAPI, ctr cont
 	}
 	defer rc.Close()
 	out, err := api.ImageImport(ctx, image.ImportSource{Source: rc, SourceName: "-"}, "", image.ImportOptions{
-		Changes: []string{"LABEL " + labelSnapshotIntermediate + "=" + lineage},
+		Changes: []string{fmt.Sprintf("LABEL %s=%s %s=%s %s=%q", labelSnapshotIntermediate, lineage, drivers.LabelLineage, lineage, drivers.LabelAddress, addr)},
 	})
 	if err != nil {
 		return "", fmt.Errorf("importing the export of container %s: %w", shortID(ctr.ID), err)
@@ -702,6 +706,9 @@ func (d *Driver) sweepLocked(ctx context.Context, api dockerAPI, lineage string)
 		}
 	}
 	for _, img := range list(labelSnapshotIntermediate) {
+		// Those of this lineage went with the first list: no image of it
+		// is being made. Older ones carry no lineage label; only their age
+		// tells they are not being made.
 		if !hasTags(img.RepoTags) && img.Labels[drivers.LabelLineage] == "" && time.Since(time.Unix(img.Created, 0)) > intermediateAge {
 			remove("a snapshot intermediate left by a crash", img, true, false)
 		}

@@ -202,11 +202,12 @@ func TestSnapshotImageConfig(t *testing.T) {
 }
 
 // TestIntermediateLabels: a commit adds the container's labels to those
-// given, so every io.bottlefile.* one is overridden, and the intermediate
-// is marked for this lineage only.
+// given, so every other io.bottlefile.* one is overridden; the
+// intermediate carries the lineage and the snapshot's address from the
+// moment it exists, and is marked an intermediate.
 func TestIntermediateLabels(t *testing.T) {
-	got := intermediateLabels(map[string]string{drivers.LabelLineage: "L", labelSnapshotOf: "agent.x", labelBuildOf: "L", "user": "v"}, "L")
-	want := map[string]string{drivers.LabelLineage: "", drivers.LabelAddress: "", drivers.LabelConfigHash: "", labelSnapshotOf: "", labelBuildOf: "", labelSnapshotIntermediate: "L"}
+	got := intermediateLabels(map[string]string{drivers.LabelLineage: "L", labelSnapshotOf: "agent.x", labelBuildOf: "L", "user": "v"}, "L", "agent.x.snapshot.2")
+	want := map[string]string{drivers.LabelLineage: "L", drivers.LabelAddress: "agent.x.snapshot.2", drivers.LabelConfigHash: "", labelSnapshotOf: "", labelBuildOf: "", labelSnapshotIntermediate: "L"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
@@ -511,8 +512,8 @@ func TestCreateSnapshotFlattenDecision(t *testing.T) {
 			t.Errorf("label %s = %q, want %q", k, labels[k], v)
 		}
 	}
-	if l := f.images["sha256:committed"].Config.Labels; l[drivers.LabelLineage] != "" || l[labelSnapshotIntermediate] != lineage {
-		t.Errorf("intermediate labels %v: want no lineage, and marked an intermediate", l)
+	if l := f.images["sha256:committed"].Config.Labels; l[drivers.LabelLineage] != lineage || l[drivers.LabelAddress] != "agent.coder.snapshot.4" || l[labelSnapshotIntermediate] != lineage {
+		t.Errorf("intermediate labels %v: want the lineage and address, and marked an intermediate", l)
 	}
 
 	d, f = newSnapFake(t, lineage, 4, 5) // 4 + 1 reaches 5: flatten
@@ -530,7 +531,7 @@ func TestCreateSnapshotFlattenDecision(t *testing.T) {
 	if !strings.Contains(calls, "ImageImport ref=\n") || !strings.Contains(calls, "ImageRemove sha256:flat force=true") {
 		t.Errorf("want an untagged import, removed after the load:\n%s", calls)
 	}
-	if f.imports[0] != "LABEL "+labelSnapshotIntermediate+"="+lineage {
+	if f.imports[0] != "LABEL "+labelSnapshotIntermediate+"="+lineage+" "+drivers.LabelLineage+"="+lineage+" "+drivers.LabelAddress+`="agent.coder.snapshot.4"` {
 		t.Errorf("import changes %q", f.imports[0])
 	}
 	if resp.Computed["depth"] != "1" {

@@ -1,0 +1,108 @@
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// bucketIntents holds one Intent per address: an engine create that was
+// asked for and whose result is not recorded yet.
+var bucketIntents = []byte("intents")
+
+// Intent is an engine call that creates something, recorded before the
+// call is made: a process killed while the call is in flight leaves the
+// intent, and the next refresh resolves it (the planner adopts or removes
+// what the engine made of it). The record written with the call's result
+// clears it.
+type Intent struct {
+	Addr    string `json:"address"`
+	Kind    string `json:"kind"`
+	Driver  string `json:"driver"`
+	Runtime string `json:"runtime"`
+	// Name is the engine name the object is created under, when the
+	// driver names it ahead ("" when it does not say).
+	Name string `json:"name,omitempty"`
+	// PID is the process that made the call; At is when.
+	PID int       `json:"pid"`
+	At  time.Time `json:"at"`
+}
+
+// PutIntent records an intent in its own transaction, before the engine
+// call it describes. One address has at most one intent: a later one
+// replaces it.
+func (s *Store) PutIntent(in Intent) error {
+	if in.Addr == "" {
+		return errors.New("an intent needs an address")
+	}
+	if in.At.IsZero() {
+		in.At = time.Now().UTC()
+	}
+	data, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return s.writeIntents(func(b *bolt.Bucket) error { return b.Put([]byte(in.Addr), data) })
+}
+
+// ClearIntent removes the intent of an address, if any: the action's
+// result is recorded, or refresh resolved what it left.
+func (s *Store) ClearIntent(addr string) error {
+	return s.writeIntents(func(b *bolt.Bucket) error {
+		if b.Get([]byte(addr)) == nil {
+			return errNoChange
+		}
+		return b.Delete([]byte(addr))
+	})
+}
+
+// Intents returns every recorded intent, sorted by address.
+func (s *Store) Intents() ([]Intent, error) {
+	if s.db == nil {
+		return nil, nil
+	}
+	var out []Intent
+	err := safeView(s.db, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketIntents)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			var in Intent
+			if err := json.Unmarshal(v, &in); err != nil {
+				return fmt.Errorf("%w: intent %q is not valid: %v", ErrDamaged, k, err)
+			}
+			out = append(out, in)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading state %s: %w", s.path, err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
+	return out, nil
+}
+
+// errNoChange ends a write that has nothing to change, without bumping
+// the serial.
+var errNoChange = errors.New("no change")
+
+// writeIntents changes the intents bucket in one transaction through the
+// same write path as records, so the serial counts it too.
+func (s *Store) writeIntents(fn func(b *bolt.Bucket) error) error {
+	err := s.write(func(objects *bolt.Bucket) error {
+		b, err := objects.Tx().CreateBucketIfNotExists(bucketIntents)
+		if err != nil {
+			return err
+		}
+		return fn(b)
+	})
+	if errors.Is(err, errNoChange) {
+		return nil
+	}
+	return err
+}
