@@ -138,11 +138,11 @@ func TestRemoveContainerRetriesRefusal(t *testing.T) {
 // the containerd bundle directory that survived it included.
 func TestStaleTaskShapes(t *testing.T) {
 	for msg, want := range map[string]bool{
-		`Error response from daemon: failed to create task for container: failed to create shim task: OCI runtime create failed: id already in use`:                                                      true,
-		`Error response from daemon: task 0f1e: already exists`:                                                                                                                                        true,
-		`Error response from daemon: failed to start shim: mkdir /run/containerd/io.containerd.runtime.v2.task/moby/0f1e2d3c4b5a: file exists: unknown`:                                            true,
+		`Error response from daemon: failed to create task for container: failed to create shim task: OCI runtime create failed: id already in use`: true,
+		`Error response from daemon: task 0f1e: already exists`: true,
+		`Error response from daemon: failed to start shim: mkdir /run/containerd/io.containerd.runtime.v2.task/moby/0f1e2d3c4b5a: file exists: unknown`:                                              true,
 		`Error response from daemon: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: "nope": executable file not found in $PATH`: false,
-		`Error response from daemon: No such container: 0f1e`:                                                                                                                                          false,
+		`Error response from daemon: No such container: 0f1e`: false,
 	} {
 		if got := staleTask(errors.New(msg)); got != want {
 			t.Errorf("staleTask(%q) = %v, want %v", msg, got, want)
