@@ -87,15 +87,18 @@ func (s *Store) Intents() ([]Intent, error) {
 	return out, nil
 }
 
-// errNoChange ends a write that has nothing to change, without bumping
-// the serial.
+// errNoChange ends a write that has nothing to change.
 var errNoChange = errors.New("no change")
 
-// writeIntents changes the intents bucket in one transaction through the
-// same write path as records, so the serial counts it too.
+// writeIntents changes the intents bucket in one transaction, through
+// the same update path as records. The serial stays: it dates the records
+// a saved plan was made against, and intents change none.
 func (s *Store) writeIntents(fn func(b *bolt.Bucket) error) error {
-	err := s.write(func(objects *bolt.Bucket) error {
-		b, err := objects.Tx().CreateBucketIfNotExists(bucketIntents)
+	if s.db == nil {
+		return errors.New("state is open read-only")
+	}
+	err := safeUpdate(s.db, func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketIntents)
 		if err != nil {
 			return err
 		}
@@ -104,5 +107,8 @@ func (s *Store) writeIntents(fn func(b *bolt.Bucket) error) error {
 	if errors.Is(err, errNoChange) {
 		return nil
 	}
-	return err
+	if err != nil {
+		return s.failed(fmt.Errorf("writing state %s: %w", s.path, err))
+	}
+	return nil
 }

@@ -59,11 +59,11 @@ func TestIntents(t *testing.T) {
 	if err := s.ClearIntent("agent.a"); err != nil {
 		t.Fatal(err)
 	}
-	if s.Serial() != serial+1 {
-		t.Errorf("clearing an intent: serial %d, want %d", s.Serial(), serial+1)
+	if s.Serial() != serial {
+		t.Errorf("clearing an intent: serial %d, want %d (it dates records, which did not change)", s.Serial(), serial)
 	}
-	if err := s.ClearIntent("agent.none"); err != nil || s.Serial() != serial+1 || s.WriteErr() != nil {
-		t.Errorf("clearing a missing intent: err %v, serial %d (want %d), write error %v", err, s.Serial(), serial+1, s.WriteErr())
+	if err := s.ClearIntent("agent.none"); err != nil || s.WriteErr() != nil {
+		t.Errorf("clearing a missing intent: err %v, write error %v", err, s.WriteErr())
 	}
 	in, _ := s.Intents()
 	if len(in) != 1 || in[0].Addr != "agent.a.network" {

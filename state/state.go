@@ -616,9 +616,6 @@ func (s *Store) write(fn func(objects *bolt.Bucket) error) error {
 		}
 		return bump(meta)
 	})
-	if errors.Is(err, errNoChange) {
-		return nil
-	}
 	if err != nil {
 		return s.failed(fmt.Errorf("writing state %s: %w", s.path, err))
 	}
