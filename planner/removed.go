@@ -191,7 +191,7 @@ func (p *Planner) explainSidecars(ctx context.Context, changes map[string]*Chang
 // runningFrom maps each snapshot to the workloads that run its image now:
 // as the runtime reports the image a live workload runs (LiveObject
 // ImageID: docker's image id, a swarm service's image reference, a smolvm
-// machine's pack), else, where the runtime does not say, as the workload's
+// machine's image), else, where that names no snapshot, as the workload's
 // record says it booted (BootFromKey). What the runtime says wins over a
 // record a crash may have left wrong.
 func runningFrom(changes map[string]*Change) map[string][]*Change {
@@ -220,7 +220,10 @@ func runningFrom(changes map[string]*Change) map[string][]*Change {
 			if snap == "" {
 				snap = images[withoutDigest(id)]
 			}
-		} else if c.Prior != nil {
+		}
+		if snap == "" && c.Prior != nil {
+			// The runtime names no snapshot's image (it cannot tell, or
+			// names the image a pack was made of): the record says.
 			snap = c.Prior.Computed[BootFromKey]
 		}
 		if snap != "" {

@@ -226,3 +226,34 @@ agent "coder" {
 		t.Errorf("snapshot list shows whole-image sizes:\n%s", list)
 	}
 }
+
+// TestE2ESidecarReplaceSaysWhatItDiscards: a sidecar's replacement says
+// what it discards, as an agent's does: no snapshot holds a sidecar. On
+// main before this change it said nothing.
+func TestE2ESidecarReplaceSaysWhatItDiscards(t *testing.T) {
+	t.Parallel()
+	cli := dockertest.Client(t)
+	img := dockertest.BusyboxImage(t, cli)
+	dir := t.TempDir()
+	const withSidecar = `
+agent "coder" {
+  image   = %[1]q
+  command = ["sleep", "600"]
+
+  sidecar "cache" {
+    image   = %[1]q
+    command = ["sleep", "%[2]d"]
+  }
+}
+`
+	writeBottlefile(t, dir, withSidecar, img, 600)
+	mustRun(t, dir, "apply", "-auto-approve")
+	lineage := snapLineage(t, cli, dir)
+	dockertest.Sh(t, cli, keepContainer(t, cli, lineage, "agent.coder.sidecar.cache"), "head -c 200000 /dev/zero > /cache.db")
+	writeBottlefile(t, dir, withSidecar, img, 700)
+	r := mustRun(t, dir, "plan")
+	snapWant(t, "plan", r.stdout, "# agent.coder.sidecar.cache must be replaced", "this replace discards", "a sidecar is in no snapshot (snapshot_policy commits only the agent)")
+	if measured, _ := engineMeasuresWrites(t, cli); measured {
+		snapWant(t, "plan", r.stdout, "KiB written inside it")
+	}
+}
