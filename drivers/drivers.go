@@ -3,6 +3,7 @@ package drivers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -178,6 +179,37 @@ type LiveObject struct {
 	// Exit says how a workload that ran and is not running came to stop;
 	// nil for one running or never started, or when the runtime cannot say.
 	Exit *Exit
+
+	// Config is, for an object that holds configuration outside what its
+	// labels say and takes changes of it in place (a gateway's rules and
+	// credentials files), the digest of each part it holds, as the object
+	// itself reports it, in LiveConfig's form ("credentials=HEX
+	// rules=HEX"). A driver that reports it records the digests of what it
+	// applied as the computed values ComputedConfigPrefix+part; the planner
+	// updates an object whose part in force differs from the one recorded,
+	// saying so. "" when the runtime cannot tell.
+	Config string `json:",omitempty"`
+}
+
+// LiveConfig is the LiveObject.Config of parts: "part=digest" for each,
+// sorted, space-separated.
+func LiveConfig(parts map[string]string) string {
+	keys := slices.Sorted(maps.Keys(parts))
+	for i, k := range keys {
+		keys[i] = k + "=" + parts[k]
+	}
+	return strings.Join(keys, " ")
+}
+
+// LiveConfigParts reads a LiveObject.Config back into its parts.
+func LiveConfigParts(s string) map[string]string {
+	out := map[string]string{}
+	for _, f := range strings.Fields(s) {
+		if k, v, ok := strings.Cut(f, "="); ok {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // Computed values of a workload the core reads (ApplyResponse.Computed,
@@ -187,6 +219,9 @@ const (
 	ComputedInstance = "instance"
 	// ComputedNode is the node it started it on, on a runtime of several.
 	ComputedNode = "node"
+	// ComputedConfigPrefix, followed by a part's name, is the digest of
+	// that part of the configuration applied (LiveObject.Config).
+	ComputedConfigPrefix = "config:"
 )
 
 // Workload states LiveObject.State may hold that the core acts on.

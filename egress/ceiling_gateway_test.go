@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,6 +56,12 @@ func TestGatewayCeiling(t *testing.T) {
 	if s, _ := status("out.test:" + p); s != 403 {
 		t.Fatalf("out.test after a widening rules file: %d", s)
 	}
+	// The file taken before, written back (as apply restores it): logged
+	// as in force again, for whoever waits for it.
+	writeRules(t, path, "agent.coder", "in.test:"+p, "127.0.0.1:"+p)
+	if e := readEvent(t, events); e.Event != "rules-loaded" || strings.Join(e.Allow, " ") != "in.test:"+p+" 127.0.0.1:"+p {
+		t.Fatalf("event after writing back the file in force: %+v", e)
+	}
 }
 
 // TestGatewayEmptyCeiling: an empty ceiling allows nothing; a nil one
@@ -96,5 +103,70 @@ func TestParseCeiling(t *testing.T) {
 	}
 	if _, err := ParseCeiling("github.com:443,*"); err == nil {
 		t.Error("ParseCeiling accepted an invalid rule")
+	}
+}
+
+// TestWatcherReportsLoaded: with a state file, the watcher reports the
+// digest of each file as it last read it, rewritten when a file changes
+// (replaced by hand included), whether taken or refused.
+func TestWatcherReportsLoaded(t *testing.T) {
+	dir := t.TempDir()
+	rules, forbid, state := dir+"/rules.json", dir+"/forbid.json", dir+"/loaded.json"
+	writeRules(t, rules, "agent.coder", "github.com:443")
+	if err := os.WriteFile(forbid, []byte(`{"forbid":["10.9.0.0/16"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := &Gateway{Agent: "agent.coder", Ceiling: mustRules(t, "*.github.com:443", "github.com:443")}
+	w := newWatcher(rules, forbid, "", g, nil)
+	w.statePath = state
+	loaded := func() map[string]string {
+		t.Helper()
+		data, err := os.ReadFile(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := ParseLoaded(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	digest := func(path string) string {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return FileDigest(data)
+	}
+	w.check()
+	first := digest(rules)
+	if m := loaded(); m["rules"] != first || m["forbid"] != digest(forbid) || len(m) != 2 {
+		t.Fatalf("loaded = %v", m)
+	}
+	// Replaced by hand, within the ceiling: loaded, and the report says so.
+	writeRules(t, rules, "agent.coder", "github.com:443", "api.github.com:443")
+	w.check()
+	if m := loaded(); m["rules"] != digest(rules) || m["rules"] == first {
+		t.Fatalf("after a hand edit, loaded = %v", m)
+	}
+	second := digest(rules)
+	// Beyond the ceiling: refused, the rules in force stay, and the report
+	// says the file is not the one taken.
+	writeRules(t, rules, "agent.coder", "evil.test:443")
+	w.check()
+	if m := loaded(); m["rules"] != digest(rules) || m["rules"] == second {
+		t.Fatalf("after a refused file, loaded = %v, want the refused file's digest", m)
+	}
+	if got := NewRulesFile("", g.Rules()).Allow; strings.Join(got, " ") != "github.com:443 api.github.com:443" {
+		t.Fatalf("rules in force after a refused file: %q", got)
+	}
+	// Gone: unreadable.
+	os.Remove(rules)
+	w.check()
+	if m := loaded(); m["rules"] != "unreadable" {
+		t.Fatalf("after removing the file, loaded = %v", m)
+	}
+	if _, err := os.Stat(state + ".new"); !os.IsNotExist(err) {
+		t.Errorf("temporary file left: %v", err)
 	}
 }

@@ -38,6 +38,8 @@ import (
 //	-ceiling RULES  the egress ceiling, comma-separated rules: nothing outside
 //	                it is allowed, whatever the rules file says ("" allows
 //	                nothing; without the flag, no ceiling)
+//	-state FILE     where to report the files in force: the SHA-256 of each
+//	                (JSON, by kind), rewritten as they change
 //	-max-conns N    client connections held at once (default 1024)
 //	-poll DURATION  how often to check the rules file (default 1s); SIGHUP checks at once
 //	-health         check that a gateway answers on -listen, exit 0 if so, 1 if not
@@ -60,6 +62,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	forbidPath := fs.String("forbid-file", "", "`file` (JSON) of more prefixes never to connect to, watched like the rules file")
 	credsPath := fs.String("credentials", "", "credentials `file` (JSON): the bottle's CA and the credentials to inject, watched like the rules file")
 	ceiling := fs.String("ceiling", "", "the egress ceiling: comma-separated `rules` beyond which no rules file allows anything")
+	statePath := fs.String("state", "", "`file` to report the digest of each file in force to")
 	maxConns := fs.Int("max-conns", DefaultMaxConns, "client connections held at once")
 	poll := fs.Duration("poll", time.Second, "how often to check the rules file")
 	health := fs.Bool("health", false, "check that a gateway answers on -listen, then exit 0 (healthy) or 1")
@@ -126,6 +129,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *rulesPath != "" || *forbidPath != "" || *credsPath != "" {
 		// Load the rules before the first request can come.
 		w := newWatcher(*rulesPath, *forbidPath, *credsPath, g, events)
+		w.statePath = *statePath
 		w.check()
 		now := make(chan struct{}, 1)
 		wg.Go(func() {

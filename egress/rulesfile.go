@@ -253,6 +253,10 @@ type rulesWatcher struct {
 	g     *Gateway
 	log   io.Writer
 	files []*watchedFile // the forbid file first: a reload takes both in that order
+	// statePath is where report writes what is in force ("" for nowhere);
+	// reported is what it wrote last.
+	statePath string
+	reported  []byte
 }
 
 type watchedFile struct {
@@ -263,6 +267,8 @@ type watchedFile struct {
 	have     bool                                  // applied is set
 	pending  string                                // the problem seen at the last check, not yet reported
 	reported string                                // the problem reported last
+	seen     string                                // digest of the content last read, "unreadable", "" before any
+	loaded   RulesEvent                            // the event of the content in force
 }
 
 func newRulesWatcher(rulesPath, forbidPath string, g *Gateway, log io.Writer) *rulesWatcher {
@@ -324,30 +330,101 @@ func newWatcher(rulesPath, forbidPath, credsPath string, g *Gateway, log io.Writ
 // check may fall in between. A truncated file is never valid JSON, so a
 // half-written file is never applied.
 func (w *rulesWatcher) check() {
+	var events []func()
 	for _, f := range w.files {
-		w.checkFile(f)
+		if emit := w.checkFile(f); emit != nil {
+			events = append(events, emit)
+		}
+	}
+	// The report first: whoever waits for an event may read it next.
+	w.report()
+	for _, emit := range events {
+		emit()
 	}
 }
 
-func (w *rulesWatcher) checkFile(f *watchedFile) {
+// report writes to the state file (-state), when it changed, the digest
+// of each file as the watcher last read it, by kind ("unreadable" when it
+// could not), whether it took it or refused it: so that the driver can
+// tell, with one read, a gateway whose files were changed by hand from
+// one holding what bottlefile wrote. A file taken is in force; one
+// refused (outside the ceiling) is not, but is not what was applied
+// either. Written to a new file renamed over the old, so a reader never
+// sees half of it.
+func (w *rulesWatcher) report() {
+	if w.statePath == "" {
+		return
+	}
+	loaded := map[string]string{}
+	for _, f := range w.files {
+		if f.seen != "" {
+			loaded[f.kind] = f.seen
+		}
+	}
+	data, err := json.Marshal(loaded)
+	if err != nil || bytes.Equal(data, w.reported) {
+		return
+	}
+	tmp := w.statePath + ".new"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err == nil {
+		if err := os.Rename(tmp, w.statePath); err == nil {
+			w.reported = data
+			return
+		}
+	}
+	os.Remove(tmp)
+}
+
+// FileDigest is how a gateway reports a file it applied (its -state
+// file): the SHA-256 of its content, in hex.
+func FileDigest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// ParseLoaded reads a gateway's -state file: the digest of each file as
+// the gateway last read it, by kind ("rules", "credentials", "forbid").
+func ParseLoaded(data []byte) (map[string]string, error) {
+	var loaded map[string]string
+	if err := json.Unmarshal(data, &loaded); err != nil {
+		return nil, fmt.Errorf("gateway state file: %w", err)
+	}
+	return loaded, nil
+}
+
+// checkFile reads f and applies it if its content changed; it returns the
+// event to log, if any.
+func (w *rulesWatcher) checkFile(f *watchedFile) (emit func()) {
 	event, msg, key := "", "", ""
 	data, err := readSmallFile(f.path)
 	if err != nil {
 		event, msg = f.kind+"-unreadable", err.Error()
 		key = event + ":" + msg
+		f.seen = "unreadable"
 	} else {
 		sum := sha256.Sum256(data)
+		f.seen = hex.EncodeToString(sum[:])
 		if f.have && sum == f.applied {
+			recovered := f.reported != ""
 			f.pending, f.reported = "", ""
-			return
+			if recovered {
+				// The file in force is back after a problem was logged (a
+				// refused file replaced by the one taken before): say it
+				// is in force again, as a driver waiting for it reads the
+				// last event.
+				ev := f.loaded
+				ev.TunnelsClosed = 0
+				return w.emitter(f, ev)
+			}
+			return nil
 		}
 		ev, err := f.apply(data)
 		if err == nil {
 			f.have, f.applied = true, sum
 			f.pending, f.reported = "", ""
 			ev.Event = f.kind + "-loaded"
-			w.emit(f, ev)
-			return
+			f.loaded = ev
+			return w.emitter(f, ev)
 		}
 		event, msg = f.kind+"-invalid", err.Error()
 		key = event + ":" + hex.EncodeToString(sum[:])
@@ -356,16 +433,22 @@ func (w *rulesWatcher) checkFile(f *watchedFile) {
 	case f.reported:
 	case f.pending:
 		f.reported = key
-		w.emit(f, RulesEvent{Event: event, Error: msg})
+		return w.emitter(f, RulesEvent{Event: event, Error: msg})
 	default:
 		f.pending = key
 	}
+	return nil
 }
 
-func (w *rulesWatcher) emit(f *watchedFile, ev RulesEvent) {
-	if w.log == nil {
-		return
-	}
+// emitter is emit of the event as it stands now: the rules in force are
+// read when it is made, not when it runs.
+func (w *rulesWatcher) emitter(f *watchedFile, ev RulesEvent) func() {
+	ev = w.complete(f, ev)
+	return func() { w.write(ev) }
+}
+
+// complete fills in what an event says of the rules in force.
+func (w *rulesWatcher) complete(f *watchedFile, ev RulesEvent) RulesEvent {
 	rs := w.g.current()
 	if ev.Agent == "" {
 		ev.Agent = rs.agent
@@ -374,6 +457,13 @@ func (w *rulesWatcher) emit(f *watchedFile, ev RulesEvent) {
 	ev.File = f.path
 	ev.Allow = NewRulesFile("", rs.rules).Allow
 	ev.Serial = rs.serial
+	return ev
+}
+
+func (w *rulesWatcher) write(ev RulesEvent) {
+	if w.log == nil {
+		return
+	}
 	line, err := json.Marshal(ev)
 	if err != nil {
 		return

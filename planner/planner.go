@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"sort"
@@ -582,7 +583,14 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 			// from the configuration.
 			c.Action = Replace
 			c.Reasons = append(c.Reasons, lo.Drift+"; it will be replaced to match the configuration")
+		case len(c.Changed) == 0 && configDrift(rec, lo) != "" && lo.Running:
+			// Its files in force were changed inside it: written again.
+			c.Action = Update
+			c.Reasons = append(c.Reasons, configDrift(rec, lo)+"; apply writes them again, in place")
 		case len(c.Changed) > 0:
+			if why := configDrift(rec, lo); why != "" {
+				c.Reasons = append(c.Reasons, why)
+			}
 			for _, name := range c.Changed {
 				if !slices.Contains(d.object.InPlace, name) {
 					c.Forcing = append(c.Forcing, name)
@@ -611,6 +619,29 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 		}
 	}
 	return c
+}
+
+// configDrift says which parts of the configuration a live object holds
+// (LiveObject.Config) differ from those its record says were applied; ""
+// when none do, or either side cannot tell.
+func configDrift(rec *state.Record, lo *drivers.LiveObject) string {
+	if lo.Config == "" || rec == nil {
+		return ""
+	}
+	live := drivers.LiveConfigParts(lo.Config)
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(live)) {
+		if want, ok := rec.Computed[drivers.ComputedConfigPrefix+k]; ok && want != live[k] {
+			parts = append(parts, k)
+		}
+	}
+	switch len(parts) {
+	case 0:
+		return ""
+	case 1:
+		return fmt.Sprintf("its %s differ from what was applied (changed outside bottlefile)", parts[0])
+	}
+	return fmt.Sprintf("its %s and %s differ from what was applied (changed outside bottlefile)", strings.Join(parts[:len(parts)-1], ", "), parts[len(parts)-1])
 }
 
 // stoppedReason says why a recorded workload that is not running will be

@@ -169,6 +169,7 @@ func TestEscape(t *testing.T) {
 	t.Run("15_log_flood", r.logFlood)
 	t.Run("16_revoked_rule_and_new_network", r.revokeAndNewNetwork)
 	t.Run("17_credential_never_in_the_agent", r.credentialNeverInAgent)
+	t.Run("18_rules_file_tampering", r.rulesFileTampering)
 	t.Logf("suite took %v", time.Since(start).Round(time.Millisecond))
 }
 
@@ -1689,4 +1690,112 @@ func (r *escapeRig) credentialNeverInAgent(t *testing.T) {
 	if strings.Contains(r.logs(t, r.alphaGW.id), r.credential) {
 		t.Errorf("alpha's gateway logs hold the credential")
 	}
+}
+
+// rulesFileTampering: under an operator egress policy, the gateway holds
+// the policy as its ceiling, on its command line. A rules file replaced
+// by hand inside alpha's gateway (docker cp, then SIGHUP, as the driver
+// does) that opens a host outside the policy is refused by the gateway,
+// which still refuses that host; the next plan shows the drift, and apply
+// writes the rules again. One within the policy (narrower) is taken, and
+// shown and restored the same way.
+func (r *escapeRig) rulesFileTampering(t *testing.T) {
+	ctx := context.Background()
+	allow := r.allowlist()
+	policyPath := filepath.Join(t.TempDir(), "policy.hcl")
+	list, _ := json.Marshal(allow)
+	if err := os.WriteFile(policyPath, []byte("egress_ceiling = "+string(list)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"BOTTLEFILE_POLICY=" + policyPath}
+	run := func(args ...string) result {
+		t.Helper()
+		res := bottlefileEnv(t, r.dir, env, args...)
+		if res.code != 0 {
+			t.Fatalf("bottlefile %s: %s", strings.Join(args, " "), res)
+		}
+		return res
+	}
+	// The gateways take the policy as their ceiling: made again.
+	r.writeConfig(allow)
+	plan := run("plan")
+	if !strings.Contains(plan.stdout, "# agent.alpha.gateway must be replaced") || !strings.Contains(plan.stdout, "# forces replacement") {
+		t.Fatalf("plan under a new policy does not replace alpha's gateway for its ceiling:\n%s", plan.stdout)
+	}
+	run("apply", "-auto-approve")
+	r.alphaGW = r.find(t, "agent.alpha.gateway")
+	rulesFile := func(extra ...string) []byte {
+		b, _ := json.Marshal(map[string]any{"agent": "agent.alpha", "allow": append(slices.Clone(allow), extra...)})
+		return b
+	}
+	tamper := func(data []byte) {
+		t.Helper()
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "rules.json", Mode: 0o644, Size: int64(len(data)), ModTime: time.Now()})
+		tw.Write(data)
+		tw.Close()
+		if err := r.cli.CopyToContainer(ctx, r.alphaGW.id, "/etc/bottlefile", &buf, container.CopyToContainerOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.cli.ContainerKill(ctx, r.alphaGW.id, "HUP"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restored := func(when string) {
+		t.Helper()
+		plan := run("plan")
+		for _, want := range []string{"# agent.alpha.gateway will be updated in place", "its rules differ from what was applied (changed outside bottlefile)", "Plan: 0 to add, 1 to change, 0 to destroy."} {
+			if !strings.Contains(plan.stdout, want) {
+				t.Errorf("%s: the plan lacks %q:\n%s", when, want, plan.stdout)
+			}
+		}
+		run("apply", "-auto-approve")
+		if gw := r.find(t, "agent.alpha.gateway"); gw.id != r.alphaGW.id {
+			t.Errorf("%s: the gateway was replaced, not restored in place", when)
+		}
+		if plan := run("plan"); !strings.Contains(plan.stdout, "No changes.") {
+			t.Errorf("%s: plan after restoring:\n%s", when, plan.stdout)
+		}
+	}
+	probes := []probe{
+		{"denied host by name", viaProxy("http://denied-host:8080/")},
+		{"denied host by address", viaProxy(fmt.Sprintf("http://%s:8080/", r.deniedIP))},
+		{"allowed host", viaProxy("http://allowed-host:8080/")},
+	}
+
+	// Widening beyond the policy: refused by the gateway.
+	tamper(rulesFile("denied-host:8080", r.deniedIP.String()+":8080"))
+	if !r.waitLog(t, r.alphaGW.id, "outside the gateway's egress ceiling", 10*time.Second) {
+		t.Fatalf("the gateway did not refuse the widened rules file:\n%s", r.logs(t, r.alphaGW.id))
+	}
+	res := r.probeAll(t, r.alpha.id, probes)
+	want403(t, res, "denied host by name", "denied-host-content")
+	want403(t, res, "denied host by address", "denied-host-content")
+	wantContent(t, res, "allowed host", "allowed-host-content")
+	restored("after a widening rules file")
+
+	// Narrowing within it: taken, and so in force until apply restores it.
+	var narrow []string
+	for _, a := range allow {
+		if a != "allowed-host:8080" {
+			narrow = append(narrow, a)
+		}
+	}
+	b, _ := json.Marshal(map[string]any{"agent": "agent.alpha", "allow": narrow})
+	tamper(b)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res := r.probeAll(t, r.alpha.id, probes[2:])
+		if strings.Contains(res["allowed host"].out, "403") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the narrowed rules file was not taken: %q", res["allowed host"].out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	restored("after a narrowing rules file")
+	res = r.probeAll(t, r.alpha.id, probes[2:])
+	wantContent(t, res, "allowed host", "allowed-host-content")
 }

@@ -32,7 +32,9 @@ type fakeAPI struct {
 	ImageInspectFn     func(string) (image.InspectResponse, error)
 	ContainerCreateFn  func(*container.Config, string) (container.CreateResponse, error)
 	CopyToContainerFn  func(id, path string) error
-	ContainerKillFn    func(id, signal string) error
+	// CopyFromContainerFn answers CopyFromContainer: the file's content.
+	CopyFromContainerFn func(id, path string) ([]byte, error)
+	ContainerKillFn     func(id, signal string) error
 	// ContainerStatPathFn answers ContainerStatPath.
 	ContainerStatPathFn func(id, path string) (container.PathStat, error)
 }

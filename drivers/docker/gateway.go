@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os"
 	"slices"
@@ -53,6 +54,11 @@ const (
 	rulesDir   = "/etc/bottlefile"
 	rulesName  = "rules.json"
 	forbidName = "forbid.json"
+
+	// gatewayStatePath is where the gateway reports the digests of the
+	// files it has in force (its -state): in the image's /tmp, the one
+	// place its unprivileged user may write.
+	gatewayStatePath = "/tmp/bottlefile-gateway-loaded.json"
 
 	// gatewayUser runs the gateway: it needs no privilege at all.
 	gatewayUser = "65534:65534"
@@ -238,17 +244,49 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 // rulesTar is a tar holding the gateway's forbid file and rules file, for
 // CopyToContainer into rulesDir.
 func rulesTar(agent string, allow, sidecars []string, forbid []netip.Prefix, more ...tarFile) ([]byte, error) {
-	rules, err := egress.ParseRules(allow)
+	rules, err := rulesTarFile(agent, allow, sidecars)
 	if err != nil {
 		return nil, err
+	}
+	return forbidTar(forbid, append(more, rules)...)
+}
+
+// rulesTarFile is the gateway's rules file.
+func rulesTarFile(agent string, allow, sidecars []string) (tarFile, error) {
+	rules, err := egress.ParseRules(allow)
+	if err != nil {
+		return tarFile{}, err
 	}
 	f := egress.NewRulesFile(agent, rules)
 	f.Sidecars = sidecars
 	data, err := f.Marshal()
 	if err != nil {
-		return nil, err
+		return tarFile{}, err
 	}
-	return forbidTar(forbid, append(more, tarFile{name: rulesName, data: data})...)
+	return tarFile{name: rulesName, data: data}, nil
+}
+
+// gatewayFiles writes a gateway's forbid, credentials and rules files
+// into its rulesDir (in that order: the gateway takes them so), and
+// returns the computed values that record the digests of the rules and
+// credentials files (drivers.ComputedConfigPrefix): what the gateway
+// reports in force (gatewayLoaded) is compared with them.
+func gatewayFiles(ctx context.Context, api dockerAPI, id, agent string, allow, sidecars []string, forbid []netip.Prefix, creds tarFile) (map[string]string, error) {
+	rules, err := rulesTarFile(agent, allow, sidecars)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	tarball, err := forbidTar(forbid, creds, rules)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	if err := api.CopyToContainer(ctx, id, rulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{}); err != nil {
+		return nil, fmt.Errorf("writing its rules file: %w", err)
+	}
+	return map[string]string{
+		drivers.ComputedConfigPrefix + "rules":       egress.FileDigest(rules.data),
+		drivers.ComputedConfigPrefix + "credentials": egress.FileDigest(creds.data),
+	}, nil
 }
 
 type tarFile struct {
@@ -362,8 +400,7 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 	if err != nil {
 		return fail("credentials: %v", err)
 	}
-	tarball, err := rulesTar(spec.agent, spec.allow, spec.sidecars, forbid, credTar)
-	if err != nil {
+	if _, err := rulesTarFile(spec.agent, spec.allow, spec.sidecars); err != nil {
 		return fail("rules: %v", err)
 	}
 
@@ -372,7 +409,8 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 	}
 
 	listen := netip.AddrPortFrom(ip, GatewayPort).String()
-	cmd := []string{"gateway", "-listen", listen, "-rules", rulesDir + "/" + rulesName, "-forbid-file", rulesDir + "/" + forbidName, "-credentials", rulesDir + "/" + credentialsName}
+	cmd := []string{"gateway", "-listen", listen, "-rules", rulesDir + "/" + rulesName, "-forbid-file", rulesDir + "/" + forbidName, "-credentials", rulesDir + "/" + credentialsName,
+		"-state", gatewayStatePath}
 	for _, p := range forbid {
 		cmd = append(cmd, "-forbid", p.String())
 	}
@@ -426,9 +464,10 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 		cleanup()
 		return fail("connecting it to the egress network %s: %v", spec.egressNetwork, err)
 	}
-	if err := api.CopyToContainer(ctx, created.ID, rulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{}); err != nil {
+	applied, err := gatewayFiles(ctx, api, created.ID, spec.agent, spec.allow, spec.sidecars, forbid, credTar)
+	if err != nil {
 		cleanup()
-		return fail("writing its rules file: %v", err)
+		return fail("%v", err)
 	}
 	gatewayStarting(created.ID, true)
 	defer gatewayStarting(created.ID, false)
@@ -450,6 +489,7 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 		return resp, err
 	}
 	resp.Computed["proxy"] = fmt.Sprintf("http://%s:%d", spec.name, GatewayPort)
+	maps.Copy(resp.Computed, applied)
 	return resp, nil
 }
 
@@ -515,12 +555,9 @@ func (d *Driver) updateGateway(ctx context.Context, api dockerAPI, req drivers.A
 	if err != nil {
 		return fail("credentials: %v", err)
 	}
-	tarball, err := rulesTar(agentOf(addr), allow, sidecars, forbid, credTar)
+	applied, err := gatewayFiles(ctx, api, id, agentOf(addr), allow, sidecars, forbid, credTar)
 	if err != nil {
-		return fail("rules: %v", err)
-	}
-	if err := api.CopyToContainer(ctx, id, rulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{}); err != nil {
-		return fail("writing its rules file: %v", err)
+		return fail("%v", err)
 	}
 	if err := api.ContainerKill(ctx, id, "HUP"); err != nil {
 		return fail("signalling it to reload: %v", err)
@@ -542,6 +579,7 @@ func (d *Driver) updateGateway(ctx context.Context, api dockerAPI, req drivers.A
 	if name := resp.Computed["name"]; name != "" {
 		resp.Computed["proxy"] = fmt.Sprintf("http://%s:%d", name, GatewayPort)
 	}
+	maps.Copy(resp.Computed, applied)
 	return resp, nil
 }
 

@@ -1,6 +1,8 @@
 package docker
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"io"
 
@@ -68,8 +70,21 @@ func (f *fakeAPI) CopyToContainer(_ context.Context, id, path string, _ io.Reade
 	return unexpected("CopyToContainer")
 }
 
-func (f *fakeAPI) CopyFromContainer(context.Context, string, string) (io.ReadCloser, container.PathStat, error) {
+func (f *fakeAPI) CopyFromContainer(_ context.Context, id, path string) (io.ReadCloser, container.PathStat, error) {
 	f.record("CopyFromContainer")
+	if f.CopyFromContainerFn != nil {
+		data, err := f.CopyFromContainerFn(id, path)
+		if err != nil {
+			return nil, container.PathStat{}, err
+		}
+		// The one file, as the engine sends it: a tar of it alone.
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: path, Mode: 0o644, Size: int64(len(data))})
+		tw.Write(data)
+		tw.Close()
+		return io.NopCloser(&buf), container.PathStat{Name: path, Size: int64(len(data))}, nil
+	}
 	return nil, container.PathStat{}, unexpected("CopyFromContainer")
 }
 

@@ -730,3 +730,58 @@ func TestGatewayVersion(t *testing.T) {
 		t.Errorf("binaryVersion of a script = %q", got)
 	}
 }
+
+// TestReadGatewayReports: Read asks each running gateway started with a
+// report (-state) for it, one call each beside the list calls, and reports
+// what it has in force as LiveObject.Config; a missing report is
+// "missing", an older gateway without one is not asked.
+func TestReadGatewayReports(t *testing.T) {
+	lbl := func(addr string) map[string]string {
+		return withKind(map[string]string{drivers.LabelLineage: testLineage, drivers.LabelAddress: addr, drivers.LabelConfigHash: "h"}, kindGateway)
+	}
+	cmd := "/bottlefile gateway -listen 10.0.0.254:3128 -rules /etc/bottlefile/rules.json -state " + gatewayStatePath
+	api := &fakeAPI{
+		ContainerListFn: func(container.ListOptions) ([]container.Summary, error) {
+			return []container.Summary{
+				{ID: "g1", State: "running", Command: cmd, Labels: lbl("agent.a.gateway")},
+				{ID: "g2", State: "running", Command: "/bottlefile gateway -rules /etc/bottlefile/rules.json", Labels: lbl("agent.b.gateway")},
+				{ID: "g3", State: "running", Command: cmd, Labels: lbl("agent.c.gateway")},
+				{ID: "g4", State: "exited", Command: cmd, Labels: lbl("agent.d.gateway")},
+			}, nil
+		},
+		CopyFromContainerFn: func(id, path string) ([]byte, error) {
+			if path != gatewayStatePath {
+				t.Errorf("read %s of %s", path, id)
+			}
+			if id == "g3" {
+				return nil, cerrdefs.ErrNotFound
+			}
+			return []byte(`{"credentials":"c1","forbid":"f1","rules":"r1"}`), nil
+		},
+		NetworkListFn: func(network.ListOptions) ([]network.Summary, error) { return nil, nil },
+		ImageListFn:   func(image.ListOptions) ([]image.Summary, error) { return nil, nil },
+	}
+	d := fakeDriver(t, api, DefaultSubnetPool)
+	resp, err := d.Read(t.Context(), drivers.ReadRequest{Lineage: testLineage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, o := range resp.Objects {
+		got[o.Addr] = o.Config
+	}
+	want := map[string]string{
+		"agent.a.gateway": "credentials=c1 forbid=f1 rules=r1",
+		"agent.b.gateway": "",
+		"agent.c.gateway": "credentials=missing rules=missing",
+		"agent.d.gateway": "",
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("configs = %v, want %v", got, want)
+	}
+	calls := api.calls()
+	slices.Sort(calls)
+	if want := []string{"ContainerList", "CopyFromContainer", "CopyFromContainer", "ImageList", "NetworkList"}; !slices.Equal(calls, want) {
+		t.Errorf("calls = %v, want %v", calls, want)
+	}
+}

@@ -45,6 +45,7 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 	if err != nil {
 		return resp, fmt.Errorf("listing containers of lineage %s: %w", req.Lineage, err)
 	}
+	var reports []gatewayReport // running gateways that report what they loaded
 	for _, c := range containers {
 		name := ""
 		if len(c.Names) > 0 {
@@ -80,9 +81,13 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 					o.Exit.At = o.Finished
 				}
 			}
+			if kind == kindGateway && o.Running && strings.Contains(c.Command, "-state "+gatewayStatePath) {
+				reports = append(reports, gatewayReport{index: len(resp.Objects), id: c.ID})
+			}
 			resp.Objects = append(resp.Objects, o)
 		}
 	}
+	d.readGatewayReports(ctx, api, resp.Objects, reports)
 
 	networks, err := api.NetworkList(ctx, network.ListOptions{Filters: byLineage})
 	if err != nil {
