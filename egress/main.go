@@ -43,6 +43,8 @@ import (
 //	-max-conns N    client connections held at once (default 1024)
 //	-poll DURATION  how often to check the rules file (default 1s); SIGHUP checks at once
 //	-health         check that a gateway answers on -listen, exit 0 if so, 1 if not
+//	-print-addrs    print this network namespace's own addresses and default
+//	                gateways, one per line, and exit
 //
 // Besides -forbid, the gateway never connects to its own interface addresses
 // nor to its default gateway (on a docker network, the docker host).
@@ -66,6 +68,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	maxConns := fs.Int("max-conns", DefaultMaxConns, "client connections held at once")
 	poll := fs.Duration("poll", time.Second, "how often to check the rules file")
 	health := fs.Bool("health", false, "check that a gateway answers on -listen, then exit 0 (healthy) or 1")
+	printAddrs := fs.Bool("print-addrs", false, "print this network namespace's own addresses and default gateways, one per line, then exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -83,6 +86,16 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *poll <= 0 {
 		fmt.Fprintf(stderr, "bottlefile gateway: -poll %v is not positive\n", *poll)
 		return 2
+	}
+	if *printAddrs {
+		// The docker driver runs this in the engine host's network
+		// namespace to learn the host's own addresses (docker.Driver's
+		// engine host probe): an engine behind a local socket may live
+		// in a VM or another namespace than bottlefile.
+		for _, p := range ownAddresses() {
+			fmt.Fprintln(stdout, p.Addr())
+		}
+		return 0
 	}
 	var ceilingRules []Rule
 	ceilingSet := false

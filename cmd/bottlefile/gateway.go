@@ -26,6 +26,7 @@ func (c *GatewayCommand) Help() string {
 	return strings.TrimSpace(`
 Usage: bottlefile gateway [-listen ADDR] [-rules FILE] [-forbid CIDR]... [-poll DUR]
        bottlefile gateway -health [-listen ADDR]
+       bottlefile gateway -print-addrs
 
   The egress gateway of a bottle: an HTTP proxy (CONNECT, and absolute-form
   plain HTTP) that lets an agent reach the destinations of its allowlist and
@@ -45,6 +46,9 @@ Options:
   -forbid CIDR    An address or CIDR never to connect to (repeatable).
   -poll DUR       How often to check the rules file (default 1s).
   -health         Check that a gateway answers on -listen; exit 0 if so.
+  -print-addrs    Print this network namespace's own addresses and default
+                  gateways, one per line, and exit (the docker driver runs it
+                  in the engine host's namespace to forbid them).
 `)
 }
 

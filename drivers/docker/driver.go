@@ -61,6 +61,9 @@ type Driver struct {
 	// checks caches the read-only facts Plan asks the engine and the
 	// gateway binary's hash, once per driver instance (isolation.go).
 	checks *engineChecks
+	// host caches the engine host's own addresses, learned once per
+	// driver instance at the first gateway made or updated (enginehost.go).
+	host *engineHost
 }
 
 var (
@@ -178,6 +181,7 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 	d.api, d.runtime, d.ep, d.pool, d.egress = api, req.Runtime, ep, pool, eg
 	d.stateDir = req.StateDir
 	d.checks = &engineChecks{}
+	d.host = &engineHost{}
 	d.snap = sc
 	d.mu.Unlock()
 	d.buildsMu.Lock()

@@ -391,7 +391,7 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 	if spec.managed && len(out.IPAM.Config) > 0 {
 		managed, _ = netip.ParsePrefix(out.IPAM.Config[0].Subnet)
 	}
-	forbid := d.gatewayForbid(ctx, nets, pool, managed)
+	forbid := d.gatewayForbid(ctx, api, req.Lineage, nets, pool, managed)
 	credFile, err := d.credentialsFile(req.Lineage, req.Object)
 	if err != nil {
 		return fail("%v", err)
@@ -542,7 +542,7 @@ func (d *Driver) updateGateway(ctx context.Context, api dockerAPI, req drivers.A
 	if err != nil {
 		return fail("listing networks: %v", err)
 	}
-	forbid := d.gatewayForbid(ctx, nets, pool, netip.Prefix{})
+	forbid := d.gatewayForbid(ctx, api, req.Lineage, nets, pool, netip.Prefix{})
 	sidecars, err := drivers.Strings(req.Object.Attr("sidecars"))
 	if err != nil {
 		return fail("sidecars: %v", err)
@@ -956,10 +956,12 @@ func plural(n int, one, many string) string {
 // gatewayForbid is what a gateway must never connect to, besides what the
 // egress package refuses itself: forbidden's list, every internal
 // network's subnet (every bottle, whatever its pool), every managed egress
-// network's subnet (other gateways), and, for a remote engine, the engine
-// host's addresses. It is computed again at each gateway create and update,
-// so networks made after a gateway are forbidden to it too.
-func (d *Driver) gatewayForbid(ctx context.Context, nets []network.Summary, pool, managed netip.Prefix) []netip.Prefix {
+// network's subnet (other gateways), the engine host's own addresses as
+// the engine shows them (engineHostOwnAddrs: local socket or remote), and,
+// for a remote engine, the addresses its name resolves to. It is computed
+// again at each gateway create and update, so networks made after a
+// gateway are forbidden to it too.
+func (d *Driver) gatewayForbid(ctx context.Context, api dockerAPI, lineage string, nets []network.Summary, pool, managed netip.Prefix) []netip.Prefix {
 	local := d.engineIsLocal()
 	forbid := forbidden(nets, pool, managed, local)
 	for _, n := range nets {
@@ -971,6 +973,9 @@ func (d *Driver) gatewayForbid(ctx context.Context, nets []network.Summary, pool
 				forbid = append(forbid, p.Masked())
 			}
 		}
+	}
+	for _, a := range d.engineHostOwnAddrs(ctx, api, lineage) {
+		forbid = append(forbid, netip.PrefixFrom(a, a.BitLen()))
 	}
 	if !local {
 		for _, a := range d.engineHostAddrs(ctx) {

@@ -432,16 +432,41 @@ func TestGatewayForbid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &Driver{log: hclog.NewNullLogger(), ep: engine.Endpoint{Host: "tcp://192.0.2.7:2376", URL: u}}
-	got := d.gatewayForbid(t.Context(), nets, netip.MustParsePrefix("10.213.0.0/16"), netip.Prefix{})
+	// What the engine showed of its host (engineHostOwnAddrs), learned once.
+	learned := &engineHost{done: true, addrs: []netip.Addr{netip.MustParseAddr("10.77.0.5"), netip.MustParseAddr("fd00:77::5")}}
+	d := &Driver{log: hclog.NewNullLogger(), ep: engine.Endpoint{Host: "tcp://192.0.2.7:2376", URL: u}, host: learned}
+	got := d.gatewayForbid(t.Context(), nil, "lineage", nets, netip.MustParsePrefix("10.213.0.0/16"), netip.Prefix{})
 	var s []string
 	for _, p := range got {
 		s = append(s, p.String())
 	}
-	// Remote: the engine host's address from its URL, none of this machine's.
-	want := []string{"10.50.0.1/32", "10.99.0.16/28", "10.213.0.0/16", "10.214.9.0/24", "172.17.0.1/32", "192.0.2.7/32"}
+	// Remote: the engine host's address from its URL and those the engine
+	// showed, none of this machine's.
+	want := []string{"10.50.0.1/32", "10.77.0.5/32", "10.99.0.16/28", "10.213.0.0/16", "10.214.9.0/24", "172.17.0.1/32", "192.0.2.7/32", "fd00:77::5/128"}
 	if !slices.Equal(s, want) {
 		t.Errorf("gatewayForbid = %v, want %v", s, want)
+	}
+}
+
+// TestParseHostAddrs: the probe's output, one address a line; what the
+// gateway refuses anyway is dropped, and output that is not addresses is
+// an error rather than a shorter list.
+func TestParseHostAddrs(t *testing.T) {
+	got, err := parseHostAddrs("127.0.0.1\n192.0.2.2\n::1\nfe80::fc:ff:fe00:1\n\n10.213.7.1\n::ffff:10.1.2.3\n192.0.2.1\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s []string
+	for _, a := range hostAddrsOnly(append(got, netip.MustParseAddr("10.213.7.1"))) {
+		s = append(s, a.String())
+	}
+	if want := []string{"192.0.2.2", "10.213.7.1", "10.1.2.3", "192.0.2.1"}; !slices.Equal(s, want) {
+		t.Errorf("got %v, want %v", s, want)
+	}
+	for _, bad := range []string{"", "\n", "exec format error\n", "10.0.0.1\nnot an address\n"} {
+		if _, err := parseHostAddrs(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
 	}
 }
 

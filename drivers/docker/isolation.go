@@ -226,7 +226,10 @@ func hashGatewayBinary(path string) (string, string, error) {
 //     host's bridge addresses, docker0's among them), and the first
 //     address of a subnet that names no gateway;
 //   - when the engine runs on this machine (a unix socket), every address
-//     of this machine's interfaces: the docker host's own addresses.
+//     of this machine's interfaces. That is not all of the engine host's
+//     own addresses when the engine lives in a VM or another network
+//     namespace: gatewayForbid adds those the engine shows
+//     (engineHostOwnAddrs).
 func forbidden(nets []network.Summary, pool netip.Prefix, managedEgress netip.Prefix, local bool) []netip.Prefix {
 	var out []netip.Prefix
 	add := func(p netip.Prefix) {
