@@ -47,7 +47,8 @@ type Written struct {
 
 // WrittenReader is implemented by drivers that can tell how much a
 // workload has written. The planner calls it, read-only, only for workloads
-// a plan would replace or destroy without a snapshot first.
+// a plan would replace or destroy without a snapshot first, and for one a
+// snapshot is taken of when a max_total_size counts what it will add.
 type WrittenReader interface {
 	Written(ctx context.Context, lineage string, obj LiveObject) (Written, error)
 }

@@ -213,7 +213,7 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 	plan.RunningFrom = runningAddrs(p.running)
 	switch {
 	case len(opts.Take) > 0:
-		diags = append(diags, p.planTake(changes, agents)...)
+		diags = append(diags, p.planTake(ctx, changes, agents, plan.Lineage)...)
 	case opts.RefreshOnly:
 		refreshOnly(changes)
 	default:

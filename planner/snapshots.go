@@ -207,7 +207,7 @@ func (p *Planner) planPolicies(ctx context.Context, changes map[string]*Change, 
 			}
 		}
 		if policy != nil {
-			prune(snaps[agentAddr], agentAddr, policy, taken, p.pinned(w))
+			prune(snaps[agentAddr], agentAddr, policy, taken, p.takenSize(ctx, policy, taken, w, lineage), p.pinned(w))
 		}
 		if w != nil && w.Restarted {
 			planRestarted(w, snaps[agentAddr], ap) // restarted.go
@@ -390,7 +390,11 @@ func (d *discardReads) wait() {
 // plan (taken), one pinned (a from_snapshot names it, the workload runs
 // it), nor, by size, when nothing is taken, the newest, which a re-created
 // workload would resume from.
-func prune(ofAgent []*Change, agentAddr string, policy *lang.SnapshotPolicyValue, taken *Change, pinned map[string]bool) {
+//
+// takenSize is what the snapshot taken is expected to add (what the
+// workload wrote, as its runtime tells: takenSize), counted against
+// max_total_size before it is measured; 0 when not known.
+func prune(ofAgent []*Change, agentAddr string, policy *lang.SnapshotPolicyValue, taken *Change, takenSize int64, pinned map[string]bool) {
 	type snap struct {
 		n int
 		c *Change
@@ -434,15 +438,22 @@ func prune(ofAgent []*Change, agentAddr string, policy *lang.SnapshotPolicyValue
 	}
 	var total int64
 	for _, s := range kept {
+		if s.c == taken {
+			continue
+		}
 		total += snapshotSize(s.c)
 	}
-	if total <= policy.MaxTotalSize {
+	if total+takenSize <= policy.MaxTotalSize {
 		return
 	}
 	why := fmt.Sprintf("snapshot_policy.max_total_size = %s: the agent's snapshots total %s; the oldest go first", units.FormatBytes(policy.MaxTotalSize), units.FormatBytes(total))
-	if taken != nil {
+	switch {
+	case taken != nil && takenSize > 0:
+		why = fmt.Sprintf("snapshot_policy.max_total_size = %s: the agent's snapshots total %s, and about %s more with %s (what its workload wrote); the oldest go first", units.FormatBytes(policy.MaxTotalSize), units.FormatBytes(total), units.FormatBytes(takenSize), taken.Addr)
+	case taken != nil:
 		why = fmt.Sprintf("snapshot_policy.max_total_size = %s: the agent's snapshots total %s, and more with %s; the oldest go first", units.FormatBytes(policy.MaxTotalSize), units.FormatBytes(total), taken.Addr)
 	}
+	total += takenSize
 	for i := len(kept) - 1; i >= 0 && total > policy.MaxTotalSize; i-- { // oldest first
 		s := kept[i]
 		if s.c == taken || s.c.Prior == nil || pinned[s.c.Addr] || (taken == nil && i == 0) {
@@ -451,6 +462,30 @@ func prune(ofAgent []*Change, agentAddr string, policy *lang.SnapshotPolicyValue
 		total -= snapshotSize(s.c)
 		drop(s.c, why)
 	}
+}
+
+// takenSize is what the snapshot taken of the workload w will add, for
+// max_total_size to count before it is measured: what the workload wrote
+// (a commit adds its own layer), where its runtime tells cheaply; 0
+// otherwise, or when no snapshot is taken or no max_total_size counts.
+// One read of the runtime.
+func (p *Planner) takenSize(ctx context.Context, policy *lang.SnapshotPolicyValue, taken, w *Change, lineage string) int64 {
+	if policy == nil || policy.MaxTotalSize <= 0 || taken == nil || w == nil || w.Live == nil {
+		return 0
+	}
+	rt, ok := p.Runtimes[taken.Runtime]
+	if !ok {
+		return 0
+	}
+	wr, ok := drivers.As[drivers.WrittenReader](rt.Driver)
+	if !ok {
+		return 0
+	}
+	written, err := wr.Written(ctx, lineage, *w.Live)
+	if err != nil || written.Unmeasured != "" {
+		return 0
+	}
+	return max(written.Bytes, 0)
 }
 
 // snapshotSize is a recorded snapshot's size in bytes; 0 when unknown (one

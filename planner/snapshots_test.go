@@ -203,8 +203,9 @@ func TestTakeNeedsRunningWorkload(t *testing.T) {
 }
 
 // TestMaxTotalSize: max_total_size prunes the oldest policy snapshots
-// until the recorded sizes fit, never the one taken in the plan nor one a
-// fork pins.
+// until the recorded sizes, and what the snapshot taken will add (what the
+// workload wrote), fit; never the one taken in the plan nor one a fork
+// pins.
 func TestMaxTotalSize(t *testing.T) {
 	const fork = `
 agent "bisect" {
@@ -215,8 +216,10 @@ agent "bisect" {
 		name, extra string
 		pruned      []string
 	}{
-		{name: "oldest first", pruned: []string{"agent.coder.snapshot.1", "agent.coder.snapshot.2"}},
-		{name: "pinned kept", extra: fork, pruned: []string{"agent.coder.snapshot.2"}},
+		// The snapshot taken counts what the workload wrote (3000 bytes):
+		// with it only the snapshot taken fits.
+		{name: "oldest first", pruned: []string{"agent.coder.snapshot.1", "agent.coder.snapshot.2", "agent.coder.snapshot.3"}},
+		{name: "pinned kept", extra: fork, pruned: []string{"agent.coder.snapshot.2", "agent.coder.snapshot.3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBench(t)
@@ -233,7 +236,7 @@ agent "bisect" {
 			for _, c := range p.Changes {
 				if c.Action == planner.Delete {
 					pruned = append(pruned, c.Addr)
-					if want := "snapshot_policy.max_total_size = 4.0 KiB: the agent's snapshots total 5.9 KiB, and more with agent.coder.snapshot.4; the oldest go first"; !slices.Contains(c.Reasons, want) {
+					if want := "snapshot_policy.max_total_size = 4.0 KiB: the agent's snapshots total 5.9 KiB, and about 2.9 KiB more with agent.coder.snapshot.4 (what its workload wrote); the oldest go first"; !slices.Contains(c.Reasons, want) {
 						t.Errorf("%s: reasons %q, want %q", c.Addr, c.Reasons, want)
 					}
 				}

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"fmt"
 	"slices"
 
@@ -15,7 +16,7 @@ const DefaultTakeDescription = "taken by snapshot take"
 // named agent, and the prunes its policy then calls for. Every other change
 // is dropped, as a -target would drop it: snapshot take changes nothing
 // else.
-func (p *Planner) planTake(changes map[string]*Change, agents map[string]*agentPlan) hcl.Diagnostics {
+func (p *Planner) planTake(ctx context.Context, changes map[string]*Change, agents map[string]*agentPlan, lineage string) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	if p.Options.Destroy || p.Options.RefreshOnly {
 		return append(diags, errorDiag("Cannot take a snapshot in this plan", "A snapshot is taken in a plan of its own, not with -destroy or -refresh-only.", nil))
@@ -44,7 +45,7 @@ func (p *Planner) planTake(changes map[string]*Change, agents map[string]*agentP
 			fmt.Sprintf("snapshot take: %s's filesystem is committed now", req.Agent))
 		keep[taken.Addr] = true
 		if policy := ap.val.SnapshotPolicy; policy != nil {
-			prune(snaps[req.Agent], req.Agent, policy, taken, p.pinned(w))
+			prune(snaps[req.Agent], req.Agent, policy, taken, p.takenSize(ctx, policy, taken, w, lineage), p.pinned(w))
 		}
 		for _, c := range snaps[req.Agent] {
 			if c.Action == Delete && c.Prior != nil && slices.Contains(c.DeleteAfter, taken.Addr) {

@@ -133,11 +133,15 @@ func TestPlanGolden(t *testing.T) {
 		}},
 		{name: "max-total-size", setup: fixedClock, drift: func(w *workspace, f *drivertest.Fake, l string) {
 			// Three snapshots of 1000, 2000 and 3000 bytes (each resumes
-			// the files of the one before, and one more is written).
+			// the files of the one before, and one more is written), taken
+			// before max_total_size is set.
+			dir := filepath.Join("testdata", "plans", "max-total-size")
+			w.writeFixture(filepath.Join(dir, "before.hcl"))
 			for i := range 3 {
 				f.WriteFile(l, "agent.coder", fmt.Sprintf("/workspace/%d.txt", i))
 				w.must("apply", "-auto-approve", "-replace=agent.coder")
 			}
+			w.writeFixture(filepath.Join(dir, "after.hcl"))
 		}},
 		{name: "remove-agent-keeps-snapshots", setup: fixedClock, drift: removeAgentDrift},
 		{name: "remove-agent-discards", setup: fixedClock, drift: removeAgentDrift},
