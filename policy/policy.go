@@ -63,14 +63,7 @@ func Locate(getenv func(string) string, stat func(string) (fs.FileInfo, error)) 
 		}
 		return p, nil
 	}
-	var candidates []string
-	if dir := getenv("XDG_CONFIG_HOME"); dir != "" && filepath.IsAbs(dir) {
-		candidates = append(candidates, filepath.Join(dir, "bottlefile", "policy.hcl"))
-	} else if home := getenv("HOME"); home != "" {
-		candidates = append(candidates, filepath.Join(home, ".config", "bottlefile", "policy.hcl"))
-	}
-	candidates = append(candidates, SystemPath)
-	for _, c := range candidates {
+	for _, c := range SearchPath(getenv) {
 		_, err := stat(c)
 		if err == nil {
 			return c, nil
@@ -81,6 +74,18 @@ func Locate(getenv func(string) string, stat func(string) (fs.FileInfo, error)) 
 		}
 	}
 	return "", nil
+}
+
+// SearchPath is where Locate looks, in order, when $BOTTLEFILE_POLICY is
+// not set: the user's config directory, then SystemPath.
+func SearchPath(getenv func(string) string) []string {
+	var candidates []string
+	if dir := getenv("XDG_CONFIG_HOME"); dir != "" && filepath.IsAbs(dir) {
+		candidates = append(candidates, filepath.Join(dir, "bottlefile", "policy.hcl"))
+	} else if home := getenv("HOME"); home != "" {
+		candidates = append(candidates, filepath.Join(home, ".config", "bottlefile", "policy.hcl"))
+	}
+	return append(candidates, SystemPath)
 }
 
 // Load finds (Locate) and reads the policy of this process's environment:

@@ -14,6 +14,7 @@ func Commands(meta *Meta) map[string]cli.CommandFactory {
 		"apply":           cmd(&ApplyCommand{Meta: meta}),
 		"destroy":         cmd(&ApplyCommand{Meta: meta, Destroy: true}),
 		"version":         cmd(&VersionCommand{Meta: meta}),
+		"policy":          cmd(&PolicyCommand{Meta: meta}),
 		"fmt":             cmd(&FmtCommand{Meta: meta}),
 		"show":            cmd(&ShowCommand{Meta: meta}),
 		"graph":           cmd(&GraphCommand{Meta: meta}),
