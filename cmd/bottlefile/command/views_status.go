@@ -97,7 +97,12 @@ func newestSnapshot(b operations.BottleStatus, at time.Time) string {
 	if b.Newest == nil {
 		return "none"
 	}
-	return b.Newest.Addr + " " + age(b.Newest.Taken, at)
+	line := b.Newest.Addr + " " + age(b.Newest.Taken, at)
+	if b.Newest.Size >= 0 {
+		// What it adds over its base image (README, Snapshots).
+		line += ", " + units.FormatBytes(b.Newest.Size)
+	}
+	return line
 }
 
 func egressRules(b operations.BottleStatus) string {
@@ -144,6 +149,9 @@ type bootedFromJSON struct {
 type newestSnapJSON struct {
 	Address string  `json:"address"`
 	Taken   *string `json:"taken"`
+	// SizeBytes is what it adds over its base image; null when not
+	// recorded.
+	SizeBytes *int64 `json:"size_bytes"`
 }
 
 type workloadJSON struct {
@@ -176,6 +184,10 @@ func writeStatusJSON(w io.Writer, bottles []operations.BottleStatus, at time.Tim
 		}
 		if b.Newest != nil {
 			j.NewestSnapshot = &newestSnapJSON{Address: b.Newest.Addr, Taken: optTime(b.Newest.Taken)}
+			if b.Newest.Size >= 0 {
+				size := b.Newest.Size
+				j.NewestSnapshot.SizeBytes = &size
+			}
 		}
 		for _, wl := range b.Workloads {
 			wj := workloadJSON{
