@@ -12,6 +12,14 @@
 //	    (or, with -unread, send a bad request of -size bytes and never read
 //	    the answer), waits -hold, then sends a fresh CONNECT to -connect and
 //	    reports its answer, and how many of the -n the gateway had closed
+//	gatewayabuse -mode allowed -addr GW:3128 -connect HOST:PORT -n 100000 -duration 50s
+//	    allowed requests (GET http://HOST:PORT/ through the proxy, on
+//	    keep-alive connections) from -workers connections at a time, until
+//	    -n were answered or -duration is over: a flood the decision log
+//	    must not let rotate earlier refusals away
+//	gatewayabuse -mode sink -addr :PORT
+//	    an HTTP server that answers every request 204 and closes: the
+//	    cheapest destination for -mode allowed
 //	gatewayabuse -mode tunnel -addr GW:3128 -connect HOST:PORT
 //	    opens a tunnel and prints its answer, then holds it until the
 //	    gateway closes it (at most -hold), and prints "closed" or "open"
@@ -67,6 +75,11 @@ func main() {
 		r = flood(*addr, bad, *dur, *workers)
 	case "idle":
 		r = idle(*addr, bad, *n, *unread, *hold, *connect)
+	case "allowed":
+		r = allowed(*addr, *connect, *dur, *workers, int64(*n))
+	case "sink":
+		sink(*addr)
+		return
 	case "tunnel":
 		tunnel(*addr, *connect, *hold)
 		return
@@ -103,6 +116,77 @@ func flood(addr, bad string, d time.Duration, workers int) result {
 	}
 	wg.Wait()
 	return result{Mode: "flood", Requests: sent.Load(), Answers: answered.Load()}
+}
+
+func allowed(addr, target string, d time.Duration, workers int, n int64) result {
+	var sent, answered atomic.Int64
+	end := time.Now().Add(d)
+	req := fmt.Sprintf("GET http://%[1]s/ HTTP/1.1\r\nHost: %[1]s\r\n\r\n", target)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for time.Now().Before(end) && answered.Load() < n {
+				c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+				if err != nil {
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				br := bufio.NewReader(c)
+				for time.Now().Before(end) && answered.Load() < n {
+					c.SetDeadline(time.Now().Add(5 * time.Second))
+					if _, err := io.WriteString(c, req); err != nil {
+						break
+					}
+					sent.Add(1)
+					resp, err := http.ReadResponse(br, nil)
+					if err != nil {
+						break
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode/100 == 2 {
+						answered.Add(1)
+					}
+					if resp.Close {
+						break
+					}
+				}
+				c.Close()
+			}
+		})
+	}
+	wg.Wait()
+	return result{Mode: "allowed", Requests: sent.Load(), Answers: answered.Load()}
+}
+
+func sink(addr string) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gatewayabuse:", err)
+		os.Exit(1)
+	}
+	fmt.Println("listening")
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			continue
+		}
+		go func() {
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			br := bufio.NewReader(c)
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					return
+				}
+				if line == "\r\n" {
+					break
+				}
+			}
+			io.WriteString(c, "HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
+		}()
+	}
 }
 
 func idle(addr, bad string, n int, unread bool, hold time.Duration, target string) result {

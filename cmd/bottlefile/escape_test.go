@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"debug/elf"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -119,6 +120,10 @@ type escapeRig struct {
 
 	allowedIP, deniedIP, recorderIP netip.Addr
 	allowedID, recorderID           string
+	// sinkIP is the flood sink (bench/gatewayabuse -mode sink on :9000),
+	// an allowed destination as cheap as can be; abuseBin the tool.
+	sinkIP   netip.Addr
+	abuseBin string
 
 	host         *hostService
 	hostBaseline int // connections the host service had before the bottles tried
@@ -170,6 +175,8 @@ func TestEscape(t *testing.T) {
 	t.Run("16_revoked_rule_and_new_network", r.revokeAndNewNetwork)
 	t.Run("17_credential_never_in_the_agent", r.credentialNeverInAgent)
 	t.Run("18_rules_file_tampering", r.rulesFileTampering)
+	t.Run("19_placeholder_in_every_form", r.placeholderEveryForm)
+	t.Run("20_allowed_flood_keeps_refusals", r.allowedFlood)
 	t.Logf("suite took %v", time.Since(start).Round(time.Millisecond))
 }
 
@@ -216,8 +223,19 @@ func (r *escapeRig) buildWorld() {
 	r.allowedID, r.allowedIP = r.outsider("allowed-host", r.img, []string{"sh", "-c", page("allowed-host-content", 8080, 8081)})
 	_, r.deniedIP = r.outsider("denied-host", r.img, []string{"sh", "-c", page("denied-host-content", 8080)})
 	r.recorderID, r.recorderIP = r.outsider("recorder", r.recorderImage(), nil)
+	var sinkID string
+	sinkID, r.sinkIP = r.outsider("flood-sink", scratchImage(t, r.cli, r.abuseBinary(t), "gatewayabuse"), []string{"/gatewayabuse", "-mode", "sink", "-addr", ":9000"})
 	r.host = startHostService(t)
 	r.waitLog(t, r.recorderID, "listening", 10*time.Second)
+	r.waitLog(t, sinkID, "listening", 10*time.Second)
+}
+
+// abuseBinary builds bench/gatewayabuse statically, once.
+func (r *escapeRig) abuseBinary(t *testing.T) string {
+	if r.abuseBin == "" {
+		r.abuseBin = buildStatic(t, "../../bench/gatewayabuse")
+	}
+	return r.abuseBin
 }
 
 // outsider starts a container of the outside world, with a network alias.
@@ -380,6 +398,9 @@ func (r *escapeRig) hostAddrs() []netip.Addr {
 // that only the gateway's own refusals stand between them and the agent.
 func (r *escapeRig) allowlist(extra ...string) []string {
 	allow := []string{"allowed-host:8080", r.allowedIP.String() + ":8080", "*.recorded.test:8080", "169.254.169.254:80", "127.0.0.1:" + strconv.Itoa(r.host.port)}
+	if r.sinkIP.IsValid() {
+		allow = append(allow, r.sinkIP.String()+":9000")
+	}
 	for _, a := range r.hostAddrs() {
 		allow = append(allow, fmt.Sprintf("%s:%d", a, r.host.port))
 	}
@@ -1273,13 +1294,7 @@ func dynamicBinary() string {
 // abuseTool builds bench/gatewayabuse statically and copies it into
 // alpha's agent as /tmp/gatewayabuse.
 func (r *escapeRig) abuseTool(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "gatewayabuse")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "../../bench/gatewayabuse")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building bench/gatewayabuse: %v\n%s", err, out)
-	}
-	data, err := os.ReadFile(bin)
+	data, err := os.ReadFile(r.abuseBinary(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1814,4 +1829,115 @@ func (r *escapeRig) rulesFileTampering(t *testing.T) {
 	restored("after a narrowing rules file")
 	res = r.probeAll(t, r.alpha.id, probes[2:])
 	wantContent(t, res, "allowed host", "allowed-host-content")
+}
+
+// --- Issue 25: placeholders in every form, and an audit trail floods
+// cannot erase. ---
+
+// placeholder is alpha's VAULT_TOKEN.
+func (r *escapeRig) placeholder(t *testing.T) string {
+	t.Helper()
+	for _, line := range strings.Split(r.execIn(t, r.alpha.id, "env").out, "\n") {
+		if v, ok := strings.CutPrefix(line, "VAULT_TOKEN="); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatal("alpha has no VAULT_TOKEN")
+	return ""
+}
+
+// placeholderEveryForm: alpha sends its placeholder to allowed-host (plain
+// HTTP, which the gateway reads, by address) percent-encoded, upper-cased, in base64,
+// split across two headers, and in a body: each is refused, logged as
+// credential-elsewhere, and listed by egress denials; the same requests
+// without it pass (the control).
+func (r *escapeRig) placeholderEveryForm(t *testing.T) {
+	p := r.placeholder(t)
+	pct := ""
+	for i := 0; i < len(p); i++ {
+		pct += fmt.Sprintf("%%%02X", p[i])
+	}
+	b64 := base64.StdEncoding.EncodeToString([]byte("agent:" + p))
+	// By address: subtest 16 took allowed-host's name rule away.
+	target := fmt.Sprintf("http://%s:8080/", r.allowedIP)
+	wget := func(args string) string { return "timeout 5 wget -qO- " + args + " " + target }
+	probes := []probe{
+		{"control", wget("--header 'X-Note: nothing here'")},
+		{"percent-encoded in the query", "timeout 5 wget -qO- '" + target + "?token=" + pct + "'"},
+		{"percent-encoded header", wget("--header 'Cookie: t=" + strings.ToLower(pct) + "'")},
+		{"upper case", wget("--header 'X-Token: " + strings.ToUpper(p) + "'")},
+		{"base64", wget("--header 'Authorization: Basic " + b64 + "'")},
+		{"split across two headers", wget("--header 'X-Part-One: " + p[:len(p)/2] + "' --header 'X-Part-Two: " + p[len(p)/2:] + "'")},
+		{"in a body", wget("--post-data '{\"token\":\"" + p + "\"}'")},
+		{"base64 in a body", wget("--post-data 'data=" + base64.StdEncoding.EncodeToString([]byte("{\"t\":\""+p+"\"}")) + "'")},
+	}
+	res := r.probeAll(t, r.alpha.id, probes)
+	wantContent(t, res, "control", "allowed-host-content")
+	for _, pr := range probes[1:] {
+		want403(t, res, pr.name, "allowed-host-content")
+	}
+	log := r.logs(t, r.alphaGW.id)
+	if n := strings.Count(log, `"outcome":"credential-elsewhere"`); n < len(probes)-1 {
+		t.Errorf("alpha's gateway logged %d credential-elsewhere refusals, want at least %d:\n%s", n, len(probes)-1, log)
+	}
+	denials := mustRun(t, r.dir, "egress", "denials")
+	wantAll(t, "egress denials", denials.stdout, r.allowedIP.String()+":8080", "an attempt to use the credential elsewhere")
+}
+
+// allowedFlood: a refusal, then a flood of allowed requests from alpha
+// past what the gateway's old log kept (a line a request, in the engine's
+// json-file log of 3 files of 10 MiB, which loses a line after 20 to 30
+// MiB more, as the line fell early or late in its file): egress denials
+// still lists the refusal, and the flood added little to the log. The
+// flood aims at 30 MiB worth of requests in under a minute and must reach
+// 20 MiB worth (on a loaded machine it may not get all of it).
+func (r *escapeRig) allowedFlood(t *testing.T) {
+	r.abuseTool(t)
+	sink := r.sinkIP.String() + ":9000"
+	canary := "flood-canary-" + r.run + ".test:8080"
+	res := r.probeAll(t, r.alpha.id, []probe{{"canary", viaProxy("http://" + canary + "/")}, {"sink", viaProxy("http://"+sink+"/") + "; echo sink-answered"}})
+	want403(t, res, "canary", "content")
+	if !r.waitLog(t, r.alphaGW.id, canary, 10*time.Second) || !r.waitLog(t, r.alphaGW.id, `"destination":"`+sink+`"`, 10*time.Second) {
+		t.Fatalf("the canary's refusal or the sink's line is not in the log:\n%s", r.logs(t, r.alphaGW.id))
+	}
+	// What the old log held: 3 files of 10 MiB of json-file records, each
+	// an allowed line like the sink's.
+	var line string
+	for _, l := range strings.Split(r.logs(t, r.alphaGW.id), "\n") {
+		if strings.Contains(l, `"destination":"`+sink+`"`) && strings.Contains(l, `"outcome":"connected"`) {
+			line = l
+		}
+	}
+	record, _ := json.Marshal(struct {
+		Log    string    `json:"log"`
+		Stream string    `json:"stream"`
+		Time   time.Time `json:"time"`
+	}{line + "\n", "stdout", time.Now().UTC()})
+	held, lost := 3*10<<20/(len(record)+1), 2*10<<20/(len(record)+1)
+	t.Logf("an allowed line: %d bytes, %d as a json-file record: the old log lost a refusal after %d to %d of them", len(line), len(record)+1, lost, held)
+
+	since := time.Now()
+	s0 := r.gatewayStats(t)
+	flood := r.abuse(t, "-mode", "allowed", "-connect", sink, "-workers", "128", "-n", strconv.Itoa(held+held/50), "-duration", "55s")
+	took := time.Since(since)
+	s1 := r.gatewayStats(t)
+	time.Sleep(time.Second) // the engine writes the last lines
+	rc, err := r.cli.ContainerLogs(context.Background(), r.alphaGW.id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Since: since.UTC().Format(time.RFC3339Nano)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var added bytes.Buffer
+	stdcopy.StdCopy(&added, &added, rc)
+	rc.Close()
+	cores := float64(s1.CPUStats.CPUUsage.TotalUsage-s0.CPUStats.CPUUsage.TotalUsage) / float64(took.Nanoseconds())
+	t.Logf("allowed flood: %d requests, %d answered in %v (gateway %.2f cores); the log grew %d bytes in %d lines (a line a request: %d MiB)",
+		flood.Requests, flood.Answers, took.Round(time.Millisecond), cores, added.Len(), strings.Count(added.String(), "\n"), flood.Answers*int64(len(record)+1)>>20)
+	if flood.Answers < int64(lost) {
+		t.Errorf("the flood got %d answers: fewer than the %d after which the old log could lose a refusal", flood.Answers, lost)
+	}
+	if added.Len() > 1<<20 {
+		t.Errorf("the flood added %d bytes to the log, want at most 1 MiB", added.Len())
+	}
+	denials := mustRun(t, r.dir, "egress", "denials")
+	wantAll(t, "egress denials after the flood", denials.stdout, canary)
 }
