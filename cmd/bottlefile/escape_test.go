@@ -1858,7 +1858,7 @@ func (r *escapeRig) placeholderEveryForm(t *testing.T) {
 		pct += fmt.Sprintf("%%%02X", p[i])
 	}
 	b64 := base64.StdEncoding.EncodeToString([]byte("agent:" + p))
-	// By address: subtest 16 took allowed-host's name rule away.
+	// By address: subtest 16 takes allowed-host's name rule away.
 	target := fmt.Sprintf("http://%s:8080/", r.allowedIP)
 	wget := func(args string) string { return "timeout 5 wget -qO- " + args + " " + target }
 	probes := []probe{
