@@ -9,6 +9,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
+	"github.com/bottlefile/bottlefile/drivers/swarm/swarmtest"
 )
 
 // workspaceBottlefile is a built agent running as a non-root user whose
@@ -117,6 +118,69 @@ func TestE2EWorkspaceImageUpgrade(t *testing.T) {
 				}
 			}
 			mustRun(t, dir, "destroy", "-auto-approve", "-include-snapshots")
+		})
+	}
+}
+
+// TestE2ESwarmWorkspaceImageUpgrade is TestE2EWorkspaceImageUpgrade on the
+// swarm fixture: the agent's built image (pushed to the registry) gets a
+// marker file, and the new service runs an image the node's engine
+// composed, the new image with the old /workspace, from the policy's
+// snapshot or from the replaced service's task. The composed images go
+// from the registry with the services that ran them.
+func TestE2ESwarmWorkspaceImageUpgrade(t *testing.T) {
+	cli := dockertest.Client(t)
+	f := swarmtest.Start(t)
+	for _, tc := range []struct {
+		name, policy, wantPlan string
+	}{
+		{"policy", "  snapshot_policy {\n    before = [\"replace\"]\n  }\n",
+			"it boots the image built from ./agent with /workspace from agent.coder.snapshot.1, taken just before"},
+		{"no policy", "",
+			"it boots the image built from ./agent with /workspace carried over from the current workload"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			workspaceContext(t, filepath.Join(dir, "agent"), f.Busybox, 1)
+			config := swarmRuntime(f, "fleet") + strings.Replace(workspaceBottlefile, "agent \"coder\" {\n", "agent \"coder\" {\n  runtime = runtime.fleet\n", 1)
+			writeBottlefile(t, dir, config, tc.policy)
+			mustRun(t, dir, "apply", "-auto-approve")
+			lineage := lineageOf(t, cli, dir)
+			f.Cleanup(t, lineage)
+			t.Cleanup(func() { bottlefile(t, dir, "destroy", "-auto-approve", "-include-snapshots") })
+
+			mustRun(t, dir, "exec", "agent.coder", "--", "sh", "-c",
+				"echo progress > notes.md && chmod 640 notes.md && ln -s notes.md latest && echo scratch > /tmp/scratch")
+			before := mustRun(t, dir, "exec", "agent.coder", "--", "stat", "-c", "%n %u:%g %a", "/workspace", "/workspace/notes.md").stdout
+
+			workspaceContext(t, filepath.Join(dir, "agent"), f.Busybox, 2)
+			r := mustRun(t, dir, "plan")
+			wantAll(t, "plan", r.stdout, tc.wantPlan, "-/+ agent.coder (service)")
+			r = mustRun(t, dir, "apply", "-auto-approve")
+			wantAll(t, "apply", r.stdout, "carried /workspace over from")
+
+			if got := mustRun(t, dir, "exec", "agent.coder", "--", "cat", "/etc/agent-version").stdout; got != "agent 2\n" {
+				t.Errorf("the new image's marker: %q", got)
+			}
+			after := mustRun(t, dir, "exec", "agent.coder", "--", "stat", "-c", "%n %u:%g %a", "/workspace", "/workspace/notes.md").stdout
+			if after != before || !strings.Contains(after, "/workspace/notes.md 1000:1000 640") {
+				t.Errorf("owners and modes before the upgrade:\n%safter:\n%s", before, after)
+			}
+			if got := mustRun(t, dir, "exec", "agent.coder", "--", "sh", "-c", "readlink latest; cat latest").stdout; got != "notes.md\nprogress\n" {
+				t.Errorf("the symlink after the upgrade: %q", got)
+			}
+			if r := bottlefile(t, dir, "exec", "agent.coder", "--", "test", "-e", "/tmp/scratch"); r.code == 0 {
+				t.Errorf("/tmp/scratch, outside the workspace, survived: the agent booted the old filesystem")
+			}
+			if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
+				t.Errorf("plan after the upgrade: %s", r)
+			}
+			mustRun(t, dir, "destroy", "-auto-approve", "-include-snapshots")
+			for _, tag := range registryTags(t, f, lineage) {
+				if strings.Contains(tag, "-carry:") {
+					t.Errorf("a composed image is left in the registry: %s", tag)
+				}
+			}
 		})
 	}
 }

@@ -202,3 +202,77 @@ func reroot(tr *tar.Reader, w io.Writer, dir string) error {
 	}
 	return tw.Close()
 }
+
+// ComposeWorkspace makes, on this driver's engine, the image a workload
+// with a carried workspace boots on an engine that cannot copy files into
+// it before it starts (a swarm task): base (pulled when missing) with
+// req.Carry's paths copied in, from the container src on this engine, or
+// when src is "" from req.Carry.Image (pulled when missing) through a
+// carrier. It is committed, with base's config, as ref; the caller pushes
+// it and removes the tag. What it creates on the way is removed, and
+// labelled so a sweep removes what a cut-off apply left.
+func (d *Driver) ComposeWorkspace(ctx context.Context, req drivers.ApplyRequest, base, src, ref string) error {
+	api, _, err := d.snapshotEngine(ctx)
+	if err != nil {
+		return err
+	}
+	addr := req.Object.Addr
+	if _, err := d.ensureImage(ctx, api, addr, base, false); err != nil {
+		return err
+	}
+	remove := func(id string) {
+		if err := api.ContainerRemove(context.WithoutCancel(ctx), id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			d.log.Warn("could not remove a container the workspace was carried through; a later sweep removes it", "id", shortID(id), "error", err)
+		}
+	}
+	if src == "" {
+		if _, err := d.ensureImage(ctx, api, addr, req.Carry.Image, false); err != nil {
+			return err
+		}
+		carrier, err := d.createCarrier(ctx, api, req)
+		if err != nil {
+			return err
+		}
+		defer remove(carrier)
+		src = carrier
+	}
+	info, err := api.ImageInspect(ctx, base)
+	if err != nil {
+		return fmt.Errorf("inspecting %s: %w", base, err)
+	}
+	// The image's own config is what the commit keeps, but not base's
+	// bottlefile labels, blanked (the engine merges a container's labels
+	// into the commit's): the composed image is no built image, which a
+	// delete of the image object by its labels would take while a task
+	// runs it. It is marked as what it is.
+	labels := map[string]string{labelCarry: req.Lineage + " " + addr}
+	if c := info.Config; c != nil {
+		for k, v := range c.Labels {
+			if strings.HasPrefix(k, "io.bottlefile.") && k != labelCarry {
+				v = ""
+			}
+			labels[k] = v
+		}
+	}
+	target, err := api.ContainerCreate(ctx, &container.Config{Image: base, Labels: labels},
+		&container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+	if err != nil {
+		return fmt.Errorf("creating a container of %s to carry the workspace into: %w", base, err)
+	}
+	defer remove(target.ID)
+	if err := CopyPaths(ctx, api, src, target.ID, req.Carry.Paths); err != nil {
+		return err
+	}
+	cfg := &container.Config{Labels: labels}
+	if c := info.Config; c != nil {
+		cfg = &container.Config{
+			User: c.User, Env: c.Env, Cmd: c.Cmd, Entrypoint: c.Entrypoint, WorkingDir: c.WorkingDir,
+			Labels: labels, StopSignal: c.StopSignal, Volumes: c.Volumes,
+			Healthcheck: c.Healthcheck, Shell: c.Shell, OnBuild: c.OnBuild,
+		}
+	}
+	if _, err := api.ContainerCommit(ctx, target.ID, container.CommitOptions{Reference: ref, Config: cfg, Pause: false}); err != nil {
+		return fmt.Errorf("committing %s with the workspace: %w", base, err)
+	}
+	return nil
+}

@@ -96,6 +96,8 @@ func Declaration() drivers.Declaration {
 			// Through the node's engine of the task (workload.go).
 			Logs: true,
 			Exec: true,
+			// Through an image composed on a node's engine (workspace.go).
+			Workspace: true,
 		},
 	}
 }

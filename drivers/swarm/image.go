@@ -59,7 +59,7 @@ func (d *Driver) deleteImage(ctx context.Context, req drivers.ApplyRequest) (dri
 		if err != nil {
 			return resp, fmt.Errorf("deleting image of %s from a node: %w", req.Object.Addr, err)
 		}
-		if err := removeImages(ctx, cli, f); err != nil {
+		if err := removeImages(ctx, cli, f, req.ID); err != nil {
 			return resp, fmt.Errorf("deleting image of %s from a node: %w", req.Object.Addr, err)
 		}
 	}
@@ -69,15 +69,21 @@ func (d *Driver) deleteImage(ctx context.Context, req drivers.ApplyRequest) (dri
 	return resp, nil
 }
 
-// removeImages removes an engine's images matching f, waiting while a
+// removeImages removes an engine's images matching f, only the one of id
+// when it is not "" (a node pulled the same image id the manager built;
+// the new build of the address may be there already, when the workload
+// carried its workspace from the one it replaced), waiting while a
 // container still uses one: the container of a task of a service just
 // removed goes a moment later.
-func removeImages(ctx context.Context, cli client.APIClient, f filters.Args) error {
+func removeImages(ctx context.Context, cli client.APIClient, f filters.Args, id string) error {
 	list, err := cli.ImageList(ctx, image.ListOptions{Filters: f})
 	if err != nil {
 		return err
 	}
 	for _, img := range list {
+		if id != "" && img.ID != id {
+			continue
+		}
 		deadline := time.Now().Add(tasksGone)
 		for {
 			_, err := cli.ImageRemove(ctx, img.ID, image.RemoveOptions{Force: true, PruneChildren: true})

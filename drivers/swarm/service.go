@@ -105,6 +105,20 @@ func (d *Driver) createService(ctx context.Context, api swarmAPI, req drivers.Ap
 	fail := func(format string, args ...any) (drivers.ApplyResponse, error) {
 		return drivers.ApplyResponse{}, fmt.Errorf("creating service %s for %s: %s", s.name, addr, fmt.Sprintf(format, args...))
 	}
+	var notes []string
+	if req.Carry != nil {
+		// Composed before removeStale removes the service it may be
+		// carried from (workspace.go).
+		base := s.Image
+		if s.Image, err = d.carryImage(ctx, api, req, base); err != nil {
+			return fail("carrying the workspace over: %v", err)
+		}
+		from := "snapshot " + req.Carry.Image
+		if req.Carry.Workload != "" {
+			from = "the replaced service " + shortID(req.Carry.Workload)
+		}
+		notes = append(notes, fmt.Sprintf("carried %s over from %s into %s", strings.Join(req.Carry.Paths, ", "), from, s.Image))
+	}
 	if err := d.removeStale(ctx, api, req.Lineage, addr, s.name); err != nil {
 		return fail("%v", err)
 	}
@@ -157,7 +171,9 @@ func (d *Driver) createService(ctx context.Context, api swarmAPI, req drivers.Ap
 		return fail("%v", err)
 	}
 	d.log.Info("created service", "addr", addr, "name", s.name, "id", shortID(created.ID), "node", t.NodeID)
-	return d.serviceResponse(ctx, api, created.ID, s.name, t)
+	resp, err := d.serviceResponse(ctx, api, created.ID, s.name, t)
+	resp.Notes = append(resp.Notes, notes...)
+	return resp, err
 }
 
 // fingerprint labels the service (not its task's container) with the
@@ -358,10 +374,14 @@ func (d *Driver) removeStale(ctx context.Context, api swarmAPI, lineage, addr, n
 	if old.Spec.Labels[drivers.LabelLineage] != lineage || old.Spec.Labels[drivers.LabelAddress] != addr {
 		return fmt.Errorf("a service named %s already exists and is not this state's %s (lineage %s); remove or rename it", name, addr, lineage)
 	}
-	d.log.Info("removing unrecorded service of this lineage before creating it again", "addr", addr, "name", name, "id", shortID(old.ID))
+	d.log.Info("removing the service of this lineage by this name before creating it again (one replaced, or left by an earlier run)", "addr", addr, "name", name, "id", shortID(old.ID))
 	if err := api.ServiceRemove(ctx, old.ID); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("removing the unrecorded service %s left by an earlier run: %w", shortID(old.ID), err)
 	}
+	if err := waitTasksGone(ctx, api, old.ID); err != nil {
+		d.log.Warn("the tasks of a removed service linger", "addr", addr, "id", shortID(old.ID), "error", err)
+	}
+	d.deleteCarried(ctx, lineage, old) // workspace.go
 	return nil
 }
 
@@ -435,6 +455,7 @@ func (d *Driver) deleteService(ctx context.Context, api swarmAPI, req drivers.Ap
 		id = svc.ID
 	}
 	copies := copiesOf(ctx, api, id)
+	svc, _, inspectErr := api.ServiceInspectWithRaw(ctx, id, swarm.ServiceInspectOptions{})
 	if err := api.ServiceRemove(ctx, id); err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return drivers.ApplyResponse{}, nil
@@ -445,6 +466,9 @@ func (d *Driver) deleteService(ctx context.Context, api swarmAPI, req drivers.Ap
 		d.log.Warn("the tasks of a removed service linger", "addr", addr, "id", shortID(id), "error", err)
 	}
 	d.removeCopiesOf(ctx, req.Lineage, copies) // nodes.go
+	if inspectErr == nil {
+		d.deleteCarried(ctx, req.Lineage, svc) // workspace.go
+	}
 	d.log.Info("deleted service", "addr", addr, "id", shortID(id))
 	return drivers.ApplyResponse{}, nil
 }
