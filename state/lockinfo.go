@@ -33,6 +33,9 @@ type LockInfo struct {
 	// since boot, and the kernel's boot id); zero and "" where unknown.
 	StartTicks uint64 `json:"start_ticks,omitempty"`
 	BootID     string `json:"boot_id,omitempty"`
+	// Redacted: Command has its values hidden already. A record written
+	// by an older bottlefile has not; its command is redacted on reading.
+	Redacted bool `json:"redacted,omitempty"`
 	// Stale is set when reading: the process is gone from this host.
 	Stale bool `json:"-"`
 }
@@ -71,7 +74,7 @@ func writeLockInfo(path string, write bool) string {
 			}
 		}
 	}
-	info := LockInfo{PID: os.Getpid(), Host: host, Command: commandLine(), Since: time.Now().UTC().Truncate(time.Second), Write: write}
+	info := LockInfo{PID: os.Getpid(), Host: host, Command: commandLine(), Since: time.Now().UTC().Truncate(time.Second), Write: write, Redacted: true}
 	info.StartTicks, info.BootID = processStart(info.PID)
 	data, _ := json.Marshal(info)
 	p := lockInfoPath(path, write)
@@ -131,6 +134,20 @@ func redactArgs(args []string) []string {
 	return out
 }
 
+// redactUnredacted hides the values in a command line an older
+// bottlefile recorded as typed. Its arguments were joined with spaces, so
+// where a value held spaces the split cannot be undone: from the first
+// -var on, everything is hidden but the flags' names.
+func redactUnredacted(cmd string) string {
+	fields := strings.Fields(cmd)
+	for i, f := range fields {
+		if name, _, _ := strings.Cut(strings.TrimLeft(f, "-"), "="); strings.HasPrefix(f, "-") && name == "var" {
+			return strings.Join(append(redactArgs(fields[:i]), "-var", "(values hidden)"), " ")
+		}
+	}
+	return strings.Join(redactArgs(fields), " ")
+}
+
 // hideVarValue turns NAME=VALUE into NAME=(value hidden); an argument
 // without "=" (a mistake) is hidden whole.
 func hideVarValue(arg string) string {
@@ -157,6 +174,12 @@ func readLockInfo(p, host string) (LockInfo, bool) {
 		return info, false
 	}
 	info.Stale = info.Host == host && processGone(info.PID, info.StartTicks, info.BootID)
+	if !info.Redacted {
+		// Split at spaces as it was joined: a value holding spaces loses
+		// only its first word to the hidden mark, so the whole rest of
+		// the line after a -var is hidden too.
+		info.Command, info.Redacted = redactUnredacted(info.Command), true
+	}
 	return info, true
 }
 

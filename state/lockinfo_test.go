@@ -52,6 +52,28 @@ func TestRedactArgs(t *testing.T) {
 	}
 }
 
+// TestOlderRecordRedactedOnReading: a record an older bottlefile wrote
+// with the command as typed is shown without its values.
+func TestOlderRecordRedactedOnReading(t *testing.T) {
+	dir := t.TempDir()
+	seed(t, dir)
+	host, _ := os.Hostname()
+	writeRecord(t, Path(dir)+".lock.info", LockInfo{PID: os.Getpid(), Host: host, Command: "bottlefile apply -auto-approve -var api_key=s3cret two -var-file=x", Since: time.Now(), Write: true})
+	holders := LockHolders(Path(dir))
+	if len(holders) != 1 || holders[0].Command != "bottlefile apply -auto-approve -var (values hidden)" {
+		t.Errorf("got %+v", holders)
+	}
+	writeRecord(t, Path(dir)+".lock.info", LockInfo{PID: os.Getpid(), Host: host, Command: "bottlefile exec agent.a -- curl s3cret", Since: time.Now(), Write: true})
+	if holders := LockHolders(Path(dir)); len(holders) != 1 || strings.Contains(holders[0].Command, "s3cret") {
+		t.Errorf("got %+v", holders)
+	}
+	// A record this bottlefile wrote is shown as written.
+	writeRecord(t, Path(dir)+".lock.info", LockInfo{PID: os.Getpid(), Host: host, Command: "bottlefile apply -var k=(value hidden) -- (2 arguments hidden)", Since: time.Now(), Write: true, Redacted: true})
+	if holders := LockHolders(Path(dir)); len(holders) != 1 || holders[0].Command != "bottlefile apply -var k=(value hidden) -- (2 arguments hidden)" {
+		t.Errorf("got %+v", holders)
+	}
+}
+
 // goneProcess is the pid of a process that has ended.
 func goneProcess(t *testing.T) int {
 	t.Helper()
