@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Kill suite (issue 26): KILLS SIGKILLs of bottlefile (default 30: a third
 # each of apply, snapshot-taking replace and destroy), each at a random
-# moment of its command, and each followed by exactly one plain command:
+# moment of its command, and each trial followed by exactly one plain command:
 # the same command again, without the kill. The bottles are AGENTS agents
 # (default 2) built from a local context, each with SIDECARS sidecars
 # (default 1), an egress allowlist (so a gateway), a sensitive variable in
@@ -30,7 +30,8 @@
 #
 # The kill moment is uniform in [0, T) where T is how long the same
 # command took in the warm-up round (unkilled), so kills land in every
-# phase of it: planning, builds, snapshots, creates, deletes.
+# phase of it: planning, snapshots, creates, deletes. A command that
+# finished before its kill is counted apart (it was not killed).
 #
 # Usage: bench/kill-suite.sh
 #   env: KILLS=30 AGENTS=2 SIDECARS=1 SEED=$RANDOM DOCKER=docker
@@ -39,8 +40,9 @@
 #        trials) TIMEOUT=120 (seconds any one command may take)
 #
 # The last line is machine-readable:
-#   RESULT kills=N converged=C untracked=U lost=L seconds=S
-# and the exit status is 0 only when C = N and U = L = 0.
+#   RESULT kills=K trials=N converged=C untracked=U lost=L seconds=S
+# (K trials were killed; the others finished before their kill) and the
+# exit status is 0 only when C = N and U = L = 0.
 #
 # It talks only to the local engine and to containers it started (the
 # allowlisted hosts are never contacted). On exit it runs destroy
@@ -89,6 +91,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 if [ -z "$bf" ]; then
   echo "building bottlefile..."
@@ -215,18 +218,25 @@ write() {
 }
 
 # lostin WHERE: counts the agents whose file lacks a line written so far,
-# read from the live agent (WHERE=live) or its newest snapshot image.
+# read from the live agent (WHERE=live, when it runs) or its newest
+# snapshot image.
 lostin() {
   local where=$1 i a id got ref n=0
   for ((i = 1; i <= agents; i++)); do
     a=a$i
     [ -n "${want[$a]:-}" ] || continue
+    id=""
     if [ "$where" = live ]; then
       id=$($docker ps -q --filter "label=io.bottlefile.lineage=$lin" --filter "label=io.bottlefile.address=agent.$a" --filter status=running | head -1)
-      got=$([ -n "$id" ] && $docker exec "$id" sh -c 'cat /workspace/work.txt 2>/dev/null')
+    fi
+    if [ -n "$id" ]; then
+      got=$($docker exec "$id" sh -c 'cat /workspace/work.txt 2>/dev/null')
     else
-      ref=$($docker image ls --filter "label=io.bottlefile.lineage=$lin" --filter "label=io.bottlefile.snapshot-of=agent.$a" \
-        --format '{{.CreatedAt}}|{{.Repository}}:{{.Tag}}' | grep -v '<none>' | sort -r | head -1 | cut -d'|' -f2)
+      # Not running (a plain command that failed): the files are lost only
+      # if its newest snapshot lacks them too.
+      ref=$($docker image inspect --format '{{.Created}}|{{range .RepoTags}}{{.}} {{end}}' \
+        $($docker image ls -q --filter "label=io.bottlefile.lineage=$lin" --filter "label=io.bottlefile.snapshot-of=agent.$a" | sort -u) 2>/dev/null |
+        grep -v '|$' | sort -r | head -1 | cut -d'|' -f2 | awk '{print $1}')
       # Labels emptied, so the check's container is none of the lineage's.
       got=$([ -n "$ref" ] && $docker run --rm --network none --label io.bottlefile.lineage= --label io.bottlefile.address= \
         --entrypoint /bin/sh "$ref" -c 'cat /workspace/work.txt 2>/dev/null')
@@ -242,7 +252,7 @@ lostin() {
 }
 
 converged=0 untracked_total=0 lost_total=0 trials=0
-declare -A conv_by=() kills_by=() early=()
+declare -A conv_by=() kills_by=() trials_by=() early=()
 gen=0
 
 # trial KIND: one kill and one plain command, then the counts.
@@ -255,19 +265,23 @@ trial() {
   esac
   write
   trials=$((trials + 1))
-  kills_by[$kind]=$((${kills_by[$kind]:-0} + 1))
+  trials_by[$kind]=$((${trials_by[$kind]:-0} + 1))
   after=$((RANDOM * 32768 + RANDOM))
   after=$((after % (${dur[$kind]} + 1)))
-  if ! killed "$after" "${plain[@]}"; then
+  local how="killed at $after ms"
+  if killed "$after" "${plain[@]}"; then
+    kills_by[$kind]=$((${kills_by[$kind]:-0} + 1))
+  else
     early[$kind]=$((${early[$kind]:-0} + 1))
+    how="finished before its kill at $after ms"
   fi
   if ! run plain "${plain[@]}"; then
     ok=0
-    echo "  trial $trials $kind (killed at $after ms): the plain ${plain[0]} failed:"
+    echo "  trial $trials $kind ($how): the plain ${plain[0]} failed:"
     grep -E '^Error|^  |rror' "$tmp/plain.out" | head -8 | sed 's/^/    | /'
   elif ! run check "${check[@]}"; then
     ok=0
-    echo "  trial $trials $kind (killed at $after ms): the ${check[*]} after it is not empty:"
+    echo "  trial $trials $kind ($how): the ${check[*]} after it is not empty:"
     grep -E '^  # |^Plan:|^Error|because' "$tmp/check.out" | head -8 | sed 's/^/    | /'
   fi
   if [ "$ok" = 1 ]; then
@@ -281,22 +295,23 @@ trial() {
   left=$(untracked)
   if [ -n "$left" ]; then
     untracked_total=$((untracked_total + $(echo "$left" | wc -l)))
-    echo "  trial $trials $kind (killed at $after ms): untracked after it:"
+    echo "  trial $trials $kind ($how): untracked after it:"
     echo "$left" | sed 's/^/    | /'
   fi
   lostin "$where"
   lost_total=$((lost_total + $?))
-  echo "trial $trials $kind: killed at $after ms of ~${dur[$kind]}; converged $converged of $trials, untracked $untracked_total, lost $lost_total"
+  echo "trial $trials $kind: $how of ~${dur[$kind]}; converged $converged of $trials, untracked $untracked_total, lost $lost_total"
 }
 
 echo "kill-suite: $kills kills, $agents built agents with $sidecars sidecars, egress, a sensitive variable and a policy snapshot before replace and destroy; seed $seed; in $work"
 start=$(date +%s)
 
-# Warm-up round, not killed: how long each command takes.
+# Warm-up round, not killed: how long each command takes. The apply is
+# timed resuming from snapshots, as every apply of the loop does (the first
+# one also builds the image).
 declare -A dur=()
 config 0 >"$work/Bottlefile"
-t=$(ms); run warm apply -auto-approve || { cat "$tmp/warm.out"; die "the warm-up apply failed"; }
-dur[apply]=$(($(ms) - t))
+run warm apply -auto-approve || { cat "$tmp/warm.out"; die "the warm-up apply failed"; }
 lin=$(lineage)
 [ -n "$lin" ] || die "no lineage after the first apply"
 write
@@ -307,20 +322,31 @@ dur[replace]=$(($(ms) - t))
 write
 t=$(ms); run warm destroy -auto-approve || { cat "$tmp/warm.out"; die "the warm-up destroy failed"; }
 dur[destroy]=$(($(ms) - t))
-# The apply measured was a fresh one; later ones also resume from snapshots.
-dur[apply]=$((dur[apply] * 3 / 2))
-echo "warm-up: apply ${dur[apply]} ms (x1.5), replace ${dur[replace]} ms, destroy ${dur[destroy]} ms"
+t=$(ms); run warm apply -auto-approve || { cat "$tmp/warm.out"; die "the warm-up resume failed"; }
+dur[apply]=$(($(ms) - t))
+write
+run warm destroy -auto-approve || { cat "$tmp/warm.out"; die "the second warm-up destroy failed"; }
+echo "warm-up: apply ${dur[apply]} ms, replace ${dur[replace]} ms, destroy ${dur[destroy]} ms"
 
+# Rounds of apply, replace, destroy until each command was killed (not
+# finished before its kill) KILLS/3 times; at most 3 x KILLS trials.
 kinds=(apply replace destroy)
-for ((k = 0; k < kills; k++)); do
-  trial "${kinds[$((k % 3))]}"
+per=$(((kills + 2) / 3))
+short() {
+  local kind
+  for kind in "${kinds[@]}"; do [ "${kills_by[$kind]:-0}" -lt "$per" ] && return 0; done
+  return 1
+}
+while short && [ "$trials" -lt $((kills * 3)) ]; do
+  for kind in "${kinds[@]}"; do trial "$kind"; done
 done
 secs=$(($(date +%s) - start))
+killed_total=$((${kills_by[apply]:-0} + ${kills_by[replace]:-0} + ${kills_by[destroy]:-0}))
 
 echo
-for kind in apply replace destroy; do
-  echo "$kind: ${conv_by[$kind]:-0} of ${kills_by[$kind]:-0} converged in one plain run (${early[$kind]:-0} finished before their kill)"
+for kind in "${kinds[@]}"; do
+  echo "$kind: ${kills_by[$kind]:-0} killed, ${early[$kind]:-0} finished before their kill; ${conv_by[$kind]:-0} of ${trials_by[$kind]:-0} converged in one plain run"
 done
 echo "untracked objects: $untracked_total; files lost: $lost_total; time: $secs s"
-echo "RESULT kills=$trials converged=$converged untracked=$untracked_total lost=$lost_total seconds=$secs"
+echo "RESULT kills=$killed_total trials=$trials converged=$converged untracked=$untracked_total lost=$lost_total seconds=$secs"
 [ "$converged" -eq "$trials" ] && [ "$untracked_total" -eq 0 ] && [ "$lost_total" -eq 0 ]

@@ -203,6 +203,11 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 			// runtime, left by an interrupted migration.
 			c.Stray = true
 			c.Reasons[0] = fmt.Sprintf("%s %s on runtime %q carries this state's lineage but is not recorded there (left by an interrupted migration)", lo.obj.Kind, lo.obj.Name, lo.runtime)
+		} else if lo.obj.Kind == drivers.KindSnapshot {
+			// Removed, not adopted: a snapshot is recorded before anything
+			// it protects is removed, so what an unrecorded one holds is
+			// still in its agent's workload (or a recorded snapshot).
+			c.Reasons[0] = fmt.Sprintf("snapshot image %s carries this state's lineage but is not recorded: an apply was cut off after taking it and before recording it. Nothing was removed after it, so what it holds is still in the agent; it is removed, and the policy takes a new snapshot when it asks", lo.obj.Name)
 		}
 		changes[c.key()] = c
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
+	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
 )
@@ -210,5 +211,79 @@ func TestReadReportsLeftovers(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestSnapshotOfContainerBeingRemoved: a policy snapshot due of a
+// container a killed apply was removing (it recorded the agent's newest
+// snapshot first) cannot be committed: the container is dead, being
+// removed, or gone by then. The snapshot is then the newest one's layers
+// under its own config and labels (nothing committed, nothing moved), and
+// the apply says so; with no snapshot to carry, the error says why.
+func TestSnapshotOfContainerBeingRemoved(t *testing.T) {
+	const lineage = "12345678-0000-0000-0000-000000000000"
+	agent := &drivers.AgentSpec{Addr: "agent.coder", Name: "coder", Workload: drivers.MustWorkload(map[string]cty.Value{"command": strList("sleep", "2")})}
+	req := drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: lineage, Object: snapshotObject("agent.coder.snapshot.4", "agent.coder"), Hash: "h", Agent: agent}
+	older := withLabels(image.InspectResponse{ID: "sha256:snap3", Architecture: "amd64", Os: "linux", Size: 5000},
+		map[string]string{drivers.LabelLineage: lineage, drivers.LabelAddress: "agent.coder.snapshot.3", labelSnapshotOf: "agent.coder", labelSnapshotSource: "ctr0"})
+	older.RootFS.Layers = []string{"sha256:l1", "sha256:l2"}
+
+	for _, tc := range []struct {
+		name   string
+		state  *container.State // as inspected first; nil: gone
+		commit error
+		carry  bool // an older snapshot exists
+	}{
+		{"dead", &container.State{Dead: true, Status: "dead"}, nil, true},
+		{"removing", &container.State{Status: "removing"}, nil, true},
+		{"commit refused", &container.State{Running: true, Status: "running"}, errors.New("Error response from daemon: You cannot commit container ctr1 which is Dead"), true},
+		{"gone", nil, nil, true},
+		{"nothing to carry", &container.State{Dead: true, Status: "dead"}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, f := newSnapFake(t, lineage, 1, 100)
+			inspects := 0
+			f.ContainerInspectFn = func(ref string) (container.InspectResponse, error) {
+				inspects++
+				if tc.state == nil || inspects > 1 {
+					return container.InspectResponse{}, cerrdefs.ErrNotFound.WithMessage("No such container: " + ref)
+				}
+				return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: "ctr1", Image: "sha256:base", State: tc.state},
+					Config: &container.Config{Labels: map[string]string{drivers.LabelLineage: lineage}}}, nil
+			}
+			if tc.carry {
+				f.images["sha256:snap3"] = older
+				f.ImageListFn = func(o image.ListOptions) ([]image.Summary, error) {
+					if !o.Filters.ExactMatch("label", labelSnapshotOf+"=agent.coder") {
+						return nil, nil
+					}
+					return []image.Summary{{ID: "sha256:snap3", RepoTags: []string{"bf-12345678-coder-snap:3"}, Labels: older.Config.Labels, Created: 1}}, nil
+				}
+			}
+			if tc.commit != nil {
+				f.commitErr = tc.commit
+			}
+			resp, err := d.Apply(t.Context(), req)
+			if !tc.carry {
+				if err == nil || !strings.Contains(err.Error(), "being removed") {
+					t.Fatalf("nothing to carry: %v; want the error to say the container is being removed", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.commits != 0 && tc.commit == nil {
+				t.Errorf("%d commits of a container being removed", f.commits)
+			}
+			got := f.images[resp.ID]
+			if resp.ID == "sha256:snap3" || got.Config == nil || got.Config.Labels[drivers.LabelAddress] != "agent.coder.snapshot.4" || got.Config.Labels[labelSnapshotOf] != "agent.coder" ||
+				fmt.Sprint(got.RootFS.Layers) != fmt.Sprint(older.RootFS.Layers) || resp.Snapshot.Image != "bf-12345678-coder-snap:4" {
+				t.Errorf("carried snapshot %+v (labels %v, layers %v): want snapshot.3's layers under snapshot.4's own config", resp, got.Config, got.RootFS.Layers)
+			}
+			if len(resp.Notes) != 1 || !strings.Contains(resp.Notes[0], "agent.coder.snapshot.3") {
+				t.Errorf("notes %q: want one saying what was carried", resp.Notes)
+			}
+		})
 	}
 }

@@ -267,9 +267,11 @@ func (d *Driver) commitSnapshot(ctx context.Context, req drivers.ApplyRequest, n
 			return fail("%v", err)
 		}
 	}
+	imageMaking.RLock()
+	defer imageMaking.RUnlock()
 	ctr, err := api.ContainerInspect(ctx, name)
 	if cerrdefs.IsNotFound(err) {
-		return fail("%s has no container %s to commit (apply the agent first)", agentAddr, name)
+		return d.carryNewest(ctx, api, req, agentAddr, ref, name, fmt.Errorf("%s has no container %s to commit (apply the agent first)", agentAddr, name))
 	}
 	if err != nil {
 		return fail("inspecting container %s of %s: %v", name, agentAddr, err)
@@ -277,9 +279,10 @@ func (d *Driver) commitSnapshot(ctx context.Context, req drivers.ApplyRequest, n
 	if ctr.Config == nil || ctr.Config.Labels[drivers.LabelLineage] != req.Lineage {
 		return fail("container %s does not belong to this state (lineage %s)", name, req.Lineage)
 	}
+	if ctr.State != nil && (ctr.State.Dead || ctr.State.Status == "removing") {
+		return d.carryNewest(ctx, api, req, agentAddr, ref, ctr.ID, fmt.Errorf("container %s of %s is being removed", shortID(ctr.ID), agentAddr))
+	}
 
-	imageMaking.RLock()
-	defer imageMaking.RUnlock()
 	var base *image.InspectResponse // nil: gone (removed by hand)
 	if info, err := api.ImageInspect(ctx, ctr.Image); err == nil {
 		base = &info
@@ -298,6 +301,9 @@ func (d *Driver) commitSnapshot(ctx context.Context, req drivers.ApplyRequest, n
 			Config: &container.Config{Labels: intermediateLabels(ctr.Config.Labels, req.Lineage, addr)},
 		})
 		interID = resp.ID
+	}
+	if removedMeanwhile(err) {
+		return d.carryNewest(ctx, api, req, agentAddr, ref, ctr.ID, err)
 	}
 	if err != nil {
 		return fail("%v", err)

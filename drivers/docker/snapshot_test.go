@@ -309,10 +309,12 @@ type snapFake struct {
 	mu       sync.Mutex
 	images   map[string]image.InspectResponse // by id and by tag
 	removeFn func(ref string, o image.RemoveOptions) error
-	commits  int
-	imports  []string // changes of each import
-	loaded   []string // configs loaded
-	paused   int
+	// commitErr, when set, is what ContainerCommit answers.
+	commitErr error
+	commits   int
+	imports   []string // changes of each import
+	loaded    []string // configs loaded
+	paused    int
 }
 
 var _ snapshotAPI = (*snapFake)(nil)
@@ -344,6 +346,9 @@ func (f *snapFake) ContainerCommit(_ context.Context, id string, o container.Com
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.commits++
+	if f.commitErr != nil {
+		return container.CommitResponse{}, f.commitErr
+	}
 	img := withLabels(image.InspectResponse{ID: "sha256:committed", Architecture: "amd64", Os: "linux"}, o.Config.Labels)
 	img.RootFS.Layers = append(slices.Clone(f.images["sha256:base"].RootFS.Layers), "sha256:new")
 	f.images[img.ID] = img
