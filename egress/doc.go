@@ -105,6 +105,10 @@
 // [MaxDecisionLine] bytes (what the client chose is clipped), and refusals
 // and failures are logged at most 20 at once and then 5 a second per
 // source, the next line logged counting those left out ("suppressed").
+// Allowed lines are limited too (100 at once, then one a second per
+// source), the rest aggregated into a line per destination every 30 s
+// whose "count" says how many requests it stands for: a flood of allowed
+// requests cannot rotate refusals out of a bounded log (log.go).
 // The gateway holds at most [Gateway.MaxConns] client connections: a new one
 // takes the place of the one idle longest, so a fresh request is served
 // however many idle connections an agent opens. Its own answers get a write
@@ -116,7 +120,8 @@
 // [Gateway.SetCredentials] (or the -credentials file, a [CredentialsFile])
 // gives the gateway the bottle's CA (an ECDSA P-256 key the docker driver
 // makes and keeps in the state directory; the agent holds only its
-// certificate) and [Credential]s. A CONNECT to a credential's host and port
+// certificate; [NewCA] name-constrains it to the credential hosts) and
+// [Credential]s. A CONNECT to a credential's host and port
 // that the rules allow is not spliced: the gateway answers 200, terminates
 // the agent's TLS with a certificate for the host signed by the CA (HTTP/2
 // or HTTP/1.1, as the agent offers), and forwards each request over TLS it
@@ -125,10 +130,13 @@
 // whatever the agent sent in it. The CONNECT is logged with the outcome
 // "intercepted", each request with "credential-injected" and the
 // credential's name and header, never its value. Every other destination
-// stays an untouched tunnel.
+// stays an untouched tunnel. What the host answers reaches the agent with
+// the value masked, in its common encodings (redact.go); TRACE, TRACK and
+// protocol switches to it are refused.
 //
 // The agent holds a placeholder in place of the value. A request that
-// carries a credential's placeholder in its target, URL or headers to any
+// carries a credential's placeholder, in any of the forms detect.go
+// recognises, in its target, URL, headers or body to any
 // destination but that credential's is refused 403 and logged with the
 // outcome "credential-elsewhere", "an attempt to use the credential
 // elsewhere": in a plain HTTP request, a CONNECT's request, or a request
