@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/docker/docker/api/types/container"
+
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
 	"github.com/bottlefile/bottlefile/drivers/swarm/swarmtest"
@@ -183,4 +185,50 @@ func TestE2ESwarmWorkspaceImageUpgrade(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestE2EWorkspaceCutOff: an apply cut off after it set the replaced
+// container aside (stopped, renamed NAME-replaced) and before it made the
+// new one leaves the old container, still the recorded one, holding the
+// work; the next plan carries the workspace from it again, and the apply
+// converges with nothing left over.
+func TestE2EWorkspaceCutOff(t *testing.T) {
+	cli := dockertest.Client(t)
+	base := dockertest.BusyboxImage(t, cli)
+	dir := t.TempDir()
+	workspaceContext(t, filepath.Join(dir, "agent"), base, 1)
+	writeBottlefile(t, dir, workspaceBottlefile, "")
+	mustRun(t, dir, "apply", "-auto-approve")
+	lineage := lineageOf(t, cli, dir)
+	mustRun(t, dir, "exec", "agent.coder", "--", "sh", "-c", "echo progress > notes.md")
+
+	// What setAside does, and then the process dies.
+	ctrs := containersWith(t, cli, drivers.LabelLineage+"="+lineage, drivers.LabelAddress+"=agent.coder")
+	if len(ctrs) != 1 {
+		t.Fatalf("want one agent container, got %d", len(ctrs))
+	}
+	timeout := 5
+	if err := cli.ContainerStop(t.Context(), ctrs[0].ID, container.StopOptions{Timeout: &timeout}); err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(ctrs[0].Names[0], "/")
+	if err := cli.ContainerRename(t.Context(), ctrs[0].ID, name+"-replaced"); err != nil {
+		t.Fatal(err)
+	}
+
+	workspaceContext(t, filepath.Join(dir, "agent"), base, 2)
+	r := mustRun(t, dir, "plan")
+	wantAll(t, "plan after the cut-off", r.stdout, "with /workspace carried over from the current workload")
+	mustRun(t, dir, "apply", "-auto-approve")
+	if got := mustRun(t, dir, "exec", "agent.coder", "--", "sh", "-c", "cat /etc/agent-version /workspace/notes.md").stdout; got != "agent 2\nprogress\n" {
+		t.Errorf("after the apply that followed the cut-off: %q", got)
+	}
+	left := containersWith(t, cli, drivers.LabelLineage+"="+lineage)
+	if len(left) != 1 || left[0].Names[0] != "/"+name {
+		t.Errorf("containers of the lineage: %+v", left)
+	}
+	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
+		t.Errorf("plan after: %s", r)
+	}
+	mustRun(t, dir, "destroy", "-auto-approve", "-include-snapshots")
 }

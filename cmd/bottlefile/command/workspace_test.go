@@ -6,6 +6,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/bottlefile/bottlefile/drivers/docker"
+	"github.com/bottlefile/bottlefile/drivers/drivertest"
+	"github.com/bottlefile/bottlefile/drivers/smolvm"
 )
 
 // workspaceAgent is an agent with an image, a workspace and, when
@@ -169,6 +173,96 @@ func TestWorkspaceValidate(t *testing.T) {
 		code, out, errOut := w.run("validate")
 		if code == 0 || !strings.Contains(out+errOut, tc.want) || !strings.Contains(out+errOut, "workspace = ") {
 			t.Errorf("validate of workspace = %s: exit %d\n%s%s", tc.workspace, code, out, errOut)
+		}
+	}
+}
+
+// TestWorkspaceMigration: an agent whose runtime and image change in one
+// plan migrates through its snapshot and boots the new image there with
+// its workspace carried from the moved snapshot.
+func TestWorkspaceMigration(t *testing.T) {
+	w := newWorkspace(t)
+	other := &drivertest.Fake{DriverName: "smolvm"}
+	w.extra = map[string]*drivertest.Fake{"smolvm": other}
+	config := func(runtime, image string) string {
+		return `
+runtime "here" {
+  driver = "docker"
+}
+
+runtime "there" {
+  driver = "smolvm"
+}
+
+agent "coder" {
+  runtime   = runtime.` + runtime + `
+  image     = "` + image + `"
+  command   = ["sleep", "600"]
+  workspace = ["/workspace"]
+}
+`
+	}
+	w.write(config("here", "acme/agent:1.4"))
+	w.must("apply", "-auto-approve")
+	w.fake.WriteFile(w.lineage(), "agent.coder", "/workspace/notes.md")
+	w.fake.WriteFile(w.lineage(), "agent.coder", "/tmp/scratch")
+	w.write(config("there", "acme/agent:1.5"))
+	out := w.must("plan")
+	if want := "its image changed: it boots image acme/agent:1.5 with /workspace from agent.coder.snapshot.1"; !strings.Contains(out, want) {
+		t.Errorf("plan lacks %q:\n%s", want, out)
+	}
+	w.must("apply", "-auto-approve")
+	if got := other.Files(w.lineage(), "agent.coder"); !slices.Equal(got, []string{"/workspace/notes.md"}) {
+		t.Errorf("files after the migration: %v", got)
+	}
+	if out := w.must("plan"); !strings.Contains(out, "No changes.") {
+		t.Errorf("not converged:\n%s", out)
+	}
+}
+
+// TestWorkspaceRefusedBySmolvm: smolvm cannot carry a workspace into a
+// new image, so validate and plan refuse workspace on its agents, at the
+// attribute; a migration to smolvm of an agent with one is refused the
+// same way, before anything moves.
+func TestWorkspaceRefusedBySmolvm(t *testing.T) {
+	dk, sv := docker.Declaration(), smolvm.Declaration()
+	w := newWorkspace(t)
+	w.fake = &drivertest.Fake{DriverName: "docker", DeclareResponse: &dk}
+	w.extra = map[string]*drivertest.Fake{"smolvm": {DriverName: "smolvm", DeclareResponse: &sv}}
+	w.write(`
+runtime "vm" {
+  driver = "smolvm"
+}
+
+runtime "default" {
+  driver = "docker"
+}
+
+agent "coder" {
+  runtime   = runtime.vm
+  image     = "alpine:3"
+  workspace = ["/workspace"]
+}
+
+agent "local" {
+  image     = "alpine:3"
+  workspace = ["/workspace"]
+}
+`)
+	for _, cmd := range []string{"validate", "plan"} {
+		code, _, stderr := w.run(cmd)
+		flat := strings.Join(strings.Fields(stderr), " ")
+		for _, want := range []string{
+			"Error: Attribute not supported by this runtime",
+			`Bottlefile line 13, in agent "coder": 13: workspace = ["/workspace"]`,
+			`agent.coder runs on runtime "vm" (driver smolvm): the smolvm driver cannot carry workspace paths`,
+		} {
+			if !strings.Contains(flat, want) {
+				t.Errorf("%s: the error lacks %q:\n%s", cmd, want, stderr)
+			}
+		}
+		if code != 1 || strings.Count(stderr, "Error:") != 1 {
+			t.Errorf("%s: exit %d, want one error (agent.local runs on docker):\n%s", cmd, code, stderr)
 		}
 	}
 }
