@@ -18,7 +18,22 @@ const (
 	LabelLineage    = "io.bottlefile.lineage"
 	LabelAddress    = "io.bottlefile.address"
 	LabelConfigHash = "io.bottlefile.config-hash"
+	// LabelRuntime names the runtime block that made the object, so that
+	// two runtime blocks on one engine tell their objects apart. Objects
+	// made before it existed lack it: the state's records attribute them.
+	LabelRuntime = "io.bottlefile.runtime"
 )
+
+// EngineIdentifier is implemented by drivers that can say which engine a
+// configured runtime reaches (docker: the engine's ID; swarm: the
+// cluster's ID; smolvm: the host and its data directory). Two runtimes of
+// one identity are one engine: refresh reads it once and attributes its
+// objects to the runtimes by their runtime label and recorded ids, and an
+// agent moved between them is moved in the state, not migrated. "" means
+// the driver cannot tell; such a runtime is an engine of its own.
+type EngineIdentifier interface {
+	EngineID(ctx context.Context) (string, error)
+}
 
 // Driver owns one kind of runtime. The core calls Declare to decode the
 // runtime block and check agents, Configure once per runtime, then Read,
@@ -115,11 +130,14 @@ type ReadResponse struct {
 // LiveObject is what the runtime reports about one object bottlefile made.
 // Drift is judged on these few facts, never on every field the engine fills in.
 type LiveObject struct {
-	Addr    string // from the address label
-	Kind    string
-	ID      string
-	Name    string // for a snapshot, what a workload boots from (its image)
-	Hash    string // from the config-hash label
+	Addr string // from the address label
+	Kind string
+	ID   string
+	Name string // for a snapshot, what a workload boots from (its image)
+	Hash string // from the config-hash label
+	// Runtime is the runtime label: the runtime block that made it; ""
+	// for objects made before bottlefile labelled it.
+	Runtime string `json:",omitempty"`
 	Running bool   // workloads only
 	ImageID string // workloads only
 	// Unfinished marks an object an apply was cut off while setting up
@@ -278,7 +296,7 @@ func Labelled(log hclog.Logger, labels map[string]string, kind, id, name string)
 		log.Warn("object with this lineage has no address label; ignoring it", "kind", kind, "id", id, "name", name)
 		return LiveObject{}, false
 	}
-	return LiveObject{Addr: addr, Kind: kind, ID: id, Name: name, Hash: labels[LabelConfigHash]}, true
+	return LiveObject{Addr: addr, Kind: kind, ID: id, Name: name, Hash: labels[LabelConfigHash], Runtime: labels[LabelRuntime]}, true
 }
 
 // SortLive orders a Read's objects by address, then kind.
@@ -324,6 +342,17 @@ type ApplyRequest struct {
 	// Carry, for a workload create, is the workspace carried into the
 	// new workload before it starts; nil for none.
 	Carry *Carry
+	// Runtime is the runtime block the operation is for, put on what a
+	// create makes (LabelRuntime).
+	Runtime string
+	// NameAddr, when set, is the agent address the engine names of the
+	// object's bottle derive from, in place of its own agent address: an
+	// agent moved to another address (a moved block, state mv) keeps the
+	// names its objects were made with, since an engine cannot rename
+	// all of them (docker cannot rename a network, and the agent's proxy
+	// setting names its gateway). A new agent given a name another
+	// bottle's objects still carry gets a fresh one the same way.
+	NameAddr string
 }
 
 // Carry is what a workload create copies into the new workload before it
@@ -339,13 +368,41 @@ type Carry struct {
 }
 
 // Labels are the labels the object carries on its runtime: its lineage,
-// address and desired configuration hash.
+// address, desired configuration hash and runtime.
 func (r ApplyRequest) Labels() map[string]string {
-	return map[string]string{
+	labels := map[string]string{
 		LabelLineage:    r.Lineage,
 		LabelAddress:    r.Object.Addr,
 		LabelConfigHash: r.Hash,
 	}
+	if r.Runtime != "" {
+		labels[LabelRuntime] = r.Runtime
+	}
+	return labels
+}
+
+// NamedAddr is the address the engine names of the object at addr derive
+// from: addr itself, or, for an object of a bottle whose names derive
+// from another agent address (NameAddr), addr with its agent part
+// replaced by that one.
+func (r ApplyRequest) NamedAddr(addr string) string {
+	return NamedAddr(r.NameAddr, addr)
+}
+
+// NamedAddr is ApplyRequest.NamedAddr for a bottle named after nameAddr.
+func NamedAddr(nameAddr, addr string) string {
+	if nameAddr == "" {
+		return addr
+	}
+	parts := strings.SplitN(addr, ".", 3)
+	if len(parts) < 2 || parts[0] != "agent" {
+		return addr
+	}
+	rest := ""
+	if len(parts) == 3 {
+		rest = "." + parts[2]
+	}
+	return nameAddr + rest
 }
 
 // ApplyResponse reports what the runtime assigned.

@@ -10,7 +10,8 @@ import (
 // calls, as the crash tests' hook does. It keeps everything the inner
 // driver has: its name and Declaration, and each optional interface
 // (Closer, WrittenReader, SnapshotExporter, SnapshotImporter, LogReader,
-// ExitDescriber, Settler, Execer, BottleForgetter)
+// ExitDescriber, Settler, Execer, BottleForgetter, EngineIdentifier,
+// EngineNamer)
 // the inner one implements, which As finds through it. Wrapper has every
 // optional method, so callers must ask As, never assert on a driver's type.
 type Wrapper struct {
@@ -31,6 +32,8 @@ var (
 	_ Settler          = (*Wrapper)(nil)
 	_ Execer           = (*Wrapper)(nil)
 	_ BottleForgetter  = (*Wrapper)(nil)
+	_ EngineIdentifier = (*Wrapper)(nil)
+	_ EngineNamer      = (*Wrapper)(nil)
 )
 
 // Unwrap is the wrapped driver.
@@ -74,6 +77,20 @@ func (w *Wrapper) ForgetBottle(lineage, agent string) error {
 		return f.ForgetBottle(lineage, agent)
 	}
 	return w.errNotImplemented("BottleForgetter")
+}
+
+func (w *Wrapper) EngineID(ctx context.Context) (string, error) {
+	if e, ok := As[EngineIdentifier](w.Inner); ok {
+		return e.EngineID(ctx)
+	}
+	return "", w.errNotImplemented("EngineIdentifier")
+}
+
+func (w *Wrapper) EngineName(lineage string, o Object) string {
+	if n, ok := As[EngineNamer](w.Inner); ok {
+		return n.EngineName(lineage, o)
+	}
+	return ""
 }
 
 func (w *Wrapper) Written(ctx context.Context, lineage string, obj LiveObject) (Written, error) {

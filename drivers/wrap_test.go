@@ -32,6 +32,8 @@ var optional = map[string]func(drivers.Driver) bool{
 	"Settler":          func(d drivers.Driver) bool { _, ok := drivers.As[drivers.Settler](d); return ok },
 	"Execer":           func(d drivers.Driver) bool { _, ok := drivers.As[drivers.Execer](d); return ok },
 	"BottleForgetter":  func(d drivers.Driver) bool { _, ok := drivers.As[drivers.BottleForgetter](d); return ok },
+	"EngineIdentifier": func(d drivers.Driver) bool { _, ok := drivers.As[drivers.EngineIdentifier](d); return ok },
+	"EngineNamer":      func(d drivers.Driver) bool { _, ok := drivers.As[drivers.EngineNamer](d); return ok },
 }
 
 // TestWrapperKeepsOptionalInterfaces: a wrapped driver has exactly the
@@ -169,4 +171,6 @@ var optionalTypes = map[string]reflect.Type{
 	"Settler":          reflect.TypeFor[drivers.Settler](),
 	"Execer":           reflect.TypeFor[drivers.Execer](),
 	"BottleForgetter":  reflect.TypeFor[drivers.BottleForgetter](),
+	"EngineIdentifier": reflect.TypeFor[drivers.EngineIdentifier](),
+	"EngineNamer":      reflect.TypeFor[drivers.EngineNamer](),
 }

@@ -34,6 +34,12 @@ type IntentWriter interface {
 	ClearIntent(addr string) error
 }
 
+// RecordMover is implemented by state stores that move records in one
+// transaction (state.Store.Move); others are moved record by record.
+type RecordMover interface {
+	Move(moves map[string]state.Record) error
+}
+
 // Resolver evaluates again, at apply, a change whose values were unknown
 // at plan time; the planner implements it.
 type Resolver interface {
@@ -124,6 +130,9 @@ func (e *Executor) Apply(ctx context.Context, plan *planner.Plan) (Result, hcl.D
 	if err := e.clearResolved(plan); err != nil {
 		return Result{}, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot write state", Detail: err.Error()}}
 	}
+	if err := e.moveRecords(plan); err != nil {
+		return Result{}, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Failed to move records", Detail: err.Error()}}
+	}
 	var out results
 	w := &Walker{
 		Parallelism: e.Parallelism,
@@ -156,6 +165,39 @@ func (e *Executor) Apply(ctx context.Context, plan *planner.Plan) (Result, hcl.D
 	return out.snapshot(), diags
 }
 
+// moveRecords rewrites, before any step, the records the plan moves to
+// another address (a moved block) or runtime (one on the same engine):
+// nothing on a runtime changes, and every step after finds the records
+// where the configuration now has them.
+func (e *Executor) moveRecords(plan *planner.Plan) error {
+	moves := map[string]state.Record{}
+	for _, c := range plan.Changes {
+		if rec, from, ok := c.MovedRecord(); ok {
+			if rt, ok := e.Runtimes[rec.Runtime]; ok && rt.Engine != "" {
+				rec.Engine = rt.Engine
+			}
+			moves[from] = rec
+		}
+	}
+	if len(moves) == 0 {
+		return nil
+	}
+	if m, ok := e.State.(RecordMover); ok {
+		return m.Move(moves)
+	}
+	for from, rec := range moves {
+		if err := e.State.Put(rec); err != nil {
+			return err
+		}
+		if from != rec.Addr {
+			if err := e.State.Delete(from); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 	c := s.Change
 	runtime := c.Runtime
@@ -180,7 +222,7 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 			}
 			if _, err := rt.Driver.Apply(ctx, drivers.ApplyRequest{
 				Op: drivers.OpDelete, Lineage: e.Lineage, ID: id,
-				Object: drivers.Object{Addr: c.Addr, Kind: kind},
+				Object: drivers.Object{Addr: c.Addr, Kind: kind}, NameAddr: c.NameAddr,
 			}); err != nil {
 				return err
 			}
@@ -229,7 +271,8 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 	if op != drivers.OpCreate {
 		id = c.ID()
 	}
-	req := drivers.ApplyRequest{Op: op, Lineage: e.Lineage, Object: c.Object, Hash: c.Fingerprint.Hash, ID: id, Agent: c.AgentSpec}
+	req := drivers.ApplyRequest{Op: op, Lineage: e.Lineage, Object: c.Object, Hash: c.Fingerprint.Hash, ID: id, Agent: c.AgentSpec,
+		Runtime: c.Runtime, NameAddr: c.NameAddr}
 	if op == drivers.OpCreate && c.BootFrom != "" {
 		image, err := e.snapshotImage(c.BootFrom)
 		if err != nil {
@@ -245,7 +288,9 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 		req.Carry = carry
 	}
 	if op == drivers.OpCreate {
-		if err := e.intend(rt.Driver, c.Addr, c.Kind, c.Runtime, c.Object); err != nil {
+		named := c.Object // named as the engine will name it
+		named.Addr = req.NamedAddr(c.Object.Addr)
+		if err := e.intend(rt.Driver, c.Addr, c.Kind, c.Runtime, named); err != nil {
 			return err
 		}
 	}
@@ -317,6 +362,13 @@ func (e *Executor) settle(ctx context.Context, d drivers.Driver, c *planner.Chan
 }
 
 func (e *Executor) record(c *planner.Change, id string, computed map[string]string) error {
+	if c.NameAddr != "" && computed[planner.NameAddrKey] != c.NameAddr {
+		computed = maps.Clone(computed)
+		if computed == nil {
+			computed = map[string]string{}
+		}
+		computed[planner.NameAddrKey] = c.NameAddr
+	}
 	if c.Object.Workload && computed[planner.PolicyKey] != c.Policy {
 		// An agent's snapshot_policy as applied: a removal of its block
 		// keeps what it keeps.
@@ -329,8 +381,12 @@ func (e *Executor) record(c *planner.Change, id string, computed map[string]stri
 			delete(computed, planner.PolicyKey)
 		}
 	}
+	engine := ""
+	if rt, ok := e.Runtimes[c.Runtime]; ok {
+		engine = rt.Engine
+	}
 	if err := e.State.Put(state.Record{
-		Addr: c.Addr, Kind: c.Kind, Driver: c.Driver, Runtime: c.Runtime, ID: id,
+		Addr: c.Addr, Kind: c.Kind, Driver: c.Driver, Runtime: c.Runtime, Engine: engine, ID: id,
 		Hash: c.Fingerprint.Hash, Workload: c.Object.Workload, DependsOn: c.Object.DependsOn,
 		Attrs: c.After, AttrHashes: c.Fingerprint.Attrs, Computed: computed,
 		PreventDestroy: c.PreventDestroy,

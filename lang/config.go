@@ -19,6 +19,8 @@ type Config struct {
 	Agents    map[string]*Agent
 	Snapshots map[string]*Snapshot
 	Outputs   map[string]*Output
+	// Moved holds the moved blocks, in the order written (moved.go).
+	Moved []*Moved
 
 	baseDir string // Dir made absolute (or cleaned, inside fsys): what relative paths resolve against
 	fsys    fs.FS  // nil: the OS filesystem
@@ -71,6 +73,7 @@ var fileSchema = &hcl.BodySchema{
 		{Type: "agent", LabelNames: []string{"name"}},
 		{Type: "snapshot", LabelNames: []string{"name"}},
 		{Type: "output", LabelNames: []string{"name"}},
+		{Type: "moved"},
 	},
 }
 
@@ -139,6 +142,12 @@ func (c *Config) decodeFile(f *hcl.File) hcl.Diagnostics {
 					c.Snapshots[s.Name] = s
 				}
 			}
+		case "moved":
+			m, moreDiags := decodeMovedBlock(block)
+			diags = append(diags, moreDiags...)
+			if m != nil {
+				c.Moved = append(c.Moved, m)
+			}
 		case "output":
 			o, moreDiags := decodeOutputBlock(block)
 			diags = append(diags, moreDiags...)
@@ -163,6 +172,7 @@ func (c *Config) finish() hcl.Diagnostics {
 		c.Runtimes[DefaultRuntime] = implicitRuntime()
 	}
 	diags = append(diags, c.checkReferences()...)
+	diags = append(diags, c.checkMoved()...)
 	diags = append(diags, c.CheckCycles()...)
 	// Expressions with invalid references are left out of this.
 	diags = append(diags, c.validateValues()...)

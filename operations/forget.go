@@ -14,11 +14,17 @@ import (
 // forgetGoneBottles asks the drivers to forget the bottles this plan
 // touched of which the state now records nothing but snapshots (a destroy,
 // a removed agent): what a driver keeps of them outside the runtime goes
-// too. A bottle left half-destroyed is still recorded, so kept.
+// too. A bottle left half-destroyed is still recorded, so kept. A bottle
+// is known by the agent address its names derive from (the one it was
+// made at, when it was moved since): what the driver keeps of it is
+// filed under that.
 func (op *Operation) forgetGoneBottles(lineage string, p *planner.Plan) hcl.Diagnostics {
 	touched := map[string]bool{}
 	for _, c := range p.Changes {
 		if agent, ok := agentOf(c.Addr); ok && c.Kind != drivers.KindSnapshot {
+			if c.NameAddr != "" {
+				agent = c.NameAddr
+			}
 			touched[agent] = true
 		}
 	}
@@ -31,6 +37,9 @@ func (op *Operation) forgetGoneBottles(lineage string, p *planner.Plan) hcl.Diag
 	}
 	for _, r := range records {
 		if agent, ok := agentOf(r.Addr); ok && r.Kind != drivers.KindSnapshot {
+			if n := r.Computed[planner.NameAddrKey]; n != "" {
+				agent = n
+			}
 			delete(touched, agent)
 		}
 	}

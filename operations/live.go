@@ -164,8 +164,34 @@ func (op *Operation) readRuntimeWith(ctx context.Context, name string, req drive
 	if err != nil {
 		return nil, hcl.Diagnostics{errorDiag(fmt.Sprintf("Cannot refresh runtime %q", name), err.Error())}
 	}
+	// What the state records is known by its id first: an object moved to
+	// another address (a moved block, state mv) keeps the labels it was
+	// made with. An object another runtime block on the same engine made
+	// or records is that runtime's, not this one's.
+	byID := map[string]Record{}
+	if op.Store != nil {
+		if recs, err := op.Store.Records(); err == nil {
+			for _, r := range recs {
+				if r.ID != "" {
+					byID[r.ID] = r
+				}
+			}
+		}
+	}
+	other := func(runtime string) bool {
+		_, declared := op.Runtimes[runtime]
+		return runtime != "" && runtime != name && declared
+	}
 	out := make([]Live, 0, len(resp.Objects))
 	for _, obj := range resp.Objects {
+		if r, ok := byID[obj.ID]; ok {
+			if other(r.Runtime) {
+				continue
+			}
+			obj.Addr = r.Addr
+		} else if other(obj.Runtime) {
+			continue
+		}
 		out = append(out, Live{
 			Addr: obj.Addr, Kind: obj.Kind, ID: obj.ID, Runtime: name, Driver: rt.Driver.Name(),
 			Running: obj.Running, Unfinished: obj.Unfinished,

@@ -17,3 +17,7 @@ const KindSnapshot = drivers.KindSnapshot
 // Record is what the state records of one object, as show, state show and
 // state pull print it; its JSON is the state pull format.
 type Record = state.Record
+
+// AgentOf gives the agent an address belongs to: agent.NAME for agent.NAME
+// and every address below it.
+func AgentOf(addr string) (string, bool) { return agentOf(addr) }

@@ -2,11 +2,16 @@ package operations
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/bottlefile/bottlefile/addrs"
+	"github.com/bottlefile/bottlefile/planner"
 	"github.com/bottlefile/bottlefile/state"
 )
 
@@ -93,6 +98,60 @@ func StateRm(dir string, addrs []string, lockTimeout time.Duration) ([]string, h
 		removed = append(removed, addr)
 	}
 	return removed, nil
+}
+
+// StateMv moves the records of the agent at from, with everything it owns
+// (its sidecars, gateway, network, images and policy snapshots), to the
+// agent address to, in one write: what a moved block does, by hand. Its
+// objects keep their engine names (the records say which). Nothing on any
+// runtime changes. Both must be agent addresses, not the same; the state
+// must record something at from and nothing at to. It returns the
+// addresses moved, old to new.
+func StateMv(dir, from, to string, lockTimeout time.Duration) ([][2]string, hcl.Diagnostics) {
+	for _, a := range []string{from, to} {
+		addr, err := addrs.Parse(a)
+		if err != nil {
+			return nil, hcl.Diagnostics{errorDiag("Invalid address", err.Error())}
+		}
+		if !addr.IsAgent() {
+			return nil, hcl.Diagnostics{errorDiag("Invalid move address", fmt.Sprintf("%s is not an agent: state mv moves an agent (agent.NAME) with everything it owns", a))}
+		}
+	}
+	if from == to {
+		return nil, hcl.Diagnostics{errorDiag("Redundant move", fmt.Sprintf("state mv %s %s moves %s to itself", from, to, from))}
+	}
+	s, err := state.Open(dir, state.Options{LockTimeout: lockTimeout})
+	if err != nil {
+		return nil, hcl.Diagnostics{errorDiag("Cannot open state", err.Error())}
+	}
+	defer s.Close()
+	recs, err := s.Records()
+	if err != nil {
+		return nil, hcl.Diagnostics{errorDiag("Cannot read state", err.Error())}
+	}
+	below := func(addr, agent string) bool { return addr == agent || strings.HasPrefix(addr, agent+".") }
+	moves := map[string]Record{}
+	var known []string
+	for _, r := range recs {
+		known = append(known, r.Addr)
+		if below(r.Addr, to) {
+			return nil, hcl.Diagnostics{errorDiag("Moved object already exists", fmt.Sprintf("The state already records %s at %s; forget it first (`bottlefile state rm %s`), or move it elsewhere.", r.Addr, to, r.Addr))}
+		}
+		if below(r.Addr, from) {
+			moves[r.Addr] = planner.MoveRecord(r, from, to)
+		}
+	}
+	if len(moves) == 0 {
+		return nil, hcl.Diagnostics{unknownAddress("No such record", fmt.Sprintf("The state records nothing at %s.", from), from, known)}
+	}
+	if err := s.Move(moves); err != nil {
+		return nil, hcl.Diagnostics{errorDiag("Cannot write state", err.Error())}
+	}
+	out := make([][2]string, 0, len(moves))
+	for _, old := range slices.Sorted(maps.Keys(moves)) {
+		out = append(out, [2]string{old, moves[old].Addr})
+	}
+	return out, nil
 }
 
 // StatePath is the state file of a Bottlefile directory, and

@@ -1,6 +1,7 @@
 package operations
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,5 +81,66 @@ func TestStateRelocate(t *testing.T) {
 	}
 	if addrs, diags := StateList(to); diags.HasErrors() || !slices.Equal(addrs, []string{"agent.a"}) {
 		t.Errorf("after relocate: %q %v", addrs, diags)
+	}
+}
+
+// TestStateMv: an agent's records move with everything below it, in one
+// write: the attributes that name its address name the new one (with
+// their hash, so a plan for the renamed block has nothing to do), its
+// dependencies follow, and the records say which names the engine
+// objects keep. Bad moves change nothing: the same address, a non-agent
+// address, a destination already recorded, a source not recorded.
+func TestStateMv(t *testing.T) {
+	network := json.RawMessage(`"agent.a.network"`)
+	dir := writeRecords(t,
+		state.Record{Addr: "agent.a", Kind: "container", ID: "c1", DependsOn: []string{"agent.a.network"},
+			Attrs: map[string]json.RawMessage{"network": network}, AttrHashes: map[string]string{"network": "old"}, Hash: "h"},
+		state.Record{Addr: "agent.a.network", Kind: "network", ID: "n1"},
+		state.Record{Addr: "agent.a.snapshot.1", Kind: "snapshot", ID: "s1"},
+		state.Record{Addr: "agent.ab", Kind: "container", ID: "c2"},
+		state.Record{Addr: "agent.b", Kind: "container", ID: "c3"})
+
+	for _, bad := range []struct{ from, to, summary string }{
+		{"agent.a", "agent.a", "Redundant move"},
+		{"agent.a", "agent.b", "Moved object already exists"},
+		{"agent.a.network", "agent.c.network", "Invalid move address"},
+		{"agent.x", "agent.y", "No such record"},
+		{"agent..a", "agent.c", "Invalid address"},
+	} {
+		if _, diags := StateMv(dir, bad.from, bad.to, 0); !diags.HasErrors() || diags[0].Summary != bad.summary {
+			t.Errorf("state mv %s %s: %v, want %q", bad.from, bad.to, diags, bad.summary)
+		}
+	}
+	if addrs, _ := StateList(dir); len(addrs) != 5 || addrs[0] != "agent.a" {
+		t.Fatalf("a refused move changed the state: %q", addrs)
+	}
+
+	moved, diags := StateMv(dir, "agent.a", "agent.c", 0)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	want := [][2]string{{"agent.a", "agent.c"}, {"agent.a.network", "agent.c.network"}, {"agent.a.snapshot.1", "agent.c.snapshot.1"}}
+	if !slices.Equal(moved, want) {
+		t.Errorf("moved %q, want %q", moved, want)
+	}
+	if addrs, _ := StateList(dir); !slices.Equal(addrs, []string{"agent.ab", "agent.b", "agent.c", "agent.c.network", "agent.c.snapshot.1"}) {
+		t.Errorf("after the move: %q", addrs)
+	}
+	r, _ := StateShow(dir, "agent.c")
+	if r.ID != "c1" || !slices.Equal(r.DependsOn, []string{"agent.c.network"}) || string(r.Attrs["network"]) != `"agent.c.network"` {
+		t.Errorf("the moved agent's record: %+v", r)
+	}
+	if r.AttrHashes["network"] == "old" || r.Hash == "h" {
+		t.Errorf("the moved attribute's hash was not made again: %+v", r)
+	}
+	if r.Computed["name_addr"] != "agent.a" {
+		t.Errorf("the moved record does not say its objects keep the names of agent.a: %v", r.Computed)
+	}
+	// Back again: the names are its own once more.
+	if _, diags := StateMv(dir, "agent.c", "agent.a", 0); diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	if r, _ := StateShow(dir, "agent.a"); r.Computed["name_addr"] != "" || string(r.Attrs["network"]) != `"agent.a.network"` || r.AttrHashes["network"] == "old" {
+		t.Errorf("moved back: %+v", r)
 	}
 }

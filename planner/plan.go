@@ -93,6 +93,16 @@ type Change struct {
 	// executor records it (PolicyKey): a removal of its block keeps what
 	// it kept. "" leaves the record's as it is.
 	Policy string
+	// MovedFrom is the address the object is recorded at, when a moved
+	// block (or a chain of them) takes it to Addr; FromRuntime is the
+	// runtime it is recorded on, when it moves to Runtime, another
+	// runtime block on the same engine. Neither changes anything on a
+	// runtime: the apply rewrites the records before its first step
+	// (MovedRecord), and a change that does nothing else has no step.
+	MovedFrom, FromRuntime string
+	// NameAddr is the agent address the engine names of the object's
+	// bottle derive from, when not its own (drivers.ApplyRequest.NameAddr).
+	NameAddr string
 	// savedDeleteRuntime is DeleteRuntime as a saved plan recorded it,
 	// since a plan read from a file has no Prior.
 	savedDeleteRuntime string
@@ -126,6 +136,39 @@ func (c *Change) DeleteRuntime() string {
 		return c.savedDeleteRuntime
 	}
 	return c.Runtime
+}
+
+// Moved reports whether the change moves the object's record to another
+// address or runtime.
+func (c *Change) Moved() bool { return c.MovedFrom != "" || c.FromRuntime != "" }
+
+// MoveOnly reports whether moving the record is all the change does.
+func (c *Change) MoveOnly() bool {
+	return c.Moved() && c.Action == Update && c.StateOnly && len(c.Changed) == 0 && !c.Restarted
+}
+
+// MovedRecord is the record the apply writes, before its first step, in
+// place of the one at MovedFrom (or on FromRuntime): the recorded object
+// under its new address and runtime; for a change that does nothing else,
+// with the desired configuration it now stands for. ok is false for a
+// change that moves nothing.
+func (c *Change) MovedRecord() (rec state.Record, from string, ok bool) {
+	if !c.Moved() || c.Prior == nil {
+		return state.Record{}, "", false
+	}
+	rec = *c.Prior
+	if c.MoveOnly() && c.Fingerprint.Hash != "" {
+		rec.Hash, rec.Attrs, rec.AttrHashes = c.Fingerprint.Hash, c.After, c.Fingerprint.Attrs
+		rec.PreventDestroy = c.PreventDestroy
+		if c.Object.Addr != "" {
+			rec.DependsOn = c.Object.DependsOn
+		}
+	}
+	from = c.MovedFrom
+	if from == "" {
+		from = c.Addr
+	}
+	return rec, from, true
 }
 
 // ID is the runtime's id of the existing object, if there is one.
@@ -239,6 +282,9 @@ func (p *Plan) Graph() *dag.Graph {
 	moves := map[string]*Step{} // key to its move step
 	for _, c := range p.Changes {
 		k := c.key()
+		if c.MoveOnly() {
+			continue // the apply moved its record before the walk
+		}
 		switch c.Action {
 		case Create:
 			ups[k] = &Step{Op: StepCreate, Change: c}

@@ -64,6 +64,35 @@ type SavedChange struct {
 	// DeleteRuntime is where the object is deleted when that is not
 	// Runtime: the runtime a migration moves it from.
 	DeleteRuntime string `json:"delete_runtime,omitempty"`
+	// MovedFrom, FromRuntime and NameAddr are Change's.
+	MovedFrom   string `json:"moved_from,omitempty"`
+	FromRuntime string `json:"from_runtime,omitempty"`
+	NameAddr    string `json:"name_addr,omitempty"`
+}
+
+// key identifies the saved change as Change.key does: a stray copy and
+// a twin are apart from the change of their address.
+func (sc SavedChange) key() string {
+	key := sc.Addr
+	if sc.Stray {
+		key += "@" + sc.Runtime
+	}
+	if sc.Twin && sc.Live != nil {
+		key += "#" + sc.Live.ID
+	}
+	return key
+}
+
+// name is how a cause names the saved change: its address, and for a
+// stray copy the runtime it is on.
+func (sc SavedChange) name() string {
+	if sc.Stray {
+		return fmt.Sprintf("%s on runtime %q", sc.Addr, sc.Runtime)
+	}
+	if sc.Twin && sc.Live != nil {
+		return sc.Addr + " copy " + shortID(sc.Live.ID)
+	}
+	return sc.Addr
 }
 
 // Save makes the saved form of a plan.
@@ -84,6 +113,7 @@ func Save(p *Plan, config map[string]string, vars map[string]json.RawMessage) *S
 			Before: c.Before, After: c.After, Live: c.Live, DependsOn: deps, StateOnly: c.StateOnly,
 			WaitFor: c.WaitFor, DeleteAfter: c.DeleteAfter, SnapshotFirst: c.SnapshotFirst,
 			BootFrom: c.BootFrom, Carry: c.Carry, CarryFrom: c.CarryFrom, MoveTo: c.MoveTo, Stray: c.Stray, Twin: c.Twin, DeleteRuntime: deleteRuntime,
+			MovedFrom: c.MovedFrom, FromRuntime: c.FromRuntime, NameAddr: c.NameAddr,
 		})
 	}
 	return s
@@ -133,13 +163,7 @@ func DecodePlanFile(data []byte) (*SavedPlan, error) {
 		if c.Addr == "" {
 			return nil, fmt.Errorf("change %d has no address", i)
 		}
-		key := c.Addr
-		if c.Stray {
-			key += "@" + c.Runtime
-		}
-		if c.Twin && c.Live != nil {
-			key += "#" + c.Live.ID
-		}
+		key := c.key()
 		if seen[key] {
 			return nil, fmt.Errorf("%s appears twice", c.Addr)
 		}
@@ -163,6 +187,7 @@ func (s *SavedPlan) Plan() *Plan {
 			Object:  drivers.Object{Addr: sc.Addr, Kind: sc.Kind, DependsOn: sc.DependsOn},
 			WaitFor: sc.WaitFor, DeleteAfter: sc.DeleteAfter, SnapshotFirst: sc.SnapshotFirst,
 			BootFrom: sc.BootFrom, Carry: sc.Carry, CarryFrom: sc.CarryFrom, MoveTo: sc.MoveTo, Stray: sc.Stray, Twin: sc.Twin, savedDeleteRuntime: sc.DeleteRuntime,
+			MovedFrom: sc.MovedFrom, FromRuntime: sc.FromRuntime, NameAddr: sc.NameAddr,
 		})
 	}
 	sortChanges(p.Changes)
@@ -218,16 +243,19 @@ func (s *SavedPlan) CheckState(lineage string, serial uint64) error {
 // objects. Anything else means the world moved since plan.
 func (s *SavedPlan) CheckFresh(fresh *Plan) error {
 	var causes []string
+	// Keyed as the plan keys them: a stray copy of an address on
+	// another runtime (left by a migration) is a change of its own, and
+	// must not be taken for the address's own change.
 	now := map[string]*Change{}
 	for _, c := range fresh.Changes {
-		now[c.Addr] = c
+		now[c.key()] = c
 	}
 	for _, sc := range s.Changes {
-		c, ok := now[sc.Addr]
-		delete(now, sc.Addr)
+		c, ok := now[sc.key()]
+		delete(now, sc.key())
 		if !ok {
 			if sc.Action != NoOp.String() {
-				causes = append(causes, fmt.Sprintf("%s would no longer %s", sc.Addr, sc.Action))
+				causes = append(causes, fmt.Sprintf("%s would no longer %s", sc.name(), sc.Action))
 			}
 			continue
 		}
@@ -235,16 +263,23 @@ func (s *SavedPlan) CheckFresh(fresh *Plan) error {
 			causes = append(causes, cause)
 		}
 		if c.Action.String() != sc.Action {
-			causes = append(causes, fmt.Sprintf("%s would now %s, not %s", sc.Addr, c.Action, sc.Action))
+			causes = append(causes, fmt.Sprintf("%s would now %s, not %s", sc.name(), c.Action, sc.Action))
 			continue
+		}
+		if c.MovedFrom != sc.MovedFrom || c.FromRuntime != sc.FromRuntime {
+			causes = append(causes, fmt.Sprintf("%s would now move otherwise (%s)", sc.name(), c.MoveLine()))
 		}
 		if c.Fingerprint.Hash != sc.Hash {
 			causes = append(causes, fmt.Sprintf("the desired configuration of %s changed (a variable or a build context?)", sc.Addr))
 		}
 	}
-	for _, addr := range sortedKeys(now) {
-		if c := now[addr]; c.Action != NoOp {
-			causes = append(causes, fmt.Sprintf("%s would now %s, which the plan did not include", addr, c.Action))
+	for _, key := range sortedKeys(now) {
+		if c := now[key]; c.Action != NoOp {
+			name := c.Addr
+			if c.Stray {
+				name = fmt.Sprintf("%s on runtime %q", c.Addr, c.Runtime)
+			}
+			causes = append(causes, fmt.Sprintf("%s would now %s, which the plan did not include", name, c.Action))
 		}
 	}
 	if len(causes) > 0 {

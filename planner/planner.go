@@ -63,6 +63,12 @@ type Planner struct {
 	// this plan: nothing more is asked of them, and no agent on them is
 	// reported again.
 	unreachable map[string]bool
+
+	// engines is each runtime's engine identity, as far as this plan
+	// learnt it: the declared runtimes' from their drivers, and those no
+	// longer declared from their records (recorded, or found by id on an
+	// engine). Two runtimes of one identity are one engine.
+	engines map[string]string
 }
 
 // reachDiag reports a runtime that cannot be reached, once per plan: it
@@ -120,6 +126,9 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		}
 	}
 
+	// Moved blocks first: refresh finds the moved records' objects by id.
+	records, moves, moreDiags := p.moveRecords(records)
+	diags = append(diags, moreDiags...)
 	var live liveSet
 	if opts.NoRefresh {
 		live = p.assumeLive(records)
@@ -128,6 +137,8 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		live, moreDiags = p.refresh(ctx, plan.Lineage, records)
 		diags = append(diags, moreDiags...)
 	}
+	records = p.moveRuntimes(records, moves, live)
+	nameAddrs := p.nameAddrs(records)
 	want, agents, moreDiags := p.expand(ctx, records, opts.Destroy)
 	diags = append(diags, moreDiags...)
 	if diags.HasErrors() {
@@ -160,6 +171,7 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 	for _, df := range diffs {
 		changes[df.c.Addr] = df.c
 	}
+	markMoves(changes, moves)
 	diags = append(diags, p.unknownAfterReplace(ctx, want, agents, changes)...)
 	waitForHealthySidecars(agents, changes)
 	for _, c := range changes {
@@ -187,7 +199,16 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 			c.Action = Forget
 			c.Reasons = append(c.Reasons, "it no longer exists on the runtime; only its record is removed")
 		}
+		if m := moves[r.Addr]; m != nil {
+			c.MovedFrom, c.FromRuntime = m.from, m.fromRuntime
+			c.Reasons = append([]string{describeMove(c.Addr, m, c.Runtime)}, c.Reasons...)
+		}
 		changes[r.Addr] = c
+	}
+	for _, c := range changes {
+		if a, ok := addrs.AgentOf(c.Addr); ok && !c.Stray {
+			c.NameAddr = nameAddrs[a.String()]
+		}
 	}
 	for _, lo := range live.rest() {
 		c := &Change{Addr: lo.obj.Addr, Kind: lo.obj.Kind, Runtime: lo.runtime, Driver: lo.driver, Action: Delete, Live: lo.obj,
@@ -369,70 +390,169 @@ func (ls liveSet) rest() []liveEntry {
 	return out
 }
 
-// refresh asks every runtime once for everything of this lineage. When a
-// runtime reports two objects of one address, the recorded one, else the
-// first, is the address's; the others are twins, which the plan removes.
+// refresh asks every engine once for everything of this lineage, and
+// attributes what it reports to the runtimes that reach it: by the
+// recorded id first (an object moved to another address or runtime keeps
+// the labels it was made with), then by its runtime label, then, for an
+// object made before objects were labelled with their runtime, by the
+// record of its address. When a runtime holds two objects of one
+// address, the recorded one, else the first, is the address's; the
+// others are twins, which the plan removes.
 func (p *Planner) refresh(ctx context.Context, lineage string, records []state.Record) (liveSet, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	ls := liveSet{}
+	p.engines = map[string]string{}
+	for _, r := range records {
+		if r.Engine != "" {
+			p.engines[r.Runtime] = r.Engine
+		}
+	}
 	if lineage == "" {
 		return ls, nil // nothing was ever applied: nothing can be ours
 	}
-	for _, name := range sortedKeys(p.Runtimes) {
-		rt := p.Runtimes[name]
+	groups, order := p.engineGroups(ctx)
+	byID := make(map[string]*state.Record, len(records))
+	for i := range records {
+		if records[i].ID != "" {
+			byID[records[i].ID] = &records[i]
+		}
+	}
+	for _, key := range order {
+		names := groups[key]
+		rt := p.Runtimes[names[0]]
 		resp, err := rt.Driver.Read(ctx, drivers.ReadRequest{Lineage: lineage})
 		var ue *drivers.UnreachableError
 		if errors.As(err, &ue) {
-			if d := p.reachDiag(name, err); d != nil {
-				diags = append(diags, d)
+			for _, name := range names {
+				if d := p.reachDiag(name, err); d != nil {
+					diags = append(diags, d)
+				}
 			}
 			continue
 		}
 		if err != nil {
-			diags = append(diags, errorDiag(fmt.Sprintf("Cannot refresh runtime %q", name), err.Error(), nil))
+			diags = append(diags, errorDiag(fmt.Sprintf("Cannot refresh runtime %q", names[0]), err.Error(), nil))
 			continue
 		}
-		recorded := map[string]string{}
-		for _, r := range records {
-			if r.Runtime == name {
-				recorded[r.Addr] = r.ID
-			}
-		}
-		m := make(map[string]liveEntry, len(resp.Objects))
-		describer, _ := drivers.As[drivers.ExitDescriber](rt.Driver)
+		in := func(runtime string) bool { return slices.Contains(names, runtime) }
+		byRuntime := map[string][]*drivers.LiveObject{}
 		for i := range resp.Objects {
 			o := &resp.Objects[i]
-			if describer != nil && !o.Running && o.Exit != nil {
-				// How it ended (an out-of-memory kill looks like a stop in
-				// the list), for the reason the plan gives: rare, one
-				// look per exited workload.
-				if e, err := describer.DescribeExit(ctx, lineage, *o); err == nil && e != nil {
-					o.Exit = e
-				} else if err != nil && p.Log != nil {
-					p.Log.Debug("cannot describe how a workload exited", "addr", o.Addr, "error", err)
+			owner := ""
+			if r, ok := byID[o.ID]; ok && o.ID != "" {
+				if _, declared := p.Runtimes[r.Runtime]; in(r.Runtime) || !declared {
+					owner = r.Runtime
+					o.Addr = r.Addr // recorded here, whatever its labels say
+					if !declared && key != "" {
+						p.engines[r.Runtime] = key
+					}
 				}
 			}
-			e := liveEntry{runtime: name, driver: rt.Driver.Name(), obj: o}
-			prev, dup := m[o.Addr]
-			switch {
-			case o.Leftover != "":
-				// No record can be it: it is removed by its id.
-				e.twin = true
-				m[o.Addr+"#"+o.ID] = e
-			case !dup:
-				m[o.Addr] = e
-			case o.ID == recorded[o.Addr] && prev.obj.ID != o.ID:
-				prev.twin = true
-				m[o.Addr+"#"+prev.obj.ID] = prev
-				m[o.Addr] = e
-			default:
-				e.twin = true
-				m[o.Addr+"#"+o.ID] = e
+			if owner == "" && o.Runtime != "" && in(o.Runtime) {
+				owner = o.Runtime
+			}
+			if owner == "" && o.Runtime == "" {
+				for _, r := range records {
+					if r.Addr == o.Addr && in(r.Runtime) {
+						owner = r.Runtime
+						break
+					}
+				}
+			}
+			if owner == "" {
+				owner = names[0]
+			}
+			byRuntime[owner] = append(byRuntime[owner], o)
+		}
+		for _, name := range names {
+			if byRuntime[name] == nil {
+				byRuntime[name] = []*drivers.LiveObject{}
 			}
 		}
-		ls[name] = m
+		for name, objs := range byRuntime {
+			driver := rt.Driver
+			if r, ok := p.Runtimes[name]; ok {
+				driver = r.Driver
+			}
+			ls[name] = p.attribute(ctx, lineage, name, driver, objs, records)
+		}
 	}
 	return ls, diags
+}
+
+// engineGroups groups the declared runtimes by engine identity, in the
+// order their first runtime's name sorts; a runtime whose driver cannot
+// tell its identity (or fails to) is a group of its own, keyed "".
+func (p *Planner) engineGroups(ctx context.Context) (map[string][]string, []string) {
+	groups := map[string][]string{}
+	var order []string
+	for _, name := range sortedKeys(p.Runtimes) {
+		rt := p.Runtimes[name]
+		key := ""
+		if id, ok := drivers.As[drivers.EngineIdentifier](rt.Driver); ok {
+			if e, err := id.EngineID(ctx); err == nil {
+				key = e
+			} else if p.Log != nil {
+				p.Log.Debug("cannot tell the runtime's engine", "runtime", name, "error", err)
+			}
+		}
+		rt.Engine = key
+		if key != "" {
+			p.engines[name] = key
+		}
+		group := key
+		if key == "" {
+			group = "runtime:" + name
+		}
+		if _, ok := groups[group]; !ok {
+			order = append(order, group)
+		}
+		groups[group] = append(groups[group], name)
+	}
+	return groups, order
+}
+
+// attribute makes the live entries of one runtime from the objects
+// refresh gave it, telling apart twins (two objects of one address).
+func (p *Planner) attribute(ctx context.Context, lineage, name string, driver drivers.Driver, objs []*drivers.LiveObject, records []state.Record) map[string]liveEntry {
+	recorded := map[string]string{}
+	for _, r := range records {
+		if r.Runtime == name {
+			recorded[r.Addr] = r.ID
+		}
+	}
+	m := make(map[string]liveEntry, len(objs))
+	describer, _ := drivers.As[drivers.ExitDescriber](driver)
+	for _, o := range objs {
+		if describer != nil && !o.Running && o.Exit != nil {
+			// How it ended (an out-of-memory kill looks like a stop in
+			// the list), for the reason the plan gives: rare, one
+			// look per exited workload.
+			if e, err := describer.DescribeExit(ctx, lineage, *o); err == nil && e != nil {
+				o.Exit = e
+			} else if err != nil && p.Log != nil {
+				p.Log.Debug("cannot describe how a workload exited", "addr", o.Addr, "error", err)
+			}
+		}
+		e := liveEntry{runtime: name, driver: driver.Name(), obj: o}
+		prev, dup := m[o.Addr]
+		switch {
+		case o.Leftover != "":
+			// No record can be it: it is removed by its id.
+			e.twin = true
+			m[o.Addr+"#"+o.ID] = e
+		case !dup:
+			m[o.Addr] = e
+		case o.ID == recorded[o.Addr] && prev.obj.ID != o.ID:
+			prev.twin = true
+			m[o.Addr+"#"+prev.obj.ID] = prev
+			m[o.Addr] = e
+		default:
+			e.twin = true
+			m[o.Addr+"#"+o.ID] = e
+		}
+	}
+	return m
 }
 
 // expand evaluates every agent and asks its runtime's driver for the

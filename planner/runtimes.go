@@ -27,6 +27,9 @@ type Runtime struct {
 	// Policy is the operator's egress policy (ApplyPolicy), nil for none:
 	// it bounds the runtime's ceiling and every agent on it.
 	Policy *policy.Policy
+	// Engine is the identity of the engine the runtime reaches
+	// (drivers.EngineIdentifier), once a plan has asked; "" when unknown.
+	Engine string
 }
 
 // EffectiveCeiling is the ceiling the runtime's agents' gateways get, in

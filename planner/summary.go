@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
@@ -25,12 +26,22 @@ type Summary struct {
 	// snapshotsAtStake shows the snapshots deleted in the Plan: line even
 	// when none are: the plan destroys a workload and keeps its snapshots.
 	snapshotsAtStake bool
+	// Move counts the agents whose records move (a moved block, another
+	// runtime block on the same engine), with all they own; in JSON only
+	// when a plan moves one.
+	Move int `json:"move,omitempty"`
 }
 
 // Summary counts pending changes; a replacement counts as one add and one destroy.
 func (p *Plan) Summary() Summary {
 	s := Summary{snapshotsAtStake: len(p.Kept) > 0}
 	for _, c := range p.Changes {
+		if a, ok := addrs.AgentOf(c.Addr); ok && c.Moved() && a.String() == c.Addr {
+			s.Move++
+		}
+		if c.MoveOnly() {
+			continue
+		}
 		if c.Kind == drivers.KindSnapshot && c.Action == Create {
 			s.Snapshot++
 			continue
@@ -95,7 +106,7 @@ func (s Summary) String() string {
 	for _, extra := range []struct {
 		n    int
 		verb string
-	}{{s.Start, "start"}, {s.Adopt, "adopt"}, {s.Forget, "forget"}, {s.Snapshot, "snapshot"}, {s.Migrate, "migrate"}} {
+	}{{s.Start, "start"}, {s.Adopt, "adopt"}, {s.Forget, "forget"}, {s.Snapshot, "snapshot"}, {s.Migrate, "migrate"}, {s.Move, "move"}} {
 		if extra.n > 0 {
 			line += fmt.Sprintf(", %d to %s", extra.n, extra.verb)
 		}

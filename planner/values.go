@@ -55,19 +55,29 @@ func fingerprint(kind string, attrs map[string]cty.Value, keep map[string]string
 			known = false
 			continue
 		}
-		h := sha256.Sum256(append([]byte(name+"="), data...))
-		fp.Attrs[name] = hex.EncodeToString(h[:8])
+		fp.Attrs[name] = attrHash(name, data)
 	}
 	if known {
-		whole := sha256.New()
-		whole.Write([]byte(kind))
-		for _, name := range sortedKeys(fp.Attrs) {
-			whole.Write([]byte{0})
-			whole.Write([]byte(name + "=" + fp.Attrs[name]))
-		}
-		fp.Hash = hex.EncodeToString(whole.Sum(nil)[:16])
+		fp.Hash = wholeHash(kind, fp.Attrs)
 	}
 	return fp
+}
+
+// attrHash is the hash of one attribute whose plain value marshals to data.
+func attrHash(name string, data []byte) string {
+	h := sha256.Sum256(append([]byte(name+"="), data...))
+	return hex.EncodeToString(h[:8])
+}
+
+// wholeHash is an object's configuration hash from its attributes' hashes.
+func wholeHash(kind string, attrs map[string]string) string {
+	whole := sha256.New()
+	whole.Write([]byte(kind))
+	for _, name := range sortedKeys(attrs) {
+		whole.Write([]byte{0})
+		whole.Write([]byte(name + "=" + attrs[name]))
+	}
+	return hex.EncodeToString(whole.Sum(nil)[:16])
 }
 
 // plain converts an unmarked, known value to JSON-encodable Go values.

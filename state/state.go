@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -42,10 +43,14 @@ var ErrLocked = errors.New("state is locked")
 
 // Record is one object bottlefile created.
 type Record struct {
-	Addr      string   `json:"address"`
-	Kind      string   `json:"kind"`
-	Driver    string   `json:"driver"`
-	Runtime   string   `json:"runtime"`
+	Addr    string `json:"address"`
+	Kind    string `json:"kind"`
+	Driver  string `json:"driver"`
+	Runtime string `json:"runtime"`
+	// Engine is the identity of the engine the runtime reached when the
+	// object was recorded (drivers.EngineIdentifier); "" when unknown.
+	// A runtime renamed on the same engine is then known to be the same.
+	Engine    string   `json:"engine,omitempty"`
 	ID        string   `json:"id"`
 	Hash      string   `json:"config_hash"`
 	Workload  bool     `json:"workload,omitempty"`
@@ -585,6 +590,52 @@ func (s *Store) Put(r Record) error {
 			return err
 		}
 		return objects.Put([]byte(r.Addr), data)
+	})
+}
+
+// Move writes the records moves gives, each in place of the record at its
+// key, all in one transaction that bumps the serial once: a move of a
+// bottle's records (a moved block, state mv) is all done, or not at all.
+// A record moved to an address the state already records, other than one
+// moved away in the same call, is refused, and nothing is written.
+func (s *Store) Move(moves map[string]Record) error {
+	return s.write(func(objects *bolt.Bucket) error {
+		now := time.Now().UTC()
+		leaving := map[string]bool{}
+		for from, r := range moves {
+			if from != r.Addr {
+				leaving[from] = true
+			}
+		}
+		for _, from := range slices.Sorted(maps.Keys(moves)) {
+			r := moves[from]
+			if objects.Get([]byte(from)) == nil {
+				return fmt.Errorf("moving %s: the state records nothing there", from)
+			}
+			if from != r.Addr && objects.Get([]byte(r.Addr)) != nil && !leaving[r.Addr] {
+				return fmt.Errorf("moving %s to %s: the state already records %s", from, r.Addr, r.Addr)
+			}
+		}
+		for _, from := range slices.Sorted(maps.Keys(moves)) {
+			if err := objects.Delete([]byte(from)); err != nil {
+				return err
+			}
+		}
+		for _, from := range slices.Sorted(maps.Keys(moves)) {
+			r := moves[from]
+			if r.CreatedAt.IsZero() {
+				r.CreatedAt = now
+			}
+			r.UpdatedAt = now
+			data, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			if err := objects.Put([]byte(r.Addr), data); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 

@@ -21,6 +21,10 @@ func (d *Driver) apply(ctx context.Context, req drivers.ApplyRequest) (drivers.A
 	if req.Lineage == "" {
 		return drivers.ApplyResponse{}, fmt.Errorf("%s: %s needs a state lineage", req.Object.Addr, req.Op)
 	}
+	if req.Runtime == "" {
+		// What it makes carries the runtime that made it, however asked.
+		req.Runtime = d.runtimeName()
+	}
 	switch req.Object.Kind {
 	case kindNetwork:
 		if isEgressNetworkAddr(req.Object.Addr) {

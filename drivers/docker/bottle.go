@@ -211,7 +211,7 @@ var noProxyVars = []string{"NO_PROXY", "no_proxy"}
 func wireContainer(req drivers.ApplyRequest, netName string, cfg *container.Config, hostCfg *container.HostConfig, netCfg *network.NetworkingConfig) error {
 	o := req.Object
 	agent := agentOf(o.Addr)
-	gw, err := gatewayName(req.Lineage, agent)
+	gw, err := gatewayName(req.Lineage, req.NamedAddr(agent))
 	if err != nil {
 		return err
 	}

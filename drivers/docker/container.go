@@ -45,7 +45,7 @@ func decodeContainer(req drivers.ApplyRequest) (containerSpec, error) {
 		return s, wrap("build_hash", err)
 	}
 	if buildHash != "" {
-		if s.Image, err = imageTag(req.Lineage, o.Addr, buildHash); err != nil {
+		if s.Image, err = imageTag(req.Lineage, req.NamedAddr(o.Addr), buildHash); err != nil {
 			return s, err
 		}
 		s.built = true
@@ -72,7 +72,7 @@ func decodeContainer(req drivers.ApplyRequest) (containerSpec, error) {
 	if netAddr == "" {
 		netAddr = o.Addr + ".network"
 	}
-	if s.network, err = objectName(req.Lineage, netAddr, kindNetwork); err != nil {
+	if s.network, err = objectName(req.Lineage, req.NamedAddr(netAddr), kindNetwork); err != nil {
 		return s, wrap("network", err)
 	}
 	return s, nil
@@ -99,7 +99,7 @@ func decodeLimits(o drivers.Object) (nanoCPUs, memory int64, err error) {
 
 func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
 	addr := req.Object.Addr
-	name, err := objectName(req.Lineage, addr, kindContainer)
+	name, err := objectName(req.Lineage, req.NamedAddr(addr), kindContainer)
 	if err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("creating container for %s: %w", addr, err)
 	}
@@ -333,7 +333,7 @@ func (d *Driver) deleteContainer(ctx context.Context, api dockerAPI, req drivers
 	if id == "" {
 		// Nothing recorded: find ours by name, and touch it only if the
 		// lineage label says it is ours.
-		name, err := objectName(req.Lineage, addr, kindContainer)
+		name, err := objectName(req.Lineage, req.NamedAddr(addr), kindContainer)
 		if err != nil {
 			return drivers.ApplyResponse{}, fmt.Errorf("deleting container of %s: %w", addr, err)
 		}
@@ -364,7 +364,7 @@ func containerRef(req drivers.ApplyRequest) (string, error) {
 	if req.ID != "" {
 		return req.ID, nil
 	}
-	return objectName(req.Lineage, req.Object.Addr, kindContainer)
+	return objectName(req.Lineage, req.NamedAddr(req.Object.Addr), kindContainer)
 }
 
 // waitGone polls until a container being removed is gone (returning the

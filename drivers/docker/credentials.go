@@ -277,8 +277,7 @@ func hostCABundle() []byte {
 // object o: the bottle's CA when it has credentials, a fresh version, and
 // the credentials with their placeholders. It holds the values: never log
 // it.
-func (d *Driver) credentialsFile(lineage string, o drivers.Object) (egress.CredentialsFile, error) {
-	agent := agentOf(o.Addr)
+func (d *Driver) credentialsFile(lineage, agent string, o drivers.Object) (egress.CredentialsFile, error) {
 	creds, err := drivers.DecodeCredentials(o.Attr("credentials"))
 	if err != nil {
 		return egress.CredentialsFile{}, fmt.Errorf("credentials: %w", err)
@@ -403,7 +402,7 @@ func (d *Driver) copyCA(ctx context.Context, api dockerAPI, id string, req drive
 			return fmt.Errorf("ca_hosts: %w", err)
 		}
 	}
-	cert, _, err := d.bottleCA(req.Lineage, agentOf(req.Object.Addr), hosts)
+	cert, _, err := d.bottleCA(req.Lineage, req.NamedAddr(agentOf(req.Object.Addr)), hosts)
 	if err != nil {
 		return err
 	}

@@ -167,7 +167,7 @@ func TestCredentialsFile(t *testing.T) {
 	d := egressDriver(t, listing(isolatingEngine()), nil)
 	d.stateDir = t.TempDir()
 	gw := drivers.Object{Addr: "agent.coder.gateway", Attrs: map[string]cty.Value{"credentials": drivers.WorkloadAttr(credentialWorkload(t, testKey), "credentials")}}
-	f, err := d.credentialsFile("lin", gw)
+	f, err := d.credentialsFile("lin", "agent.coder", gw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestCredentialsFile(t *testing.T) {
 	if f.Credentials[0].Placeholder != ph || strings.Contains(ph, testKey) {
 		t.Errorf("placeholder %q", f.Credentials[0].Placeholder)
 	}
-	again, err := d.credentialsFile("lin", gw)
+	again, err := d.credentialsFile("lin", "agent.coder", gw)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -224,10 +224,10 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 		return gatewaySpec{}, err
 	}
 	s := gatewaySpec{agent: a.Agent, allow: a.Allow, sidecars: a.Sidecars, version: a.Version, dns: a.DNS, ceiling: a.Ceiling}
-	if s.name, err = gatewayName(req.Lineage, s.agent); err != nil {
+	if s.name, err = gatewayName(req.Lineage, req.NamedAddr(s.agent)); err != nil {
 		return s, err
 	}
-	if s.network, err = objectName(req.Lineage, a.Network, kindNetwork); err != nil {
+	if s.network, err = objectName(req.Lineage, req.NamedAddr(a.Network), kindNetwork); err != nil {
 		return s, fmt.Errorf("network: %w", err)
 	}
 	if isEgressNetworkAddr(a.EgressNetwork) {
@@ -392,7 +392,7 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 		managed, _ = netip.ParsePrefix(out.IPAM.Config[0].Subnet)
 	}
 	forbid := d.gatewayForbid(ctx, api, req.Lineage, nets, pool, managed)
-	credFile, err := d.credentialsFile(req.Lineage, req.Object)
+	credFile, err := d.credentialsFile(req.Lineage, req.NamedAddr(agentOf(req.Object.Addr)), req.Object)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -547,7 +547,7 @@ func (d *Driver) updateGateway(ctx context.Context, api dockerAPI, req drivers.A
 	if err != nil {
 		return fail("sidecars: %v", err)
 	}
-	credFile, err := d.credentialsFile(req.Lineage, req.Object)
+	credFile, err := d.credentialsFile(req.Lineage, req.NamedAddr(agentOf(req.Object.Addr)), req.Object)
 	if err != nil {
 		return fail("%v", err)
 	}

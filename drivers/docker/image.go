@@ -35,7 +35,7 @@ func (d *Driver) buildImage(ctx context.Context, api dockerAPI, req drivers.Appl
 			return drivers.ApplyResponse{}, fmt.Errorf("building image for %s: %s: %w", addr, e.name, e.err)
 		}
 	}
-	tag, err := imageTag(req.Lineage, addr, planned)
+	tag, err := imageTag(req.Lineage, req.NamedAddr(addr), planned)
 	if err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("building image for %s: %w", addr, err)
 	}
@@ -233,7 +233,7 @@ func (d *Driver) deleteImage(ctx context.Context, api dockerAPI, req drivers.App
 	if !cerrdefs.IsConflict(err) || ierr != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("deleting image %s of %s: %w", shortID(req.ID), addr, err)
 	}
-	repo, rerr := imageRepo(req.Lineage, addr)
+	repo, rerr := imageRepo(req.Lineage, req.NamedAddr(addr))
 	if rerr != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("deleting image %s of %s: %w", shortID(req.ID), addr, rerr)
 	}

@@ -260,7 +260,7 @@ func TestIntegrationLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCtr := drivers.LiveObject{Addr: "agent.coder", Kind: "container", ID: ctrResp.ID, Name: netName, Hash: "hash-of-agent.coder", Running: true, ImageID: busybox.ID, State: "running"}
+	wantCtr := drivers.LiveObject{Addr: "agent.coder", Kind: "container", ID: ctrResp.ID, Name: netName, Hash: "hash-of-agent.coder", Runtime: "default", Running: true, ImageID: busybox.ID, State: "running"}
 	gotCtr := live["agent.coder"]
 	if gotCtr.Created.IsZero() || gotCtr.Started.Before(gotCtr.Created.Add(-time.Minute)) || time.Since(gotCtr.Started) > 10*time.Minute {
 		t.Errorf("live container created %v, started %v: want both, started after created", gotCtr.Created, gotCtr.Started)
@@ -269,7 +269,7 @@ func TestIntegrationLifecycle(t *testing.T) {
 	if gotCtr != wantCtr {
 		t.Errorf("live container = %+v, want %+v", gotCtr, wantCtr)
 	}
-	wantNet := drivers.LiveObject{Addr: "agent.coder.network", Kind: "network", ID: netResp.ID, Name: netName, Hash: "hash-of-agent.coder.network"}
+	wantNet := drivers.LiveObject{Addr: "agent.coder.network", Kind: "network", ID: netResp.ID, Name: netName, Hash: "hash-of-agent.coder.network", Runtime: "default"}
 	if live["agent.coder.network"] != wantNet {
 		t.Errorf("live network = %+v, want %+v", live["agent.coder.network"], wantNet)
 	}

@@ -39,6 +39,9 @@ type engineChecks struct {
 	sizesDone bool
 	sizesOK   bool
 	sizesWhy  string
+
+	// engineID is the engine's ID from its info (EngineID), once known.
+	engineID string
 }
 
 // checksFor returns the driver's cache; a driver never configured gets a

@@ -23,7 +23,7 @@ const inhibitIPv4 = "com.docker.network.bridge.inhibit_ipv4"
 
 func (d *Driver) createNetwork(ctx context.Context, api dockerAPI, pool netip.Prefix, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
 	addr := req.Object.Addr
-	name, err := objectName(req.Lineage, addr, kindNetwork)
+	name, err := objectName(req.Lineage, req.NamedAddr(addr), kindNetwork)
 	if err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("creating network for %s: %w", addr, err)
 	}
@@ -122,7 +122,7 @@ func (d *Driver) deleteNetwork(ctx context.Context, api dockerAPI, req drivers.A
 	addr := req.Object.Addr
 	id := req.ID
 	if id == "" {
-		name, err := objectName(req.Lineage, addr, kindNetwork)
+		name, err := objectName(req.Lineage, req.NamedAddr(addr), kindNetwork)
 		if err != nil {
 			return drivers.ApplyResponse{}, fmt.Errorf("deleting network of %s: %w", addr, err)
 		}

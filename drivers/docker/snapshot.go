@@ -258,12 +258,12 @@ func (d *Driver) commitSnapshot(ctx context.Context, req drivers.ApplyRequest, n
 	if err != nil {
 		return fail("%v", err)
 	}
-	ref, err := snapshotRef(req.Lineage, addr, agentAddr)
+	ref, err := snapshotRef(req.Lineage, req.NamedAddr(addr), req.NamedAddr(agentAddr))
 	if err != nil {
 		return fail("%v", err)
 	}
 	if name == "" {
-		if name, err = objectName(req.Lineage, agentAddr, kindContainer); err != nil {
+		if name, err = objectName(req.Lineage, req.NamedAddr(agentAddr), kindContainer); err != nil {
 			return fail("%v", err)
 		}
 	}
@@ -696,19 +696,31 @@ func (d *Driver) sweepLocked(ctx context.Context, api dockerAPI, lineage string)
 		}
 		return l
 	}
-	remove := func(what string, img image.Summary, force, prune bool) {
+	remove := func(what string, img image.Summary, force, prune bool) bool {
 		_, err := api.ImageRemove(ctx, img.ID, image.RemoveOptions{Force: force, PruneChildren: prune})
 		switch {
 		case err == nil:
 			d.log.Debug("removed "+what, "id", shortID(img.ID))
+			return true
 		case isGone(err) || cerrdefs.IsConflict(err):
 		default:
 			d.log.Debug("could not remove "+what, "id", shortID(img.ID), "error", err)
 		}
+		return false
 	}
-	for _, img := range list(drivers.LabelLineage) {
-		if !hasTags(img.RepoTags) {
-			remove("an untagged image of the lineage", img, false, false)
+	// Removing an image can leave its parent dangling: a build gives
+	// each of its labels a step of its own, so the steps before the last
+	// carry the lineage label too. Go again while something goes.
+	gone := map[string]bool{}
+	for range 8 {
+		removed := false
+		for _, img := range list(drivers.LabelLineage) {
+			if !hasTags(img.RepoTags) && !gone[img.ID] && remove("an untagged image of the lineage", img, false, false) {
+				gone[img.ID], removed = true, true
+			}
+		}
+		if !removed {
+			break
 		}
 	}
 	for _, img := range list(labelSnapshotIntermediate) {

@@ -74,7 +74,7 @@ func (d *Driver) ImportSnapshot(ctx context.Context, req drivers.ImportRequest, 
 	}
 	imageMaking.RLock() // the loaded image is untagged between the two loads
 	defer imageMaking.RUnlock()
-	areq := drivers.ApplyRequest{Lineage: req.Lineage, Object: req.Object, Hash: req.Hash}
+	areq := drivers.ApplyRequest{Lineage: req.Lineage, Object: req.Object, Hash: req.Hash, Runtime: d.runtimeName()}
 	agentAddr, err := snapshotAgent(areq)
 	if err != nil {
 		return fail("%v", err)

@@ -80,6 +80,10 @@ type Fake struct {
 	// Forgotten lists the bottles ForgetBottle was asked to forget, as
 	// "lineage agent.NAME", in call order.
 	Forgotten []string
+	// Engine is what EngineID returns: the identity of the engine the
+	// fake stands for. Two runtimes served by one Fake with an Engine set
+	// are one engine, as two runtime blocks on one docker engine are.
+	Engine string
 
 	DeclareCalled   bool
 	DeclareResponse *drivers.Declaration
@@ -268,6 +272,15 @@ func (f *Fake) Read(ctx context.Context, req drivers.ReadRequest) (drivers.ReadR
 	return drivers.ReadResponse{Objects: objs}, nil
 }
 
+var _ drivers.EngineIdentifier = (*Fake)(nil)
+
+// EngineID returns Engine.
+func (f *Fake) EngineID(context.Context) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.Engine, nil
+}
+
 // Plan expands the agent into its network and its container.
 func (f *Fake) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.PlanResponse, error) {
 	f.mu.Lock()
@@ -373,8 +386,10 @@ func (f *Fake) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.App
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	addr := req.Object.Addr
-	if err, ok := f.FailApply[addr]; ok {
+	// Objects are kept by the address their names derive from, as an
+	// engine keeps them by name: a moved agent's are where it was made.
+	addr := req.NamedAddr(req.Object.Addr)
+	if err, ok := f.FailApply[req.Object.Addr]; ok {
 		return drivers.ApplyResponse{}, err
 	}
 	if req.Lineage == "" {
@@ -423,22 +438,25 @@ func (f *Fake) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.App
 		if req.Object.Kind == "" {
 			return drivers.ApplyResponse{}, fmt.Errorf("fake: create %s: the object has no kind", addr)
 		}
+		deps := make([]string, 0, len(req.Object.DependsOn))
 		for _, dep := range req.Object.DependsOn {
-			if l.objects[dep] == nil {
+			if l.objects[req.NamedAddr(dep)] == nil {
 				return drivers.ApplyResponse{}, fmt.Errorf("fake: create %s: it depends on %s, which does not exist", addr, dep)
 			}
+			deps = append(deps, req.NamedAddr(dep))
 		}
 		f.lastID++
 		obj = &object{
 			live: drivers.LiveObject{
-				Addr:    addr,
+				Addr:    req.Object.Addr,
 				Kind:    req.Object.Kind,
 				ID:      "fake-" + strconv.FormatUint(f.lastID, 10),
 				Name:    objectName(req.Lineage, addr),
 				Hash:    req.Hash,
 				Running: req.Object.Workload,
+				Runtime: req.Runtime,
 			},
-			dependsOn: slices.Clone(req.Object.DependsOn),
+			dependsOn: deps,
 			workload:  req.Object.Workload,
 		}
 		if obj.workload {

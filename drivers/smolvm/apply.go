@@ -22,6 +22,12 @@ func (d *Driver) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.A
 	if req.Lineage == "" {
 		return drivers.ApplyResponse{}, fmt.Errorf("%s: %s needs a state lineage", req.Object.Addr, req.Op)
 	}
+	if req.Runtime == "" {
+		// What it makes carries the runtime that made it, however asked.
+		d.mu.RLock()
+		req.Runtime = d.runtime
+		d.mu.RUnlock()
+	}
 	switch req.Object.Kind {
 	case kindMachine:
 	case drivers.KindSnapshot:
@@ -50,7 +56,7 @@ func (d *Driver) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.A
 
 func (d *Driver) create(ctx context.Context, run runner, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
 	addr := req.Object.Addr
-	name, err := machineName(req.Lineage, addr)
+	name, err := machineName(req.Lineage, req.NamedAddr(addr))
 	if err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("creating machine for %s: %w", addr, err)
 	}
@@ -163,7 +169,7 @@ func (d *Driver) delete(ctx context.Context, run runner, req drivers.ApplyReques
 		// Nothing recorded: find ours by name, and touch it only if the
 		// lineage label says it is ours.
 		var err error
-		if name, err = machineName(req.Lineage, addr); err != nil {
+		if name, err = machineName(req.Lineage, req.NamedAddr(addr)); err != nil {
 			return fmt.Errorf("deleting machine of %s: %w", addr, err)
 		}
 		entries, err := d.list(ctx, run)
@@ -215,7 +221,7 @@ func machineRef(req drivers.ApplyRequest) (string, error) {
 	if req.ID != "" {
 		return req.ID, nil
 	}
-	return machineName(req.Lineage, req.Object.Addr)
+	return machineName(req.Lineage, req.NamedAddr(req.Object.Addr))
 }
 
 // waitReady checks that a started machine answers an exec, retrying with

@@ -67,6 +67,7 @@ func TestCallForms(t *testing.T) {
 			"--label", "io.bottlefile.lineage=" + lineage,
 			"--label", "io.bottlefile.address=agent.coder",
 			"--label", "io.bottlefile.config-hash=cafe01",
+			"--label", "io.bottlefile.runtime=vm",
 			"--", "/bin/tini", "--", "claude", "--net"},
 		{"machine", "start", "--name", name},
 		{"machine", "exec", "--name", name, "--", "true"},

@@ -164,6 +164,9 @@ func createArgs(name string, s machineSpec, req drivers.ApplyRequest, warn func(
 		"--label", drivers.LabelAddress+"="+req.Object.Addr,
 		"--label", drivers.LabelConfigHash+"="+req.Hash,
 	)
+	if req.Runtime != "" {
+		args = append(args, "--label", drivers.LabelRuntime+"="+req.Runtime)
+	}
 	if len(s.workload) > 0 {
 		args = append(args, "--")
 		args = append(args, s.workload...)

@@ -57,6 +57,7 @@ func (d *Driver) Read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 			ID:      e.Name,
 			Name:    e.Name,
 			Hash:    e.Labels[drivers.LabelConfigHash],
+			Runtime: e.Labels[drivers.LabelRuntime],
 			Running: e.State == "running",
 			// smolvm reports no exit code and no start or stop time.
 			State: e.State,

@@ -181,10 +181,11 @@ func (d *Driver) readSnapshots(lineage string) ([]drivers.LiveObject, error) {
 	var out []drivers.LiveObject
 	for _, e := range entries {
 		o := drivers.LiveObject{
-			Addr: e.meta.Address,
-			Kind: drivers.KindSnapshot,
-			ID:   d.ref(e.image()),
-			Name: e.meta.Image,
+			Addr:    e.meta.Address,
+			Kind:    drivers.KindSnapshot,
+			ID:      d.ref(e.image()),
+			Name:    e.meta.Image,
+			Runtime: e.meta.Runtime,
 		}
 		if e.meta.Complete {
 			if _, err := os.Stat(e.image()); err != nil {
@@ -302,7 +303,7 @@ func (d *Driver) createSnapshot(ctx context.Context, run runner, req drivers.App
 	if req.Agent == nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("%s: a snapshot needs the agent it is taken of", addr)
 	}
-	name, err := machineName(req.Lineage, req.Agent.Addr)
+	name, err := machineName(req.Lineage, req.NamedAddr(req.Agent.Addr))
 	if err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("%s: %w", addr, err)
 	}

@@ -131,7 +131,7 @@ func TestSnapshotLifecycle(t *testing.T) {
 	calls := f.calls(t)
 	want := []string{"machine", "create", "--name", name, "--from", link,
 		"--allow-host", "api.anthropic.com", "--allow-cidr", "10.1.0.0/16",
-		"--label", "io.bottlefile.lineage=" + lineage, "--label", "io.bottlefile.address=agent.coder", "--label", "io.bottlefile.config-hash=cafe01",
+		"--label", "io.bottlefile.lineage=" + lineage, "--label", "io.bottlefile.address=agent.coder", "--label", "io.bottlefile.config-hash=cafe01", "--label", "io.bottlefile.runtime=vm",
 		"--", "sleep", "600"}
 	if len(calls) < 2 || !slices.Equal(calls[1], want) {
 		t.Errorf("create from the snapshot ran\n%q\nwant\n%q", calls, want)

@@ -265,6 +265,28 @@ type clusterFacts struct {
 	done bool
 	node swarm.Node // the manager's own node
 	err  error
+	// clusterID is the swarm's own ID (EngineID).
+	clusterID string
+}
+
+var _ drivers.EngineIdentifier = (*Driver)(nil)
+
+// EngineID is the swarm cluster's ID: two runtime blocks that reach one
+// swarm (through two managers, say) are one engine. It is read with the
+// rest of what the driver asks the manager once (facts).
+func (d *Driver) EngineID(ctx context.Context) (string, error) {
+	if _, err := d.facts(ctx); err != nil {
+		return "", err
+	}
+	d.mu.RLock()
+	c := d.cluster
+	d.mu.RUnlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.clusterID == "" {
+		return "", nil
+	}
+	return "swarm:" + c.clusterID, nil
 }
 
 // facts asks the manager once per configured driver: one Info call and
@@ -288,6 +310,7 @@ func (d *Driver) facts(ctx context.Context) (swarm.Node, error) {
 		return swarm.Node{}, d.eng.Unreachable(err) // not remembered: the next call tries again
 	}
 	c.done = true
+	c.clusterID = info.Swarm.Cluster.ID
 	switch {
 	case info.Swarm.LocalNodeState != swarm.LocalNodeStateActive:
 		c.err = fmt.Errorf("runtime %q: the engine is not part of a swarm (its swarm state is %q): run docker swarm init on it, or point host at a manager", runtime, info.Swarm.LocalNodeState)
@@ -311,4 +334,11 @@ func (d *Driver) facts(ctx context.Context) (swarm.Node, error) {
 		c.err = fmt.Errorf("runtime %q: the manager's node %s is not in its node list", runtime, info.Swarm.NodeID)
 	}
 	return c.node, c.err
+}
+
+// runtimeName is the runtime block the driver was configured for.
+func (d *Driver) runtimeName() string {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.runtime
 }

@@ -48,10 +48,10 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 		return gatewaySpec{}, err
 	}
 	s := gatewaySpec{agent: a.Agent, allow: a.Allow, sidecars: a.Sidecars, version: a.Version, dns: a.DNS, ceiling: a.Ceiling}
-	if s.name, err = serviceName(req.Lineage, req.Object.Addr); err != nil {
+	if s.name, err = serviceName(req.Lineage, req.NamedAddr(req.Object.Addr)); err != nil {
 		return s, err
 	}
-	if s.network, err = networkName(req.Lineage, a.Network); err != nil {
+	if s.network, err = networkName(req.Lineage, req.NamedAddr(a.Network)); err != nil {
 		return s, fmt.Errorf("network: %w", err)
 	}
 	s.egressNetwork = a.EgressNetwork

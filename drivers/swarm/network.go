@@ -23,7 +23,7 @@ const networkGone = time.Minute
 // before recording it) is adopted; anyone else's of the name is refused.
 func (d *Driver) createNetwork(ctx context.Context, api swarmAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
 	addr := req.Object.Addr
-	name, err := networkName(req.Lineage, addr)
+	name, err := networkName(req.Lineage, req.NamedAddr(addr))
 	if err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("creating network for %s: %w", addr, err)
 	}
@@ -77,7 +77,7 @@ func (d *Driver) deleteNetwork(ctx context.Context, api swarmAPI, req drivers.Ap
 	addr := req.Object.Addr
 	id := req.ID
 	if id == "" {
-		name, err := networkName(req.Lineage, addr)
+		name, err := networkName(req.Lineage, req.NamedAddr(addr))
 		if err != nil {
 			return drivers.ApplyResponse{}, fmt.Errorf("deleting network of %s: %w", addr, err)
 		}

@@ -46,7 +46,7 @@ func decodeService(req drivers.ApplyRequest, registry string) (serviceSpec, erro
 	o := req.Object
 	var s serviceSpec
 	var err error
-	if s.name, err = serviceName(req.Lineage, o.Addr); err != nil {
+	if s.name, err = serviceName(req.Lineage, req.NamedAddr(o.Addr)); err != nil {
 		return s, err
 	}
 	if s.Workload, err = drivers.DecodeWorkload(drivers.ObjectAttrs(o)); err != nil {
@@ -57,7 +57,7 @@ func decodeService(req drivers.ApplyRequest, registry string) (serviceSpec, erro
 		return s, fmt.Errorf("build_hash: %w", err)
 	}
 	if buildHash != "" {
-		if s.Image, err = builtRef(req.Lineage, o.Addr, buildHash, registry); err != nil {
+		if s.Image, err = builtRef(req.Lineage, req.NamedAddr(o.Addr), buildHash, registry); err != nil {
 			return s, err
 		}
 	}
@@ -77,7 +77,7 @@ func decodeService(req drivers.ApplyRequest, registry string) (serviceSpec, erro
 	if netAddr == "" {
 		netAddr = agentOf(o.Addr) + ".network"
 	}
-	if s.network, err = networkName(req.Lineage, netAddr); err != nil {
+	if s.network, err = networkName(req.Lineage, req.NamedAddr(netAddr)); err != nil {
 		return s, fmt.Errorf("network: %w", err)
 	}
 	if s.alias, err = drivers.String(o.Attr("alias")); err != nil {
@@ -122,7 +122,7 @@ func (d *Driver) createService(ctx context.Context, api swarmAPI, req drivers.Ap
 	if err := d.removeStale(ctx, api, req.Lineage, addr, s.name); err != nil {
 		return fail("%v", err)
 	}
-	gw, err := serviceName(req.Lineage, gatewayAddr(agentOf(addr)))
+	gw, err := serviceName(req.Lineage, req.NamedAddr(gatewayAddr(agentOf(addr))))
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -392,7 +392,7 @@ func (d *Driver) startService(ctx context.Context, api swarmAPI, req drivers.App
 	addr := req.Object.Addr
 	ref := req.ID
 	if ref == "" {
-		name, err := serviceName(req.Lineage, addr)
+		name, err := serviceName(req.Lineage, req.NamedAddr(addr))
 		if err != nil {
 			return drivers.ApplyResponse{}, fmt.Errorf("starting service of %s: %w", addr, err)
 		}
@@ -438,7 +438,7 @@ func (d *Driver) deleteService(ctx context.Context, api swarmAPI, req drivers.Ap
 	addr := req.Object.Addr
 	id := req.ID
 	if id == "" {
-		name, err := serviceName(req.Lineage, addr)
+		name, err := serviceName(req.Lineage, req.NamedAddr(addr))
 		if err != nil {
 			return drivers.ApplyResponse{}, fmt.Errorf("deleting service of %s: %w", addr, err)
 		}

@@ -89,7 +89,7 @@ func (d *Driver) createSnapshot(ctx context.Context, api swarmAPI, req drivers.A
 	if agentAddr == "" {
 		return fail("no agent named to commit")
 	}
-	t, node, err := d.taskOf(ctx, api, req.Lineage, agentAddr)
+	t, node, err := d.taskOf(ctx, api, req.Lineage, req.NamedAddr(agentAddr))
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -120,7 +120,7 @@ func (d *Driver) createSnapshot(ctx context.Context, api swarmAPI, req drivers.A
 	if depth := taken.Computed["depth"]; depth != "" {
 		out.Computed["depth"] = depth
 	}
-	if err := d.indexSnapshot(ctx, api, req.Lineage, req.Object.Addr, agentAddr, req.Hash, *out.Snapshot); err != nil {
+	if err := d.indexSnapshot(ctx, api, req, req.Object.Addr, agentAddr, *out.Snapshot); err != nil {
 		return fail("%v", err)
 	}
 	d.log.Info("took snapshot", "addr", addr, "node", node, "ref", ref, "elapsed", time.Since(start))
@@ -300,8 +300,11 @@ func indexName(lineage, addr, agentAddr string) (string, error) {
 // indexSnapshot records a snapshot in the cluster: a config that Read
 // lists. One an interrupted apply left at the same name for the same
 // address and lineage goes first.
-func (d *Driver) indexSnapshot(ctx context.Context, api swarmAPI, lineage, addr, agentAddr, hash string, snap drivers.SnapshotResult) error {
-	name, err := indexName(lineage, addr, agentAddr)
+func (d *Driver) indexSnapshot(ctx context.Context, api swarmAPI, req drivers.ApplyRequest, addr, agentAddr string, snap drivers.SnapshotResult) error {
+	lineage, hash := req.Lineage, req.Hash
+	// Named as the agent's other objects are (a moved agent keeps its
+	// names), so that an agent given the old name later never meets it.
+	name, err := indexName(lineage, req.NamedAddr(addr), req.NamedAddr(agentAddr))
 	if err != nil {
 		return err
 	}
@@ -312,6 +315,9 @@ func (d *Driver) indexSnapshot(ctx context.Context, api swarmAPI, lineage, addr,
 	labels := map[string]string{
 		drivers.LabelLineage: lineage, drivers.LabelAddress: addr, drivers.LabelConfigHash: hash,
 		labelKind: kindSnapshotIndex, docker.LabelSnapshotOf: agentAddr,
+	}
+	if req.Runtime != "" {
+		labels[drivers.LabelRuntime] = req.Runtime
 	}
 	list, err := api.ConfigList(ctx, swarm.ConfigListOptions{Filters: filters.NewArgs(filters.Arg("name", name))})
 	if err != nil {
@@ -457,7 +463,7 @@ func (d *Driver) ImportSnapshot(ctx context.Context, req drivers.ImportRequest, 
 	if err != nil || agentAddr == "" {
 		return drivers.ApplyResponse{}, fmt.Errorf("importing snapshot %s: it names no agent", addr)
 	}
-	if err := d.indexSnapshot(ctx, api, req.Lineage, addr, agentAddr, req.Hash, out); err != nil {
+	if err := d.indexSnapshot(ctx, api, drivers.ApplyRequest{Lineage: req.Lineage, Hash: req.Hash, Runtime: d.runtimeName()}, addr, agentAddr, out); err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("importing snapshot %s: %w", addr, err)
 	}
 	d.log.Info("imported snapshot", "addr", addr, "ref", ref)

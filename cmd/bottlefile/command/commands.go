@@ -23,6 +23,7 @@ func Commands(meta *Meta) map[string]cli.CommandFactory {
 		"state list":      cmd(&StateListCommand{Meta: meta}),
 		"state show":      cmd(&StateShowCommand{Meta: meta}),
 		"state rm":        cmd(&StateRmCommand{Meta: meta}),
+		"state mv":        cmd(&StateMvCommand{Meta: meta}),
 		"state pull":      cmd(&StatePullCommand{Meta: meta}),
 		"logs":            cmd(&LogsCommand{Meta: meta}),
 		"status":          cmd(&StatusCommand{Meta: meta}),

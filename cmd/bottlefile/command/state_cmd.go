@@ -25,6 +25,8 @@ Usage: bottlefile [global options] state <subcommand> [args]
   rm ADDR...    Remove records. The objects are left alone; any that still
                 carries this state's lineage is adopted or removed by the
                 next apply, so rm is for records of runtimes that are gone.
+  mv FROM TO    Move an agent's records, with everything it owns, to
+                another agent address: what a moved block does, by hand.
   pull          Print the whole state as JSON.
   restore-backup
                 Put .bottlefile/state.db.backup (the state before the last
@@ -124,6 +126,50 @@ func (c *StateRmCommand) Run(args []string) int {
 	}
 	if m.showDiags(nil, diags) {
 		return 1
+	}
+	return 0
+}
+
+// StateMvCommand moves an agent's records to another address.
+type StateMvCommand struct{ Meta *Meta }
+
+func (c *StateMvCommand) Synopsis() string { return "Move an agent's records to another address" }
+func (c *StateMvCommand) Help() string {
+	return strings.TrimSpace(`
+Usage: bottlefile [global options] state mv [-lock-timeout=DUR] FROM TO
+
+  Moves the records of the agent at FROM (agent.NAME), with its sidecars,
+  gateway, network, images and policy snapshots, to the agent address TO,
+  as a moved block would: rename the agent block to match, and the next
+  plan has nothing to do. Nothing on any runtime changes; the objects keep
+  their engine names. TO must not be recorded already.
+
+Options:
+
+  -lock-timeout=DUR  Wait this long for the state lock.
+`)
+}
+
+func (c *StateMvCommand) Run(args []string) int {
+	m := c.Meta
+	fs := newFlagSet("state mv")
+	lockTimeout := fs.Duration("lock-timeout", 0, "")
+	if err := fs.Parse(args); err != nil {
+		return m.fail("Invalid command line", err)
+	}
+	if fs.NArg() != 2 {
+		return m.fail("Invalid command line", fmt.Errorf("state mv needs two addresses, FROM and TO"))
+	}
+	dir, err := m.dir()
+	if err != nil {
+		return m.fail("Cannot find the directory", err)
+	}
+	moved, diags := operations.StateMv(dir, fs.Arg(0), fs.Arg(1), *lockTimeout)
+	if m.showDiags(nil, diags) {
+		return 1
+	}
+	for _, mv := range moved {
+		fmt.Fprintf(m.Stdout, "Moved %s to %s.\n", mv[0], mv[1])
 	}
 	return 0
 }

@@ -36,6 +36,13 @@ func renderPlan(w io.Writer, p *planner.Plan, color bool) {
 		if c.Action == planner.NoOp {
 			continue
 		}
+		if c.MoveOnly() {
+			// One line per agent: what it owns moves with it.
+			if a, ok := operations.AgentOf(c.Addr); ok && a == c.Addr {
+				fmt.Fprintf(w, "\n  # %s\n", paint.bold(c.MoveLine()))
+			}
+			continue
+		}
 		fmt.Fprintf(w, "\n  # %s%s %s\n", paint.bold(c.Addr), onNode(c), headline(c))
 		for _, r := range c.Reasons {
 			fmt.Fprintf(w, "  %s\n", paint.dim("# (because "+r+")"))

@@ -46,6 +46,11 @@ type jsonChange struct {
 	// Node is where the live workload runs, on a runtime of several
 	// machines (a swarm node).
 	Node string `json:"node,omitempty"`
+	// PreviousAddress and PreviousRuntime are where the object's record
+	// was, when the plan moves it (a moved block, another runtime block
+	// on the same engine), as Terraform's previous_address.
+	PreviousAddress string `json:"previous_address,omitempty"`
+	PreviousRuntime string `json:"previous_runtime,omitempty"`
 }
 
 func planDocument(p *planner.Plan) jsonPlan {
@@ -55,6 +60,10 @@ func planDocument(p *planner.Plan) jsonPlan {
 			Address: c.Addr, Kind: c.Kind, Runtime: c.Runtime, Action: c.Action.String(),
 			Reasons: append([]string{}, c.Reasons...), WhatIf: c.WhatIf, Changed: c.Changed, Forcing: c.Forcing,
 			Before: c.Before, After: c.After,
+			PreviousAddress: c.MovedFrom, PreviousRuntime: c.FromRuntime,
+		}
+		if c.MoveOnly() {
+			jc.Action = "move"
 		}
 		if c.Action == planner.Create || c.Action == planner.Adopt {
 			jc.Before = nil // what is not recorded has no before

@@ -1,0 +1,118 @@
+package planner_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/bottlefile/bottlefile/planner"
+)
+
+// movesOracle renders what a plan does to records and objects, one line
+// per change that is not a no-op: "move ADDR from OLD" for a change that
+// only moves its record ("from runtime R" for a move between runtime
+// blocks of one engine), else the action's symbol, the address, and where
+// it moved from; then the Plan: line, or "No changes.".
+func movesOracle(p *planner.Plan) string {
+	var lines []string
+	for _, c := range p.Changes {
+		if c.Action == planner.NoOp {
+			continue
+		}
+		line := c.Action.Symbol() + " " + c.Addr
+		if c.MoveOnly() {
+			line = "move " + c.Addr
+		}
+		if c.MovedFrom != "" {
+			line += " from " + c.MovedFrom
+		}
+		if c.FromRuntime != "" {
+			line += " from runtime " + c.FromRuntime
+		}
+		lines = append(lines, line)
+	}
+	if !p.Applyable() {
+		lines = append(lines, "No changes.")
+	} else {
+		lines = append(lines, p.Summary().String())
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// TestMovesFixtures applies each testdata/moves/CASE/before, plans
+// CASE/after, and compares with CASE/want: the oracle's lines, or
+// "error: SUMMARY" for a plan that must fail with that summary. The
+// runtimes are one fake engine, as two runtime blocks of one docker
+// engine are. A plan that moves is applied, and the plan after it must
+// have nothing to do, moved blocks still in place.
+func TestMovesFixtures(t *testing.T) {
+	dirs, err := filepath.Glob("testdata/moves/*")
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	for _, dir := range dirs {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			read := func(name string) string {
+				data, err := os.ReadFile(filepath.Join(dir, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return string(data)
+			}
+			b := newBench(t)
+			b.fake.Engine = "engine-1"
+			b.write(read("before"))
+			b.apply(planner.Options{})
+			b.write(read("after"))
+			want := read("want")
+			p, errs := b.tryPlan(planner.Options{})
+			if summary, ok := strings.CutPrefix(strings.TrimSpace(want), "error: "); ok {
+				if !strings.Contains(errs, summary) {
+					t.Fatalf("plan errors %q, want one with %q", errs, summary)
+				}
+				return
+			}
+			if errs != "" {
+				t.Fatalf("plan: %s", errs)
+			}
+			if diff := cmp.Diff(want, movesOracle(p)); diff != "" {
+				t.Fatalf("plan (-want +got):\n%s\n%s", diff, p)
+			}
+			if !p.Applyable() {
+				return
+			}
+			before := b.fake.Objects(b.lineage())
+			b.apply(planner.Options{})
+			if again := b.plan(planner.Options{}); again.Applyable() {
+				t.Errorf("the plan after the move is not empty:\n%s", again)
+			}
+			// What only moved is the same object on the runtime.
+			live := map[string]string{}
+			for _, o := range b.fake.Objects(b.lineage()) {
+				live[o.ID] = o.Addr
+			}
+			for _, c := range p.Changes {
+				if c.MoveOnly() && c.Prior != nil {
+					if _, ok := live[c.Prior.ID]; !ok {
+						t.Errorf("%s (%s) is gone after a move; live before: %v", c.Addr, c.Prior.ID, before)
+					}
+				}
+			}
+			recs := b.records()
+			for _, c := range p.Changes {
+				if c.MovedFrom == "" {
+					continue
+				}
+				if _, ok := recs[c.MovedFrom]; ok {
+					t.Errorf("the state still records %s after moving it to %s", c.MovedFrom, c.Addr)
+				}
+				if r, ok := recs[c.Addr]; !ok || (c.MoveOnly() && r.ID != c.Prior.ID) {
+					t.Errorf("after the move the record of %s is %+v, want id %s", c.Addr, r, c.Prior.ID)
+				}
+			}
+		})
+	}
+}
