@@ -86,14 +86,13 @@ func TestDriftOnSwarm(t *testing.T) {
 	if o := read(); o.Drift != "" {
 		t.Fatalf("a service as bottlefile made it reads as drifted: %q", o.Drift)
 	}
+	// As docker service update does: read, edit, send with the version
+	// read. The cluster bumps the version itself after an update (its
+	// rolling-update status), so an edit is redone on a conflict, as a
+	// user would run the command again.
 	update := func(edit func(*swarm.ServiceSpec)) {
 		t.Helper()
-		svc, _, err := mgr.ServiceInspectWithRaw(t.Context(), ids["agent.drifty"], swarm.ServiceInspectOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		edit(&svc.Spec)
-		if _, err := mgr.ServiceUpdate(t.Context(), svc.ID, svc.Version, svc.Spec, swarm.ServiceUpdateOptions{}); err != nil {
+		if _, err := updateService(t.Context(), mgr, ids["agent.drifty"], edit); err != nil {
 			t.Fatal(err)
 		}
 	}

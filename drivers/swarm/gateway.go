@@ -320,16 +320,18 @@ func (d *Driver) updateGateway(ctx context.Context, api swarmAPI, req drivers.Ap
 	if err != nil {
 		return fail("%v", err)
 	}
-	spec := svc.Spec
-	spec.TaskTemplate.ContainerSpec.Configs = configs
-	spec.TaskTemplate.ForceUpdate++ // a new task even when the files are the same
 	before, err := taskIDs(ctx, api, svc.ID)
 	if err != nil {
 		return fail("%v", err)
 	}
-	if _, err := api.ServiceUpdate(ctx, svc.ID, svc.Version, spec, swarm.ServiceUpdateOptions{}); err != nil {
+	svc, err = updateService(ctx, api, svc.ID, func(spec *swarm.ServiceSpec) {
+		spec.TaskTemplate.ContainerSpec.Configs = configs
+		spec.TaskTemplate.ForceUpdate++ // a new task even when the files are the same
+	})
+	if err != nil {
 		return fail("%v", err)
 	}
+	spec := svc.Spec
 	t, err := d.waitGateway(ctx, api, svc.ID, s, spec.TaskTemplate.ContainerSpec.Image, configs, before)
 	if err != nil {
 		return fail("%v", err)

@@ -401,24 +401,28 @@ func (d *Driver) startService(ctx context.Context, api swarmAPI, req drivers.App
 	fail := func(format string, args ...any) (drivers.ApplyResponse, error) {
 		return drivers.ApplyResponse{}, fmt.Errorf("starting service %s of %s: %s", shortID(ref), addr, fmt.Sprintf(format, args...))
 	}
-	svc, _, err := api.ServiceInspectWithRaw(ctx, ref, swarm.ServiceInspectOptions{})
+	// The tasks before the update are read first: those the update
+	// starts are the new ones.
+	pre, _, err := api.ServiceInspectWithRaw(ctx, ref, swarm.ServiceInspectOptions{})
+	if err != nil {
+		return fail("%v", err)
+	}
+	before, err := taskIDs(ctx, api, pre.ID)
+	if err != nil {
+		return fail("%v", err)
+	}
+	one := uint64(1)
+	svc, err := updateService(ctx, api, pre.ID, func(spec *swarm.ServiceSpec) {
+		if r := spec.Mode.Replicated; r != nil && (r.Replicas == nil || *r.Replicas != 1) {
+			r.Replicas = &one
+		} else {
+			spec.TaskTemplate.ForceUpdate++
+		}
+	})
 	if err != nil {
 		return fail("%v", err)
 	}
 	spec := svc.Spec
-	one := uint64(1)
-	if r := spec.Mode.Replicated; r != nil && (r.Replicas == nil || *r.Replicas != 1) {
-		r.Replicas = &one
-	} else {
-		spec.TaskTemplate.ForceUpdate++
-	}
-	before, err := taskIDs(ctx, api, svc.ID)
-	if err != nil {
-		return fail("%v", err)
-	}
-	if _, err := api.ServiceUpdate(ctx, svc.ID, svc.Version, spec, swarm.ServiceUpdateOptions{}); err != nil {
-		return fail("%v", err)
-	}
 	var placement []string
 	if spec.TaskTemplate.Placement != nil {
 		placement = spec.TaskTemplate.Placement.Constraints
