@@ -259,6 +259,9 @@ func scanBody(r *http.Request, creds []Credential) *scannedBody {
 
 // valueNeedles are the forms of every credential value in force.
 func (cs *credset) valueNeedles() [][]byte {
+	if cs == nil {
+		return nil
+	}
 	var out [][]byte
 	for _, c := range cs.all {
 		out = append(out, c.valueForms...)
@@ -557,7 +560,10 @@ func (g *Gateway) intercept(w http.ResponseWriter, r *http.Request, t target, v 
 				return
 			}
 			fv := v
-			fv.status, fv.outcome, fv.reason = http.StatusBadGateway, dialOutcome(err), fmt.Sprintf("forwarding %s %s: %v", clip(req.Method, 20), t, err)
+			// The error may quote what the host sent back (a malformed
+			// answer): masked like the answer, in the log too.
+			reason := fmt.Sprintf("forwarding %s %s: %v", clip(req.Method, 20), t, err)
+			fv.status, fv.outcome, fv.reason = http.StatusBadGateway, dialOutcome(err), redactString(reason, g.creds.Load().valueNeedles())
 			g.fail(w, req, fv)
 		},
 	}

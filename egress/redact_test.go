@@ -262,3 +262,29 @@ func TestCredentialHostUpgradeRefused(t *testing.T) {
 		t.Fatalf("upgrade: %s %q", resp.Status, body)
 	}
 }
+
+// TestCredentialHostMalformedAnswer: an answer that does not parse, the
+// value in it, is refused 502 with the error masked, in the answer and
+// in the log.
+func TestCredentialHostMalformedAnswer(t *testing.T) {
+	rig := newCredentialRigWith(t, false)
+	rig.reply = func(w http.ResponseWriter, r *http.Request) {
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "%s 200 OK\r\n\r\n", r.Header.Get("X-Api-Key"))
+	}
+	resp, body := rig.get(t, rig.client(t, false), fmt.Sprintf("https://example.com:%d/", rig.port), nil)
+	<-rig.seen
+	<-rig.protos
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "malformed HTTP") {
+		t.Fatalf("control: a malformed answer gave %s %q", resp.Status, body)
+	}
+	rig.tg.log.waitFor(t, "malformed HTTP")
+	if l := leaks(body + rig.tg.log.String()); l != "" {
+		t.Fatalf("the %s value is in the answer or the log:\n%s\n%s", l, body, rig.tg.log)
+	}
+}
