@@ -155,7 +155,8 @@ func TestStaleTaskShapes(t *testing.T) {
 // An intermediate a killed snapshot left, a snapshot image that lost its
 // tag and a built image that lost its tags are leftovers, unless a
 // container of the lineage runs it or another image is made on it; a
-// container being removed is a leftover too.
+// container being removed, and a builder's container a cut-off build left
+// at an image's address, are leftovers too.
 func TestReadReportsLeftovers(t *testing.T) {
 	lbl := func(addr string, more ...string) map[string]string {
 		l := map[string]string{drivers.LabelLineage: testLineage, drivers.LabelAddress: addr}
@@ -170,6 +171,9 @@ func TestReadReportsLeftovers(t *testing.T) {
 				{ID: "c1", Names: []string{"/bf-0f1e2d3c-a"}, State: "running", ImageID: "sha256:runs", Labels: lbl("agent.a")},
 				{ID: "c2", Names: []string{"/bf-0f1e2d3c-b"}, State: "removing", ImageID: "sha256:snap-b", Labels: lbl("agent.b")},
 				{ID: "c3", Names: []string{"/bf-0f1e2d3c-c"}, State: "dead", ImageID: "sha256:x", Labels: lbl("agent.c")},
+				// The classic builder's container of a cut-off build: its
+				// steps inherit the labels the build gives the image.
+				{ID: "b1", Names: []string{"/objective_keldysh"}, State: "exited", ImageID: "sha256:step", Labels: lbl("agent.c.image", labelBuildOf, testLineage)},
 			}, nil
 		},
 		NetworkListFn: func(network.ListOptions) ([]network.Summary, error) { return nil, nil },
@@ -208,6 +212,7 @@ func TestReadReportsLeftovers(t *testing.T) {
 		"container agent.b c2 leftover",
 		"image agent.b.image built-untagged leftover",
 		"container agent.c c3 leftover",
+		"container agent.c.image b1 leftover",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

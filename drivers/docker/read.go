@@ -12,6 +12,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
@@ -67,7 +68,12 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 				n := written(ctx, api, c.ID, c.Labels, c.SizeRw)
 				o.Written = &n
 			}
-			if c.State == container.StateRemoving || c.State == container.StateDead {
+			if a, err := addrs.Parse(o.Addr); err == nil && (a.Kind() == addrs.ImageKind || a.Kind() == addrs.SidecarImageKind) {
+				// A container never stands at an image's address: this is
+				// the classic builder's, of a build a killed apply cut off
+				// (its steps inherit the labels the build gives).
+				o.Leftover = "a builder container of a build that was cut off"
+			} else if c.State == container.StateRemoving || c.State == container.StateDead {
 				// A removal asked for by a run that was killed goes on (or
 				// failed halfway): no record can be it any more, and it
 				// cannot be committed or started. The plan removes it by
