@@ -98,15 +98,16 @@ func (p *Planner) keptAfterRemoval(addr string, workload *state.Record, destroy 
 	return policy != nil && slices.Contains(policy.Before, "destroy") && !p.Options.IncludeSnapshots
 }
 
-// keptSnapshot is a kept policy snapshot of an agent whose block is gone,
-// wanted as it is recorded.
-func keptSnapshot(r state.Record, agentAddr string) *desired {
+// recordedPolicySnapshot is a policy snapshot of the agent at agentAddr
+// (agent: its block; nil when the block is gone), wanted as it is
+// recorded.
+func recordedPolicySnapshot(r state.Record, agentAddr string, agent *lang.Agent) *desired {
 	trigger := ""
 	if t := recordedString(r, "trigger"); !t.IsNull() {
 		trigger = t.AsString()
 	}
 	return &desired{
-		runtime: r.Runtime, driver: r.Driver,
+		runtime: r.Runtime, driver: r.Driver, agent: agent,
 		object: drivers.Object{
 			Addr: r.Addr, Kind: drivers.KindSnapshot,
 			Attrs:   policySnapshotAttrs(agentAddr, recordedString(r, "description"), trigger),

@@ -125,7 +125,7 @@ func (p *Planner) expandSnapshots(want map[string]*desired, agents map[string]*a
 		if a, _ := addrs.Parse(r.Addr); a.IsPolicySnapshot() && !p.declared(a.AgentAddr().String()) {
 			// Its agent's block is gone (removed.go).
 			if p.keptAfterRemoval(r.Addr, workloads[a.AgentAddr().String()], destroy) {
-				want[r.Addr] = keptSnapshot(r, a.AgentAddr().String())
+				want[r.Addr] = recordedPolicySnapshot(r, a.AgentAddr().String(), nil)
 			}
 			continue
 		}
@@ -136,18 +136,7 @@ func (p *Planner) expandSnapshots(want map[string]*desired, agents map[string]*a
 			if destroy && !p.keptAcrossDestroy(ap, r.Addr) {
 				continue
 			}
-			trigger := ""
-			if t := recordedString(r, "trigger"); !t.IsNull() {
-				trigger = t.AsString()
-			}
-			want[r.Addr] = &desired{
-				runtime: r.Runtime, driver: r.Driver, agent: ap.agent,
-				object: drivers.Object{
-					Addr: r.Addr, Kind: drivers.KindSnapshot,
-					Attrs:   policySnapshotAttrs(agentAddr, recordedString(r, "description"), trigger),
-					InPlace: []string{"description"},
-				},
-			}
+			want[r.Addr] = recordedPolicySnapshot(r, agentAddr, ap.agent)
 		}
 	}
 	return diags
