@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	dockerswarm "github.com/docker/docker/api/types/swarm"
 	"github.com/google/uuid"
 	"github.com/zclconf/go-cty/cty"
 
@@ -105,6 +106,8 @@ func TestGatewayOnSwarm(t *testing.T) {
 	// gateway refuses the nodes and the registry all the same.
 	nodes := swarmtest.Underlay + ".0/24"
 	agent := placedAgent("egress", f.Busybox, []string{"node.labels.zone==c"}, []string{swarmtest.Outside + ":80", nodes + ":2377", nodes + ":5000"})
+	// The effective ceiling (issue 25) goes into the service's arguments.
+	agent.EgressCeiling = []string{swarmtest.Outside + ":80", nodes + ":2377", nodes + ":5000", "example.com"}
 	plan, err := d.Plan(ctx, drivers.PlanRequest{Agent: agent})
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +119,15 @@ func TestGatewayOnSwarm(t *testing.T) {
 	svc, err := serviceName(lineage, "agent.egress")
 	if err != nil {
 		t.Fatal(err)
+	}
+	gwSvc, err := serviceName(lineage, "agent.egress.gateway")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, _, err := f.Client(t, 0).ServiceInspectWithRaw(ctx, gwSvc, dockerswarm.ServiceInspectOptions{}); err != nil {
+		t.Error(err)
+	} else if args := strings.Join(info.Spec.TaskTemplate.ContainerSpec.Args, " "); !strings.Contains(args, "-ceiling "+strings.Join(agent.EgressCeiling, ",")) {
+		t.Errorf("the gateway service's arguments lack the ceiling: %s", args)
 	}
 	node, ctr := taskContainer(t, f, svc)
 	if node != 2 {
@@ -141,6 +153,7 @@ func TestGatewayOnSwarm(t *testing.T) {
 
 	// A new allowlist: the gateway's task is replaced, the agent's is not.
 	changed := placedAgent("egress", f.Busybox, []string{"node.labels.zone==c"}, []string{"example.com"})
+	changed.EgressCeiling = agent.EgressCeiling
 	plan2, err := d.Plan(ctx, drivers.PlanRequest{Agent: changed})
 	if err != nil {
 		t.Fatal(err)
