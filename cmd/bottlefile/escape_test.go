@@ -1729,7 +1729,8 @@ func (r *escapeRig) credentialNeverInAgent(t *testing.T) {
 // does) that opens a host outside the policy is refused by the gateway,
 // which still refuses that host; the next plan shows the drift, and apply
 // writes the rules again. One within the policy (narrower) is taken, and
-// shown and restored the same way.
+// shown and restored the same way; so is a credentials file changed by
+// hand.
 func (r *escapeRig) rulesFileTampering(t *testing.T) {
 	ctx := context.Background()
 	allow := r.allowlist()
@@ -1759,11 +1760,13 @@ func (r *escapeRig) rulesFileTampering(t *testing.T) {
 		b, _ := json.Marshal(map[string]any{"agent": "agent.alpha", "allow": append(slices.Clone(allow), extra...)})
 		return b
 	}
-	tamper := func(data []byte) {
+	// tamperFile writes a file into the gateway's /etc/bottlefile as
+	// docker cp does, and signals it as the driver does.
+	tamperFile := func(name string, data []byte) {
 		t.Helper()
 		var buf bytes.Buffer
 		tw := tar.NewWriter(&buf)
-		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "rules.json", Mode: 0o644, Size: int64(len(data)), ModTime: time.Now()})
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(data)), ModTime: time.Now()})
 		tw.Write(data)
 		tw.Close()
 		if err := r.cli.CopyToContainer(ctx, r.alphaGW.id, "/etc/bottlefile", &buf, container.CopyToContainerOptions{}); err != nil {
@@ -1773,10 +1776,13 @@ func (r *escapeRig) rulesFileTampering(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	restored := func(when string) {
+	tamper := func(data []byte) { tamperFile("rules.json", data) }
+	// restoredWhat checks that plan shows the drift of what, that apply
+	// writes it again in place, and that the plan after is empty.
+	restoredWhat := func(when, what string) {
 		t.Helper()
 		plan := run("plan")
-		for _, want := range []string{"# agent.alpha.gateway will be updated in place", "its rules differ from what was applied (changed outside bottlefile)", "Plan: 0 to add, 1 to change, 0 to destroy."} {
+		for _, want := range []string{"# agent.alpha.gateway will be updated in place", "its " + what + " differ from what was applied (changed outside bottlefile)", "Plan: 0 to add, 1 to change, 0 to destroy."} {
 			if !strings.Contains(plan.stdout, want) {
 				t.Errorf("%s: the plan lacks %q:\n%s", when, want, plan.stdout)
 			}
@@ -1789,6 +1795,7 @@ func (r *escapeRig) rulesFileTampering(t *testing.T) {
 			t.Errorf("%s: plan after restoring:\n%s", when, plan.stdout)
 		}
 	}
+	restored := func(when string) { restoredWhat(when, "rules") }
 	probes := []probe{
 		{"denied host by name", viaProxy("http://denied-host:8080/")},
 		{"denied host by address", viaProxy(fmt.Sprintf("http://%s:8080/", r.deniedIP))},
@@ -1829,6 +1836,14 @@ func (r *escapeRig) rulesFileTampering(t *testing.T) {
 	restored("after a narrowing rules file")
 	res = r.probeAll(t, r.alpha.id, probes[2:])
 	wantContent(t, res, "allowed host", "allowed-host-content")
+
+	// The credentials file replaced by hand (no credential to inject):
+	// shown and written again the same way.
+	tamperFile("credentials.json", []byte(`{"version":"by-hand","ca_cert":"","ca_key":"","credentials":[]}`))
+	if !r.waitLog(t, r.alphaGW.id, `"by-hand"`, 10*time.Second) && !r.waitLog(t, r.alphaGW.id, "credentials-invalid", 5*time.Second) {
+		t.Fatalf("the gateway did not read the credentials file:\n%s", r.logs(t, r.alphaGW.id))
+	}
+	restoredWhat("after a credentials file changed by hand", "credentials")
 }
 
 // --- Issue 25: placeholders in every form, and an audit trail floods
