@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -154,4 +155,47 @@ func TestPctDecoder(t *testing.T) {
 			t.Fatalf("chunks of %d: %q, want %q", size, out, want)
 		}
 	}
+}
+
+// TestPlaceholderOfAnotherCredentialInTunnel: inside the tunnel of one
+// credential host, a body carrying another credential's placeholder is
+// refused as credential-elsewhere; its own placeholder passes.
+func TestPlaceholderOfAnotherCredentialInTunnel(t *testing.T) {
+	rig := newCredentialRig(t)
+	rig.reply = func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		fmt.Fprint(w, "ok")
+	}
+	const otherPlaceholder = "bottlefile-placeholder-github-0123456789abcdef"
+	err := rig.tg.SetCredentials(CredentialsFile{
+		Version: "v2", CACert: string(rig.caCert), CAKey: string(rig.caKey),
+		UpstreamCAs: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: rig.upstream.Certificate().Raw})),
+		Credentials: []Credential{
+			{Name: "anthropic", Host: "example.com", Port: rig.port, Header: "x-api-key", Value: testSecret, Placeholder: testPlaceholder},
+			{Name: "github", Host: "other.example", Port: rig.port, Header: "authorization", Prefix: "token ", Value: "ghp-other-secret-value", Placeholder: otherPlaceholder},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rig.client(t, true)
+	post := func(body string) (*http.Response, string) {
+		resp, err := c.Post(fmt.Sprintf("https://example.com:%d/", rig.port), "text/plain", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	if resp, body := post("mine: " + testPlaceholder); resp.StatusCode != 200 {
+		t.Fatalf("control, its own placeholder: %s %q", resp.Status, body)
+	}
+	<-rig.seen
+	<-rig.protos
+	resp, body := post(strings.Repeat("padding ", 5000) + base64.StdEncoding.EncodeToString([]byte(otherPlaceholder)))
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, `credential "github"`) {
+		t.Fatalf("another credential's placeholder in the body: %s %q", resp.Status, body)
+	}
+	rig.tg.log.waitFor(t, `"outcome":"credential-elsewhere"`, `credential \"github\"`)
 }
