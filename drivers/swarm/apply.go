@@ -40,7 +40,7 @@ func (d *Driver) apply(ctx context.Context, req drivers.ApplyRequest) (drivers.A
 		case drivers.OpCreate:
 			return d.createImage(ctx, api, req)
 		case drivers.OpDelete:
-			return d.deleteImage(ctx, req)
+			return d.deleteImage(ctx, api, req)
 		}
 	case kindService:
 		switch req.Op {

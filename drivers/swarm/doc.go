@@ -10,6 +10,7 @@
 //	  registry = "registry.internal:5000"      # optional: where built images and snapshots go, so every node can run them
 //	  registry_url = "https://registry.internal:5000" # optional: the registry's API as bottlefile reaches it
 //	  node_hosts = { "node-2" = "tcp://10.0.0.12:2376" } # optional: each node's engine, by hostname
+//	  node_timeout = "30s" # optional: bound on each node and registry call (bounds.go)
 //
 //	  egress_network = "corp-egress"   # optional: an existing overlay for the gateways
 //	  gateway_binary = "/path/to/bottlefile" # optional: a static build; else the running one

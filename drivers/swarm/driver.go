@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/hashicorp/go-hclog"
@@ -32,9 +33,10 @@ type Driver struct {
 	mu         sync.RWMutex
 	configured bool
 	runtime    string
-	registry   string   // "" without one
-	egress     string   // an existing egress network; "" for a managed one
-	dns        []string // the gateways' DNS servers
+	registry   string        // "" without one
+	egress     string        // an existing egress network; "" for a managed one
+	dns        []string      // the gateways' DNS servers
+	timeout    time.Duration // node_timeout (bounds.go)
 
 	// cluster caches what Plan asks the manager, once per configured
 	// driver.
@@ -123,6 +125,7 @@ func configSpec() hcldec.ObjectSpec {
 		"egress_network": &hcldec.AttrSpec{Name: "egress_network", Type: cty.String},
 		attrNodeHosts:    &hcldec.AttrSpec{Name: attrNodeHosts, Type: cty.Map(cty.String)},
 		attrRegistryURL:  &hcldec.AttrSpec{Name: attrRegistryURL, Type: cty.String},
+		attrNodeTimeout:  &hcldec.AttrSpec{Name: attrNodeTimeout, Type: cty.String},
 	}
 	maps.Copy(spec, engine.Spec())
 	dspec := docker.Declaration().Schema.Runtime
@@ -196,6 +199,10 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 			return fmt.Errorf("runtime %q: gateway_dns: %w", req.Runtime, err)
 		}
 	}
+	timeout, err := parseNodeTimeout(req.Config)
+	if err != nil {
+		return fmt.Errorf("runtime %q: %s: %w", req.Runtime, attrNodeTimeout, err)
+	}
 	dreq := req
 	dreq.Config = dockerConfig(req.Config)
 	if err := d.eng.Configure(ctx, dreq); err != nil {
@@ -203,11 +210,12 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 	}
 	var reg *registryAPI
 	if registry != "" {
-		reg = newRegistryAPI(registry, registryURL)
+		reg = newRegistryAPI(registry, registryURL, timeout)
 	}
 	d.mu.Lock()
 	d.configured = true
 	d.runtime, d.registry, d.egress, d.dns = req.Runtime, registry, egressNet, dns
+	d.timeout = timeout
 	d.cluster = &clusterFacts{}
 	d.gwImage = &gatewayImage{}
 	oldNodes := d.nodeEngs

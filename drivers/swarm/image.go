@@ -34,19 +34,28 @@ func (d *Driver) createImage(ctx context.Context, api swarmAPI, req drivers.Appl
 		return resp, nil
 	}
 	ref := registry + "/" + tag
-	if err := pushImage(ctx, api, tag, ref); err != nil {
-		return drivers.ApplyResponse{}, fmt.Errorf("pushing the image of %s to the registry %s: %w", req.Object.Addr, registry, err)
+	pb := d.bound(ctx, "the push to the registry "+registry, d.nodeTimeout())
+	err = pushImage(pb.ctx, api, tag, ref, pb)
+	pb.release()
+	if err != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("pushing the image of %s to the registry %s: %w", req.Object.Addr, registry, pb.err(err))
 	}
 	d.log.Info("pushed image", "addr", req.Object.Addr, "ref", ref)
 	resp.Computed["ref"] = ref
 	return resp, nil
 }
 
-// deleteImage removes a built image from the manager (the docker driver
-// does, with its registry tag), then from every other node engine the
-// driver reaches (node_hosts), which pulled it to run a task. Without
-// node_hosts, the copies the nodes pulled stay there: the apply says so.
-func (d *Driver) deleteImage(ctx context.Context, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+// deleteImage removes a built image from the registry (by digest), then
+// from the manager (the docker driver does, with its registry tag), then
+// from every other node engine the driver reaches (node_hosts), which
+// pulled it to run a task. Without node_hosts, the copies the nodes
+// pulled stay there: the apply says so. The registry goes first: when
+// it cannot be reached the delete fails with the image still on the
+// manager, where the next delete finds its tag again.
+func (d *Driver) deleteImage(ctx context.Context, api swarmAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	if err := d.deleteBuiltFromRegistry(ctx, api, req); err != nil {
+		return drivers.ApplyResponse{}, fmt.Errorf("deleting image of %s: %w", req.Object.Addr, err)
+	}
 	resp, err := d.eng.Apply(ctx, req)
 	if err != nil {
 		return resp, err
@@ -55,6 +64,8 @@ func (d *Driver) deleteImage(ctx context.Context, req drivers.ApplyRequest) (dri
 	f.Add("label", drivers.LabelAddress+"="+req.Object.Addr)
 	engines := d.reachableEngines(ctx)[1:] // the manager's is done
 	for _, eng := range engines {
+		ctx, cancel := context.WithTimeout(ctx, d.nodeTimeout()+tasksGone)
+		defer cancel()
 		cli, err := eng.Client(ctx)
 		if err != nil {
 			return resp, fmt.Errorf("deleting image of %s from a node: %w", req.Object.Addr, err)
@@ -67,6 +78,42 @@ func (d *Driver) deleteImage(ctx context.Context, req drivers.ApplyRequest) (dri
 		resp.Notes = append(resp.Notes, "the nodes that pulled the image keep their copy: set node_hosts in the runtime block so bottlefile can remove them, or docker image prune on each node")
 	}
 	return resp, nil
+}
+
+// deleteBuiltFromRegistry deletes the manifests of the registry tags the
+// manager's image req.ID has (REGISTRY/bf-<lineage[:8]>-<agent>:<hash>),
+// by digest. An image the manager no longer has is left to the registry.
+func (d *Driver) deleteBuiltFromRegistry(ctx context.Context, api swarmAPI, req drivers.ApplyRequest) error {
+	_, registry, _, _ := d.settings()
+	d.mu.RLock()
+	reg := d.regAPI
+	d.mu.RUnlock()
+	if registry == "" || reg == nil || req.ID == "" {
+		return nil
+	}
+	f := byLineage(req.Lineage)
+	f.Add("label", drivers.LabelAddress+"="+req.Object.Addr)
+	list, err := api.ImageList(ctx, image.ListOptions{Filters: f})
+	if err != nil {
+		return err
+	}
+	prefix := "bf-" + drivers.LineagePrefix(req.Lineage) + "-"
+	for _, img := range list {
+		if img.ID != req.ID {
+			continue
+		}
+		for _, rt := range img.RepoTags {
+			name, ok := strings.CutPrefix(rt, registry+"/")
+			i := strings.LastIndex(name, ":")
+			if !ok || i < 0 || !strings.HasPrefix(name, prefix) {
+				continue
+			}
+			if err := reg.deleteTagged(ctx, name[:i], name[i+1:]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // removeImages removes an engine's images matching f, only the one of id
@@ -117,7 +164,7 @@ func builtRef(lineage, addr, buildHash, registry string) (string, error) {
 }
 
 // pushImage tags the manager's image src as ref and pushes ref.
-func pushImage(ctx context.Context, api swarmAPI, src, ref string) error {
+func pushImage(ctx context.Context, api swarmAPI, src, ref string, b *bounded) error {
 	if err := api.ImageTag(ctx, src, ref); err != nil {
 		return fmt.Errorf("tagging %s as %s: %w", src, ref, err)
 	}
@@ -127,7 +174,7 @@ func pushImage(ctx context.Context, api swarmAPI, src, ref string) error {
 		return err
 	}
 	defer rc.Close()
-	return readPush(rc)
+	return readPush(b.reader(rc))
 }
 
 // readPush reads a push's progress stream to its end and returns the
@@ -183,8 +230,11 @@ func (d *Driver) gatewayRef(ctx context.Context, api swarmAPI) (string, string, 
 	ref := local
 	if registry != "" {
 		ref = registry + "/" + local
-		if err := pushImage(ctx, api, local, ref); err != nil {
-			return "", "", fmt.Errorf("pushing the gateway image to the registry %s: %w", registry, err)
+		pb := d.bound(ctx, "the push to the registry "+registry, d.nodeTimeout())
+		err := pushImage(pb.ctx, api, local, ref, pb)
+		pb.release()
+		if err != nil {
+			return "", "", fmt.Errorf("pushing the gateway image to the registry %s: %w", registry, pb.err(err))
 		}
 	}
 	g.ref, g.version = ref, version

@@ -62,6 +62,13 @@ func checkRuntime(req drivers.ConfigureRequest) []*drivers.AttributeError {
 			}
 		}
 	}
+	if cfg.Type().HasAttribute(attrNodeTimeout) {
+		if v := cfg.GetAttr(attrNodeTimeout); v.IsKnown() && !v.IsNull() && v.Type() == cty.String {
+			if _, err := checkNodeTimeout(v.AsString()); err != nil {
+				errs = append(errs, &drivers.AttributeError{Attribute: attrNodeTimeout, Err: err})
+			}
+		}
+	}
 	for _, name := range []string{"registry", attrRegistryURL} {
 		if !cfg.Type().HasAttribute(name) {
 			continue
@@ -320,8 +327,10 @@ func (d *Driver) removeCopiesOf(ctx context.Context, lineage string, sc serviceC
 	if sc.image == "" {
 		return
 	}
-	ctx = context.WithoutCancel(ctx)
 	for _, node := range sc.nodes {
+		// Bounded: a node that went down must not hold the delete.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.nodeTimeout()+copyGone)
+		defer cancel()
 		eng, _, err := d.nodeEngine(ctx, node)
 		if err != nil {
 			d.log.Debug("cannot reach a node to remove what a service pulled there", "node", node, "error", err)

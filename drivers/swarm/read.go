@@ -102,11 +102,16 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 	if err != nil {
 		return resp, fmt.Errorf("listing images of lineage %s: %w", req.Lineage, err)
 	}
+	_, registry, _, _ := d.settings()
 	for _, img := range images {
 		if len(img.RepoTags) == 0 {
 			continue
 		}
 		if o, ok := d.live(img.Labels, kindImage, img.ID, img.RepoTags[0]); ok {
+			// A build whose push failed (or was cut off) is on the
+			// manager only, where no other node's task can pull it: it
+			// is not done, and is made again rather than adopted.
+			o.Unfinished = registry != "" && !pushed(img.RepoDigests, registry)
 			resp.Objects = append(resp.Objects, o)
 		}
 	}
@@ -117,6 +122,17 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 	resp.Objects = append(resp.Objects, snaps...)
 	drivers.SortLive(resp.Objects)
 	return resp, nil
+}
+
+// pushed reports whether an image's repository digests name one in the
+// registry: the engine records one when a push of it completes.
+func pushed(repoDigests []string, registry string) bool {
+	for _, rd := range repoDigests {
+		if strings.HasPrefix(rd, registry+"/") && strings.Contains(rd, "@sha256:") {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *Driver) live(labels map[string]string, kind, id, name string) (drivers.LiveObject, bool) {

@@ -57,10 +57,15 @@ type registryAPI struct {
 	base  string
 	fixed bool
 	hc    *http.Client
+	// timeout bounds each request (node_timeout, bounds.go).
+	timeout time.Duration
 }
 
-func newRegistryAPI(registry, apiURL string) *registryAPI {
-	r := &registryAPI{registry: registry, hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}}
+func newRegistryAPI(registry, apiURL string, timeout time.Duration) *registryAPI {
+	if timeout <= 0 {
+		timeout = defaultNodeTimeout
+	}
+	r := &registryAPI{registry: registry, timeout: timeout, hc: &http.Client{Timeout: timeout, Transport: &http.Transport{Proxy: http.ProxyFromEnvironment}}}
 	if apiURL != "" {
 		r.base, r.fixed = strings.TrimSuffix(apiURL, "/"), true
 	}
@@ -99,7 +104,12 @@ func (r *registryAPI) do(ctx context.Context, method, path string, header http.H
 		for k, v := range header {
 			req.Header[k] = v
 		}
-		return r.hc.Do(req)
+		resp, err := r.hc.Do(req)
+		var ne net.Error
+		if err != nil && errors.As(err, &ne) && ne.Timeout() {
+			err = fmt.Errorf("the registry %s did not answer within %v (node_timeout of the runtime block): is it down or partitioned? (%v)", r.registry, r.timeout, err)
+		}
+		return resp, err
 	}
 	if fixed {
 		return try(base)
@@ -251,4 +261,49 @@ func (r *registryAPI) deleteManifest(ctx context.Context, repo, digest string) e
 		return fmt.Errorf("the registry %s does not allow deletes, so snapshots cannot be removed from it: enable them in its configuration (distribution's storage.delete.enabled: true)", r.registry)
 	}
 	return statusError(r.registry, http.MethodDelete, path, resp)
+}
+
+// digestOf is the digest of the manifest a tag names; "" when the
+// repository has no such tag.
+func (r *registryAPI) digestOf(ctx context.Context, repo, tag string) (string, error) {
+	_, base := r.host()
+	path := "/v2/" + base + repo + "/manifests/" + tag
+	resp, err := r.do(ctx, http.MethodHead, path, http.Header{"Accept": manifestTypes})
+	if err != nil {
+		return "", fmt.Errorf("asking the registry %s for %s:%s: %w", r.registry, repo, tag, err)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return resp.Header.Get("Docker-Content-Digest"), nil
+	case http.StatusNotFound:
+		return "", nil
+	}
+	return "", statusError(r.registry, http.MethodHead, path, resp)
+}
+
+// deleteTagged deletes from the registry the manifest repo:tag names, by
+// its digest, unless another tag of the repository names the same one
+// (a build of the same content under a newer hash). A tag already gone
+// is no error.
+func (r *registryAPI) deleteTagged(ctx context.Context, repo, tag string) error {
+	digest, err := r.digestOf(ctx, repo, tag)
+	if err != nil || digest == "" {
+		return err
+	}
+	tags, err := r.tags(ctx, repo)
+	if err != nil {
+		return err
+	}
+	for _, other := range tags {
+		if other == tag {
+			continue
+		}
+		if d, err := r.digestOf(ctx, repo, other); err != nil {
+			return err
+		} else if d == digest {
+			return nil // still named by a tag in use
+		}
+	}
+	return r.deleteManifest(ctx, repo, digest)
 }

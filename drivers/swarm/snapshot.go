@@ -99,18 +99,23 @@ func (d *Driver) createSnapshot(ctx context.Context, api swarmAPI, req drivers.A
 	}
 	ctrID := t.Status.ContainerStatus.ContainerID
 	start := time.Now()
-	taken, err := eng.CommitSnapshot(ctx, req, ctrID)
+	limit := d.nodeTimeout()
+	cb := d.bound(ctx, "node "+node, commitBounds*limit)
+	taken, err := eng.CommitSnapshot(cb.ctx, req, ctrID)
+	cb.release()
 	if err != nil {
-		return drivers.ApplyResponse{}, nodeFailed(node, host, err)
+		return drivers.ApplyResponse{}, nodeFailed(node, host, cb.err(err))
 	}
 	cli, err := eng.Client(ctx)
 	if err != nil {
 		return fail("%v", nodeFailed(node, host, err))
 	}
 	local := taken.Snapshot.Image
-	ref, err := pushSnapshot(ctx, cli, local, registry)
+	pb := d.bound(ctx, "node "+node, limit)
+	ref, err := pushSnapshot(pb.ctx, cli, local, registry, pb)
+	pb.release()
 	if err != nil {
-		return fail("pushing it from node %s to the registry %s: %v", node, registry, err)
+		return fail("pushing it from node %s to the registry %s: %v", node, registry, pb.err(err))
 	}
 	out := drivers.ApplyResponse{
 		ID:       ref,
@@ -131,11 +136,14 @@ func (d *Driver) createSnapshot(ctx context.Context, api swarmAPI, req drivers.A
 // bf-...-snap:TAG) to the registry as REGISTRY/bf-...-snap:TAG, then
 // removes both tags from the engine, and returns the pushed image's
 // reference by digest.
-func pushSnapshot(ctx context.Context, cli client.APIClient, local, registry string) (string, error) {
+func pushSnapshot(ctx context.Context, cli client.APIClient, local, registry string, b *bounded) (string, error) {
 	remote := registry + "/" + local
 	defer func() {
+		// Bounded too: the node may be what stalled.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.bound)
+		defer cancel()
 		for _, tag := range []string{remote, local} {
-			if _, err := cli.ImageRemove(context.WithoutCancel(ctx), tag, image.RemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
+			if _, err := cli.ImageRemove(rctx, tag, image.RemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) {
 				_ = err // a sweep of the node's engine takes what is left
 			}
 		}
@@ -143,7 +151,7 @@ func pushSnapshot(ctx context.Context, cli client.APIClient, local, registry str
 	if err := cli.ImageTag(ctx, local, remote); err != nil {
 		return "", fmt.Errorf("tagging %s as %s: %w", local, remote, err)
 	}
-	digest, err := pushDigest(ctx, cli, remote)
+	digest, err := pushDigest(ctx, cli, remote, b)
 	if err != nil {
 		return "", err
 	}
@@ -155,13 +163,13 @@ func pushSnapshot(ctx context.Context, cli client.APIClient, local, registry str
 }
 
 // pushDigest pushes ref and returns the digest the registry gave it.
-func pushDigest(ctx context.Context, cli swarmAPI, ref string) (string, error) {
+func pushDigest(ctx context.Context, cli swarmAPI, ref string, b *bounded) (string, error) {
 	rc, err := cli.ImagePush(ctx, ref, image.PushOptions{RegistryAuth: "e30="}) // "{}": no credentials
 	if err != nil {
 		return "", err
 	}
 	defer rc.Close()
-	dec := json.NewDecoder(rc)
+	dec := json.NewDecoder(b.reader(rc))
 	digest := ""
 	for {
 		var m struct {
@@ -240,6 +248,8 @@ func (d *Driver) deleteSnapshot(ctx context.Context, req drivers.ApplyRequest) (
 // container uses it. Failures are only logged.
 func (d *Driver) removeCopies(ctx context.Context, ref string) {
 	for _, eng := range d.reachableEngines(ctx) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.nodeTimeout())
+		defer cancel()
 		cli, err := eng.Client(ctx)
 		if err != nil {
 			d.log.Debug("cannot reach a node's engine to remove a copy", "ref", ref, "error", err)
@@ -409,14 +419,17 @@ func (d *Driver) ExportSnapshot(ctx context.Context, ref string, w io.Writer) er
 	if !ok {
 		return errors.New("exporting snapshot: the engine client cannot pull")
 	}
-	rc, err := cli.ImagePull(ctx, ref, image.PullOptions{RegistryAuth: "e30="})
+	pb := d.bound(ctx, "the pull from the registry "+registry, d.nodeTimeout())
+	rc, err := cli.ImagePull(pb.ctx, ref, image.PullOptions{RegistryAuth: "e30="})
 	if err != nil {
-		return fmt.Errorf("exporting snapshot %s: pulling it from the registry onto the manager: %w", ref, d.eng.Unreachable(err))
+		pb.release()
+		return fmt.Errorf("exporting snapshot %s: pulling it from the registry onto the manager: %w", ref, pb.err(d.eng.Unreachable(err)))
 	}
-	err = readPush(rc) // a pull's progress reports errors as a push's does
+	err = readPush(pb.reader(rc)) // a pull's progress reports errors as a push's does
 	rc.Close()
+	pb.release()
 	if err != nil {
-		return fmt.Errorf("exporting snapshot %s: pulling it from the registry onto the manager: %w", ref, err)
+		return fmt.Errorf("exporting snapshot %s: pulling it from the registry onto the manager: %w", ref, pb.err(err))
 	}
 	defer d.removeFrom(ctx, cli, ref)
 	return d.eng.ExportSnapshot(ctx, ref, w)
@@ -452,9 +465,11 @@ func (d *Driver) ImportSnapshot(ctx context.Context, req drivers.ImportRequest, 
 	if err != nil {
 		return drivers.ApplyResponse{}, err
 	}
-	ref, err := pushSnapshot(ctx, cli, in.Snapshot.Image, registry)
+	pb := d.bound(ctx, "the push to the registry "+registry, d.nodeTimeout())
+	ref, err := pushSnapshot(pb.ctx, cli, in.Snapshot.Image, registry, pb)
+	pb.release()
 	if err != nil {
-		return drivers.ApplyResponse{}, fmt.Errorf("importing snapshot %s: pushing it to the registry %s: %w", addr, registry, err)
+		return drivers.ApplyResponse{}, fmt.Errorf("importing snapshot %s: pushing it to the registry %s: %w", addr, registry, pb.err(err))
 	}
 	d.eng.SweepSnapshots(ctx, req.Lineage)
 	out := *in.Snapshot

@@ -59,9 +59,15 @@ func (d *Driver) carryImage(ctx context.Context, api swarmAPI, req drivers.Apply
 	if err != nil {
 		return "", nodeFailed(node, host, err)
 	}
-	ref, err := pushSnapshot(ctx, cli, local, registry)
+	what := node // "the manager"
+	if src != "" {
+		what = "node " + node
+	}
+	pb := d.bound(ctx, what, d.nodeTimeout())
+	ref, err := pushSnapshot(pb.ctx, cli, local, registry, pb)
+	pb.release()
 	if err != nil {
-		return "", fmt.Errorf("pushing the image with the workspace from node %s to the registry %s: %w", node, registry, err)
+		return "", fmt.Errorf("pushing the image with the workspace from node %s to the registry %s: %w", node, registry, pb.err(err))
 	}
 	d.log.Info("composed the new image with the workspace", "addr", addr, "node", node, "ref", ref)
 	return ref, nil

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
+	"github.com/bottlefile/bottlefile/drivers/swarm/swarmtest"
+	"github.com/bottlefile/bottlefile/state"
+)
+
+// coderOnZoneB is one agent placed on node2 (zone b), on the fixture's
+// runtime "fleet".
+const coderOnZoneB = `%s
+agent "coder" {
+  runtime = runtime.fleet
+  image   = %q
+  command = ["sleep", "600"]
+  driver {
+    placement = ["node.labels.zone==b"]
+  }
+}
+`
+
+// TestE2ESwarmPartitionedPush is issue 26's first swarm fault: the node
+// running the agent is partitioned from the registry while a snapshot
+// of it is pushed. snapshot take fails within 60 s (node_timeout's
+// default bound, not the kernel's minutes), naming the node; nothing is
+// recorded of the snapshot; once the partition heals a take succeeds.
+func TestE2ESwarmPartitionedPush(t *testing.T) {
+	f := swarmtest.Start(t)
+	dir := t.TempDir()
+	writeBottlefile(t, dir, coderOnZoneB, swarmRuntime(f, "fleet"), f.Busybox)
+	mustRun(t, dir, "apply", "-auto-approve")
+	lineage, _ := readState(t, dir)
+	f.Cleanup(t, lineage)
+	svc := "bf-" + drivers.LineagePrefix(lineage) + "-coder"
+	node, ctr, ok := runningTask(t, f, svc, -1)
+	if !ok || node != 1 {
+		t.Fatalf("the agent does not run on node2 (zone b): %d %v", node, ok)
+	}
+	// Something to upload: the push stalls on its layer.
+	dockertest.Sh(t, f.Client(t, node), ctr, "dd if=/dev/urandom of=/root/blob bs=1024 count=4096 2>/dev/null; echo ok")
+
+	f.Partition(t, node)
+	start := time.Now()
+	r := bottlefileWithin(t, 3*time.Minute, dir, "snapshot", "take", "agent.coder")
+	elapsed := time.Since(start)
+	t.Logf("snapshot take with node2 partitioned from the registry: exit %d after %.1fs\n%s", r.code, elapsed.Seconds(), r.stderr)
+	if elapsed > 60*time.Second {
+		t.Errorf("snapshot take during a partition took %v, want within 60s", elapsed)
+	}
+	if r.code == 0 {
+		t.Fatalf("the push completed though node2 could not reach the registry:\n%s", r)
+	}
+	for _, want := range []string{"node2", "node_timeout"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("the failure does not name %q:\n%s", want, r.stderr)
+		}
+	}
+	if _, recs := readState(t, dir); hasAddr(recs, "agent.coder.snapshot.1") {
+		t.Errorf("the snapshot whose push failed is recorded")
+	}
+
+	f.Heal(t, node)
+	if r := mustRun(t, dir, "snapshot", "take", "agent.coder"); !strings.Contains(r.stdout, "agent.coder.snapshot.") {
+		t.Errorf("snapshot take after the partition healed:\n%s", r)
+	}
+	mustRun(t, dir, "destroy", "-auto-approve", "-include-snapshots")
+}
+
+func hasAddr(recs []state.Record, addr string) bool {
+	for _, r := range recs {
+		if r.Addr == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// builtOnZoneB is a built agent placed on node2, whose engine must pull
+// the image from the registry; %[1]s is the runtime block, %[2]s the
+// base image.
+const builtOnZoneB = `%[1]s
+agent "coder" {
+  runtime = runtime.fleet
+  build {
+    context = "./agent"
+  }
+  command = ["sleep", "600"]
+  driver {
+    placement = ["node.labels.zone==b"]
+  }
+}
+`
+
+// TestE2ESwarmRegistryDownDuringBuild is issue 26's second swarm fault:
+// the registry refuses connections while apply pushes the agent's built
+// image. The apply fails saying so; once the registry is back, one plain
+// apply converges (the image that was never pushed is made again, not
+// adopted), and the next plan has no changes. destroy
+// -include-snapshots leaves no tag of the lineage in the registry: the
+// built image is deleted from it by digest.
+func TestE2ESwarmRegistryDownDuringBuild(t *testing.T) {
+	f := swarmtest.Start(t)
+	dir := t.TempDir()
+	ctxDir := filepath.Join(dir, "agent")
+	if err := os.MkdirAll(ctxDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dockerfile := fmt.Sprintf("FROM %s\nRUN echo %s > /built\n", f.Busybox, t.Name())
+	if err := os.WriteFile(filepath.Join(ctxDir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeBottlefile(t, dir, builtOnZoneB, swarmRuntime(f, "fleet"))
+
+	f.StopRegistry(t)
+	r := bottlefile(t, dir, "apply", "-auto-approve")
+	if r.code == 0 {
+		t.Fatalf("apply succeeded with the registry down:\n%s", r)
+	}
+	if !strings.Contains(r.stderr, "pushing the image of agent.coder.image to the registry "+f.Registry) {
+		t.Errorf("the failed apply does not say the push failed:\n%s", r.stderr)
+	}
+	lineage, recs := readState(t, dir)
+	f.Cleanup(t, lineage)
+	if hasAddr(recs, "agent.coder.image") {
+		t.Errorf("the image whose push failed is recorded")
+	}
+	f.StartRegistry(t)
+
+	r = bottlefile(t, dir, "apply", "-auto-approve")
+	if r.code != 0 {
+		t.Fatalf("one apply after the registry came back did not converge:\n%s", r)
+	}
+	t.Logf("the apply after the registry came back:\n%s", r.stdout)
+	if got := mustRun(t, dir, "exec", "-T", "agent.coder", "--", "cat", "/built").stdout; got != t.Name()+"\n" {
+		t.Errorf("the agent does not run the built image: /built = %q", got)
+	}
+	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
+		t.Errorf("the plan after the converging apply:\n%s", r.stdout)
+	}
+	if tags := registryTags(t, f, lineage); len(tags) != 1 {
+		t.Errorf("the registry holds %v, want the built image's one tag", tags)
+	}
+	mustRun(t, dir, "destroy", "-auto-approve", "-include-snapshots")
+	if tags := registryTags(t, f, lineage); len(tags) > 0 {
+		t.Errorf("after destroy -include-snapshots the registry holds %v", tags)
+	}
+}
