@@ -48,6 +48,45 @@ func workspaceContext(t *testing.T, dir, base string, version int) {
 	}
 }
 
+// upgradeWorkspace has the agent in dir write its work (files of its own,
+// a mode, a symlink, a nested directory, and scratch outside its
+// workspace), upgrades its build context (FROM base) to version 2, and
+// checks the plan (wantPlan, a replacement of the agent's kind) and what
+// runs after apply: the new image's marker, the work with its owners and
+// modes, the symlink, no scratch (the new image, not the old filesystem),
+// the agent still writing its workspace, and then a plan with nothing to do.
+func upgradeWorkspace(t *testing.T, dir, base, wantPlan, kind string) {
+	t.Helper()
+	mustRun(t, dir, "exec", "agent.coder", "--", "sh", "-c",
+		"echo progress > notes.md && chmod 640 notes.md && ln -s notes.md latest && mkdir -p src/pkg && echo code > src/pkg/main.go && echo scratch > /tmp/scratch")
+	stat := []string{"exec", "agent.coder", "--", "stat", "-c", "%n %u:%g %a", "/workspace", "/workspace/notes.md", "/workspace/src/pkg/main.go"}
+	before := mustRun(t, dir, stat...).stdout
+
+	workspaceContext(t, filepath.Join(dir, "agent"), base, 2)
+	r := mustRun(t, dir, "plan")
+	wantAll(t, "plan", r.stdout, wantPlan, "-/+ agent.coder ("+kind+")")
+	r = mustRun(t, dir, "apply", "-auto-approve")
+	wantAll(t, "apply", r.stdout, "carried /workspace over from")
+
+	if got := mustRun(t, dir, "exec", "agent.coder", "--", "cat", "/etc/agent-version").stdout; got != "agent 2\n" {
+		t.Errorf("the new image's marker: %q", got)
+	}
+	after := mustRun(t, dir, stat...).stdout
+	if after != before || !strings.Contains(after, "/workspace/notes.md 1000:1000 640") {
+		t.Errorf("owners and modes before the upgrade:\n%safter:\n%s", before, after)
+	}
+	if got := mustRun(t, dir, "exec", "agent.coder", "--", "sh", "-c", "readlink latest; cat latest; cat src/pkg/main.go").stdout; got != "notes.md\nprogress\ncode\n" {
+		t.Errorf("the symlink and files after the upgrade: %q", got)
+	}
+	if r := bottlefile(t, dir, "exec", "agent.coder", "--", "test", "-e", "/tmp/scratch"); r.code == 0 {
+		t.Errorf("/tmp/scratch, outside the workspace, survived: the agent booted the old filesystem")
+	}
+	mustRun(t, dir, "exec", "agent.coder", "--", "touch", "/workspace/after-upgrade")
+	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
+		t.Errorf("plan after the upgrade: %s", r)
+	}
+}
+
 // TestE2EWorkspaceImageUpgrade: the agent's Dockerfile changes (a marker
 // file added: a new CLI version), and apply boots the new image with the
 // old /workspace carried over: the marker and the agent's own files are
@@ -76,37 +115,7 @@ func TestE2EWorkspaceImageUpgrade(t *testing.T) {
 			mustRun(t, dir, "apply", "-auto-approve")
 			lineage := lineageOf(t, cli, dir)
 
-			// The agent's work: files of its own, a mode, a symlink, a
-			// nested directory; and scratch outside the workspace.
-			mustRun(t, dir, "exec", "agent.coder", "--", "sh", "-c",
-				"echo progress > notes.md && chmod 640 notes.md && ln -s notes.md latest && mkdir -p src/pkg && echo code > src/pkg/main.go && echo scratch > /tmp/scratch")
-			before := mustRun(t, dir, "exec", "agent.coder", "--", "stat", "-c", "%n %u:%g %a", "/workspace", "/workspace/notes.md", "/workspace/src/pkg/main.go").stdout
-
-			workspaceContext(t, filepath.Join(dir, "agent"), base, 2)
-			r := mustRun(t, dir, "plan")
-			wantAll(t, "plan", r.stdout, tc.wantPlan, "-/+ agent.coder (container)")
-			r = mustRun(t, dir, "apply", "-auto-approve")
-			wantAll(t, "apply", r.stdout, "carried /workspace over from")
-
-			if got := mustRun(t, dir, "exec", "agent.coder", "--", "cat", "/etc/agent-version").stdout; got != "agent 2\n" {
-				t.Errorf("the new image's marker: %q", got)
-			}
-			after := mustRun(t, dir, "exec", "agent.coder", "--", "stat", "-c", "%n %u:%g %a", "/workspace", "/workspace/notes.md", "/workspace/src/pkg/main.go").stdout
-			if after != before || !strings.Contains(after, "/workspace/notes.md 1000:1000 640") {
-				t.Errorf("owners and modes before the upgrade:\n%safter:\n%s", before, after)
-			}
-			if got := mustRun(t, dir, "exec", "agent.coder", "--", "sh", "-c", "readlink latest; cat latest; cat src/pkg/main.go").stdout; got != "notes.md\nprogress\ncode\n" {
-				t.Errorf("the symlink and files after the upgrade: %q", got)
-			}
-			if r := bottlefile(t, dir, "exec", "agent.coder", "--", "test", "-e", "/tmp/scratch"); r.code == 0 {
-				t.Errorf("/tmp/scratch, outside the workspace, survived: the agent booted the old filesystem")
-			}
-			// The agent (uid 1000) can still write its workspace.
-			mustRun(t, dir, "exec", "agent.coder", "--", "touch", "/workspace/after-upgrade")
-
-			if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
-				t.Errorf("plan after the upgrade: %s", r)
-			}
+			upgradeWorkspace(t, dir, base, tc.wantPlan, "container")
 			var names []string
 			for _, c := range containersWith(t, cli, drivers.LabelLineage+"="+lineage) {
 				names = append(names, c.Names...)
@@ -151,32 +160,7 @@ func TestE2ESwarmWorkspaceImageUpgrade(t *testing.T) {
 			f.Cleanup(t, lineage)
 			t.Cleanup(func() { bottlefile(t, dir, "destroy", "-auto-approve", "-include-snapshots") })
 
-			mustRun(t, dir, "exec", "agent.coder", "--", "sh", "-c",
-				"echo progress > notes.md && chmod 640 notes.md && ln -s notes.md latest && echo scratch > /tmp/scratch")
-			before := mustRun(t, dir, "exec", "agent.coder", "--", "stat", "-c", "%n %u:%g %a", "/workspace", "/workspace/notes.md").stdout
-
-			workspaceContext(t, filepath.Join(dir, "agent"), f.Busybox, 2)
-			r := mustRun(t, dir, "plan")
-			wantAll(t, "plan", r.stdout, tc.wantPlan, "-/+ agent.coder (service)")
-			r = mustRun(t, dir, "apply", "-auto-approve")
-			wantAll(t, "apply", r.stdout, "carried /workspace over from")
-
-			if got := mustRun(t, dir, "exec", "agent.coder", "--", "cat", "/etc/agent-version").stdout; got != "agent 2\n" {
-				t.Errorf("the new image's marker: %q", got)
-			}
-			after := mustRun(t, dir, "exec", "agent.coder", "--", "stat", "-c", "%n %u:%g %a", "/workspace", "/workspace/notes.md").stdout
-			if after != before || !strings.Contains(after, "/workspace/notes.md 1000:1000 640") {
-				t.Errorf("owners and modes before the upgrade:\n%safter:\n%s", before, after)
-			}
-			if got := mustRun(t, dir, "exec", "agent.coder", "--", "sh", "-c", "readlink latest; cat latest").stdout; got != "notes.md\nprogress\n" {
-				t.Errorf("the symlink after the upgrade: %q", got)
-			}
-			if r := bottlefile(t, dir, "exec", "agent.coder", "--", "test", "-e", "/tmp/scratch"); r.code == 0 {
-				t.Errorf("/tmp/scratch, outside the workspace, survived: the agent booted the old filesystem")
-			}
-			if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
-				t.Errorf("plan after the upgrade: %s", r)
-			}
+			upgradeWorkspace(t, dir, f.Busybox, tc.wantPlan, "service")
 			mustRun(t, dir, "destroy", "-auto-approve", "-include-snapshots")
 			for _, tag := range registryTags(t, f, lineage) {
 				if strings.Contains(tag, "-carry:") {
