@@ -181,16 +181,22 @@ killed() {
 ms() { date +%s%3N; }
 
 # untracked: the lineage's containers, networks and images whose id the
-# state does not record; images a recorded container runs are accounted
-# for by that container. Prints one line per object.
+# state does not record; an image a recorded container runs, and the
+# parents of that one or of a recorded image (the layers it is made on, which
+# go with it), are accounted for. Prints one line per object.
 untracked() {
-  local f="label=io.bottlefile.lineage=$lin" ids ctr
+  local f="label=io.bottlefile.lineage=$lin" ids ctr img
   ids=$("$bf" -chdir="$work" state pull 2>/dev/null | jq -r '.objects[].id' | sed 's/^sha256://')
   declare -A rec=() used=()
   for id in $ids; do rec[$id]=1; done
   for ctr in $($docker ps -aq --no-trunc --filter "$f"); do
     [ -n "${rec[$ctr]:-}" ] || echo "container $ctr $($docker inspect -f '{{.Name}} {{.State.Status}} {{index .Config.Labels "io.bottlefile.address"}}' "$ctr" 2>/dev/null)"
     [ -n "${rec[$ctr]:-}" ] && used[$($docker inspect -f '{{.Image}}' "$ctr" 2>/dev/null | sed 's/^sha256://')]=1
+  done
+  for img in "${!rec[@]}" "${!used[@]}"; do
+    while img=$($docker image inspect -f '{{.Parent}}' "$img" 2>/dev/null | sed 's/^sha256://') && [ -n "$img" ]; do
+      used[$img]=1
+    done
   done
   for n in $($docker network ls -q --no-trunc --filter "$f"); do
     [ -n "${rec[$n]:-}" ] || echo "network $n $($docker network inspect -f '{{.Name}}' "$n" 2>/dev/null)"
