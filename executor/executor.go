@@ -230,15 +230,9 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 		if c.Prior == nil || c.Stray {
 			return e.clearIntent(c.Addr) // what an interrupted create left is gone
 		}
-		if err := e.forget(c.Addr, id, runtime); err != nil {
-			return err
-		}
-		return e.clearIntent(c.Addr)
+		return e.forget(c.Addr, id, runtime)
 	case planner.StepForget:
-		if err := e.State.Delete(c.Addr); err != nil {
-			return err
-		}
-		return e.clearIntent(c.Addr)
+		return e.State.Delete(c.Addr)
 	case planner.StepAdopt:
 		computed := map[string]string{"name": c.Live.Name}
 		if c.Kind == drivers.KindSnapshot {
@@ -385,15 +379,13 @@ func (e *Executor) record(c *planner.Change, id string, computed map[string]stri
 	if rt, ok := e.Runtimes[c.Runtime]; ok {
 		engine = rt.Engine
 	}
-	if err := e.State.Put(state.Record{
+	// The state clears the intent of the address in the same write.
+	return e.State.Put(state.Record{
 		Addr: c.Addr, Kind: c.Kind, Driver: c.Driver, Runtime: c.Runtime, Engine: engine, ID: id,
 		Hash: c.Fingerprint.Hash, Workload: c.Object.Workload, DependsOn: c.Object.DependsOn,
 		Attrs: c.After, AttrHashes: c.Fingerprint.Attrs, Computed: computed,
 		PreventDestroy: c.PreventDestroy,
-	}); err != nil {
-		return err
-	}
-	return e.clearIntent(c.Addr)
+	})
 }
 
 // intend records, before an engine call that creates the object at addr,
@@ -581,9 +573,6 @@ func (e *Executor) move(ctx context.Context, c *planner.Change) error {
 		moved.Computed[planner.BaseKey] = base // the image it was taken of moves with it
 	}
 	if err := e.State.Put(moved); err != nil {
-		return err
-	}
-	if err := e.clearIntent(c.Addr); err != nil {
 		return err
 	}
 	_, err = from.Driver.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpDelete, Lineage: e.Lineage, ID: taken.ID, Object: drivers.Object{Addr: c.Addr, Kind: c.Kind}})

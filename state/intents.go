@@ -17,8 +17,8 @@ var bucketIntents = []byte("intents")
 // Intent is an engine call that creates something, recorded before the
 // call is made: a process killed while the call is in flight leaves the
 // intent, and the next refresh resolves it (the planner adopts or removes
-// what the engine made of it). The record written with the call's result
-// clears it.
+// what the engine made of it). Put, writing the call's result, clears it
+// in the same transaction.
 type Intent struct {
 	Addr    string `json:"address"`
 	Kind    string `json:"kind"`
@@ -58,6 +58,17 @@ func (s *Store) ClearIntent(addr string) error {
 		}
 		return b.Delete([]byte(addr))
 	})
+}
+
+// resolveIntent removes the intent of addr, if any, in the transaction
+// that records (or forgets) the object: the intent and the record of its
+// result never both stand, and no write is spent on it alone.
+func resolveIntent(tx *bolt.Tx, addr string) error {
+	b := tx.Bucket(bucketIntents)
+	if b == nil || b.Get([]byte(addr)) == nil {
+		return nil
+	}
+	return b.Delete([]byte(addr))
 }
 
 // Intents returns every recorded intent, sorted by address.

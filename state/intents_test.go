@@ -70,3 +70,32 @@ func TestIntents(t *testing.T) {
 		t.Errorf("after clearing: %+v", in)
 	}
 }
+
+// TestIntentClearedWithRecord: writing the record of an address, or
+// deleting it, clears its intent in the same transaction.
+func TestIntentClearedWithRecord(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Init(); err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{"agent.a", "agent.b", "agent.c"} {
+		if err := s.PutIntent(Intent{Addr: addr, Kind: "container"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serial := s.Serial()
+	if err := s.Put(Record{Addr: "agent.a", Kind: "container", ID: "c1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete("agent.b"); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := s.Intents()
+	if len(in) != 1 || in[0].Addr != "agent.c" || s.Serial() != serial+2 {
+		t.Errorf("intents %+v, serial %d (want %d): want only agent.c's left, one write each", in, s.Serial(), serial+2)
+	}
+}

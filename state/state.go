@@ -589,7 +589,10 @@ func (s *Store) Put(r Record) error {
 		if err != nil {
 			return err
 		}
-		return objects.Put([]byte(r.Addr), data)
+		if err := objects.Put([]byte(r.Addr), data); err != nil {
+			return err
+		}
+		return resolveIntent(objects.Tx(), r.Addr) // the result is recorded
 	})
 }
 
@@ -642,7 +645,10 @@ func (s *Store) Move(moves map[string]Record) error {
 // Delete removes one record in its own transaction and bumps the serial.
 func (s *Store) Delete(addr string) error {
 	return s.write(func(objects *bolt.Bucket) error {
-		return objects.Delete([]byte(addr))
+		if err := objects.Delete([]byte(addr)); err != nil {
+			return err
+		}
+		return resolveIntent(objects.Tx(), addr)
 	})
 }
 
