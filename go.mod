@@ -14,6 +14,7 @@ require (
 	github.com/moby/patternmatcher v0.6.1
 	github.com/moby/term v0.5.2
 	github.com/opencontainers/image-spec v1.1.1
+	github.com/yuin/goldmark v1.8.7
 	github.com/zclconf/go-cty v1.20.0
 	go.etcd.io/bbolt v1.5.0
 	golang.org/x/sys v0.48.0

@@ -20,6 +20,7 @@ type planArgs struct {
 	IncludeSnapshots bool // with Destroy: delete the snapshots a policy keeps
 	DetailedExitCode bool
 	JSON             bool
+	Markdown         bool // plan -markdown
 	NoColor          bool
 	Refresh          bool
 	RefreshOnly      bool
@@ -97,6 +98,17 @@ func (a *planArgs) inputs() operations.Inputs {
 	return operations.Inputs{Vars: a.Vars, VarFiles: a.VarFiles}
 }
 
+// format is the form the plan is printed in.
+func (a *planArgs) format() planFormat {
+	switch {
+	case a.JSON:
+		return formatJSON
+	case a.Markdown:
+		return formatMarkdown
+	}
+	return formatHuman
+}
+
 // check reports flag combinations that make no sense together.
 func (a *planArgs) check() hcl.Diagnostics {
 	var diags hcl.Diagnostics
@@ -126,7 +138,11 @@ func parsePlanArgs(args []string) (*planArgs, hcl.Diagnostics) {
 	a.register(fs)
 	fs.BoolVar(&a.DetailedExitCode, "detailed-exitcode", false, "")
 	fs.StringVar(&a.Out, "out", "", "")
+	fs.BoolVar(&a.Markdown, "markdown", false, "")
 	diags := finishParse(fs, args, 0)
+	if a.JSON && a.Markdown {
+		diags = append(diags, argError("-json and -markdown cannot be used together"))
+	}
 	return a, append(diags, a.check()...)
 }
 

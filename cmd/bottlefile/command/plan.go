@@ -28,6 +28,9 @@ Options:
   -include-snapshots   With -destroy, remove the kept snapshots too.
   -detailed-exitcode   Exit 0 with no changes, 1 on error, 2 with changes.
   -json                Print the plan as one JSON document.
+  -markdown            Print the plan as Markdown for a pull request
+                       comment: data loss, egress widenings and credential
+                       changes first, each change in a collapsible block.
   -out=FILE            Save the plan; apply FILE performs exactly it.
   -refresh=false       Trust the state; do not ask the runtimes what is live.
   -refresh-only        Only bring the state in line with the runtimes.
@@ -63,15 +66,12 @@ func (c *PlanCommand) Run(args []string) int {
 			return m.fail("Cannot save the plan", err)
 		}
 	}
-	if a.JSON {
-		if err := writePlanJSON(m.Stdout, p); err != nil {
-			return m.fail("Cannot write the plan", err)
-		}
-	} else {
-		renderPlan(m.Stdout, p, m.Color)
-		renderOutputChanges(m.Stdout, op.OutputChanges, m.Color)
+	v := newPlanView(a.format(), m.Stdout, m.Color)
+	if err := v.Plan(p); err != nil {
+		return m.fail("Cannot write the plan", err)
 	}
-	if a.Out != "" && !a.JSON {
+	v.Outputs(op.OutputChanges)
+	if a.Out != "" && a.format() == formatHuman {
 		fmt.Fprintf(m.Stdout, "\nSaved the plan to %s. To perform exactly these actions, run:\n  bottlefile apply %s\n", a.Out, a.Out)
 	}
 	if a.DetailedExitCode && p.Applyable() {

@@ -18,7 +18,7 @@ func (c *ShowCommand) Synopsis() string { return "Show a saved plan or the state
 
 func (c *ShowCommand) Help() string {
 	return strings.TrimSpace(`
-Usage: bottlefile [global options] show [-json] [PLANFILE]
+Usage: bottlefile [global options] show [-json | -markdown] [PLANFILE]
 
   With PLANFILE, shows the saved plan as plan would. Without, shows what
   the state records. Sensitive values are never shown.
@@ -27,6 +27,8 @@ Options:
 
   -json       Print one JSON document (the plan -json format for a plan
               file, the state pull format for the state).
+  -markdown   With PLANFILE, print the plan as Markdown for a pull
+              request comment (as plan -markdown).
   -no-color   Print without color.
 `)
 }
@@ -36,7 +38,15 @@ func (c *ShowCommand) Run(args []string) int {
 	fs := newFlagSet("show")
 	m.noColorFlag(fs)
 	asJSON := fs.Bool("json", false, "")
-	if m.showDiags(nil, finishParse(fs, args, 1)) {
+	asMarkdown := fs.Bool("markdown", false, "")
+	diags := finishParse(fs, args, 1)
+	if *asJSON && *asMarkdown {
+		diags = append(diags, argError("-json and -markdown cannot be used together"))
+	}
+	if *asMarkdown && fs.NArg() == 0 {
+		diags = append(diags, argError("-markdown shows a saved plan: give the PLANFILE"))
+	}
+	if m.showDiags(nil, diags) {
 		return 1
 	}
 	if fs.NArg() == 1 {
@@ -44,13 +54,16 @@ func (c *ShowCommand) Run(args []string) int {
 		if err != nil {
 			return m.fail("Cannot read the saved plan", err)
 		}
-		if *asJSON {
-			if err := writePlanJSON(m.Stdout, saved.Plan()); err != nil {
-				return m.fail("Cannot write the plan", err)
-			}
-			return 0
+		f := formatHuman
+		switch {
+		case *asJSON:
+			f = formatJSON
+		case *asMarkdown:
+			f = formatMarkdown
 		}
-		renderPlan(m.Stdout, saved.Plan(), m.Color)
+		if err := newPlanView(f, m.Stdout, m.Color).Plan(saved.Plan()); err != nil {
+			return m.fail("Cannot write the plan", err)
+		}
 		return 0
 	}
 	dir, err := m.dir()

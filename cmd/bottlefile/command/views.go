@@ -131,69 +131,15 @@ func headline(c *planner.Change) string {
 	return "is unchanged"
 }
 
-// attrLine is one attribute row of a change.
+// attrLine is one attribute row of a change. A "~" row with a value also
+// has its two sides in old and new, for views that show them apart.
 type attrLine struct {
 	sym, name, value, note string
+	old, new               string
 }
 
 func renderChange(w io.Writer, c *planner.Change, paint palette) {
-	var lines []attrLine
-	switch c.Action {
-	case planner.Create, planner.Adopt:
-		for _, name := range sortedNames(c.After) {
-			if isNull(c.After[name]) {
-				continue
-			}
-			lines = append(lines, attrLine{"+", name, attrValue(name, c.After[name]), ""})
-		}
-	case planner.Delete, planner.Forget:
-		for _, name := range sortedNames(c.Before) {
-			if isNull(c.Before[name]) {
-				continue
-			}
-			lines = append(lines, attrLine{"-", name, attrValue(name, c.Before[name]), ""})
-		}
-	case planner.Update, planner.Replace, planner.Migrate:
-		for _, name := range sortedNames(c.After) {
-			before, after := c.Before[name], c.After[name]
-			if !slices.Contains(c.Changed, name) {
-				if !isNull(after) {
-					lines = append(lines, attrLine{" ", name, attrValue(name, after), ""})
-				}
-				continue
-			}
-			note := ""
-			if slices.Contains(c.Forcing, name) {
-				note = " # forces replacement"
-			}
-			if rows, ok := listDiff(before, after); ok && name == "allow" {
-				// An allowlist is a set: it shows rule by rule,
-				// "+ github.com:443".
-				lines = append(lines, attrLine{"~", name, "[" + note, ""})
-				lines = append(lines, rows...)
-				lines = append(lines, attrLine{" ", "", "]", ""})
-				continue
-			}
-			b, a := attrValue(name, before), attrValue(name, after)
-			if b == a {
-				// Both sides read the same: what changed is a
-				// sensitive value, shown as (sensitive value) on both.
-				if note != "" {
-					note = " # a sensitive value changed: forces replacement"
-				} else {
-					a += " # a sensitive value changed"
-				}
-			}
-			lines = append(lines, attrLine{"~", name, b + " -> " + a, note})
-		}
-		if len(c.Forcing) > 0 && !slices.ContainsFunc(lines, func(l attrLine) bool { return l.note != "" }) {
-			for _, f := range c.Forcing {
-				if _, ok := c.After[f]; !ok {
-					lines = append(lines, attrLine{"~", f, "", " # forces replacement"})
-				}
-			}
-		}
-	}
+	lines := changeLines(c)
 	fmt.Fprintf(w, "%s %s (%s)", paint.symbol(fmt.Sprintf("%3s", symbol(c))), c.Addr, c.Kind)
 	if len(lines) == 0 {
 		fmt.Fprintln(w)
@@ -217,6 +163,70 @@ func renderChange(w io.Writer, c *planner.Change, paint palette) {
 		}
 	}
 	fmt.Fprintln(w, "    }")
+}
+
+// changeLines are the attribute rows of a change, as every view shows
+// them: what is added, removed, kept, and changed (an allowlist rule by
+// rule), with the attributes that force replacement noted.
+func changeLines(c *planner.Change) []attrLine {
+	var lines []attrLine
+	switch c.Action {
+	case planner.Create, planner.Adopt:
+		for _, name := range sortedNames(c.After) {
+			if isNull(c.After[name]) {
+				continue
+			}
+			lines = append(lines, attrLine{sym: "+", name: name, value: attrValue(name, c.After[name])})
+		}
+	case planner.Delete, planner.Forget:
+		for _, name := range sortedNames(c.Before) {
+			if isNull(c.Before[name]) {
+				continue
+			}
+			lines = append(lines, attrLine{sym: "-", name: name, value: attrValue(name, c.Before[name])})
+		}
+	case planner.Update, planner.Replace, planner.Migrate:
+		for _, name := range sortedNames(c.After) {
+			before, after := c.Before[name], c.After[name]
+			if !slices.Contains(c.Changed, name) {
+				if !isNull(after) {
+					lines = append(lines, attrLine{sym: " ", name: name, value: attrValue(name, after)})
+				}
+				continue
+			}
+			note := ""
+			if slices.Contains(c.Forcing, name) {
+				note = " # forces replacement"
+			}
+			if rows, ok := listDiff(before, after); ok && name == "allow" {
+				// An allowlist is a set: it shows rule by rule,
+				// "+ github.com:443".
+				lines = append(lines, attrLine{sym: "~", name: name, value: "[" + note})
+				lines = append(lines, rows...)
+				lines = append(lines, attrLine{sym: " ", name: "", value: "]"})
+				continue
+			}
+			b, a := attrValue(name, before), attrValue(name, after)
+			if b == a {
+				// Both sides read the same: what changed is a
+				// sensitive value, shown as (sensitive value) on both.
+				if note != "" {
+					note = " # a sensitive value changed: forces replacement"
+				} else {
+					a += " # a sensitive value changed"
+				}
+			}
+			lines = append(lines, attrLine{sym: "~", name: name, value: b + " -> " + a, note: note, old: b, new: a})
+		}
+		if len(c.Forcing) > 0 && !slices.ContainsFunc(lines, func(l attrLine) bool { return l.note != "" }) {
+			for _, f := range c.Forcing {
+				if _, ok := c.After[f]; !ok {
+					lines = append(lines, attrLine{sym: "~", name: f, note: " # forces replacement"})
+				}
+			}
+		}
+	}
+	return lines
 }
 
 // sizeAttrs are the attributes that hold a size in bytes: the plan shows
@@ -250,7 +260,7 @@ func listDiff(before, after json.RawMessage) ([]attrLine, bool) {
 	var rows []attrLine
 	for _, x := range b {
 		if !slices.Contains(a, x) {
-			rows = append(rows, attrLine{"-", "", planner.Quote(x), ""})
+			rows = append(rows, attrLine{sym: "-", name: "", value: planner.Quote(x)})
 		}
 	}
 	for _, x := range a {
@@ -258,7 +268,7 @@ func listDiff(before, after json.RawMessage) ([]attrLine, bool) {
 		if !slices.Contains(b, x) {
 			sym = "+"
 		}
-		rows = append(rows, attrLine{sym, "", planner.Quote(x), ""})
+		rows = append(rows, attrLine{sym: sym, value: planner.Quote(x)})
 	}
 	return rows, true
 }
