@@ -75,12 +75,20 @@ func snapshotImageChanged(w *Change, from, taken *Change) (changed, known bool) 
 
 // carryFromSnapshot decides, for w resuming from the snapshot from, what
 // it boots: with a changed image and a workspace, the new image with the
-// workspace from the snapshot (and it says so, true); without a
-// workspace, the snapshot (false), with a note that the new image is not
-// used, which goes after the line that says it resumes.
+// workspace from the snapshot (and it says so, true), or from the
+// workload it replaces when the snapshot is an older one (left to
+// planCarry, true); without a workspace, the snapshot (false), with a
+// note that the new image is not used, which goes after the line that
+// says it resumes.
 func carryFromSnapshot(w, from, taken *Change, ap *agentPlan) (bool, string) {
 	if !ownImage(ap) {
 		return false, ""
+	}
+	if len(ap.val.Workspace) > 0 && from != taken && ap.agent.FromSnapshot == "" && w.Action == Replace && w.Live != nil && imageChanged(w) {
+		// An older snapshot, while the workload it would replace holds
+		// newer work: planCarry carries from that.
+		w.BootFrom = ""
+		return true, ""
 	}
 	changed, known := snapshotImageChanged(w, from, taken)
 	if !changed {

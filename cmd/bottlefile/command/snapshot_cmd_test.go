@@ -29,6 +29,8 @@ func (w *workspace) runSnapshot(name string, stdin string, args ...string) (int,
 		c = &SnapshotExportCommand{Meta: m}
 	case "import":
 		c = &SnapshotImportCommand{Meta: m}
+	case "take":
+		c = &SnapshotTakeCommand{Meta: m}
 	default:
 		w.t.Fatalf("no snapshot command %q", name)
 	}

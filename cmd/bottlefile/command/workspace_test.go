@@ -266,3 +266,24 @@ agent "local" {
 		}
 	}
 }
+
+// TestWorkspaceNewerThanSnapshot: without a policy, an image upgrade of
+// an agent that has an older snapshot carries the workspace from the
+// container it replaces, which holds what was written since, not from
+// that snapshot.
+func TestWorkspaceNewerThanSnapshot(t *testing.T) {
+	w := newWorkspace(t)
+	w.write(workspaceAgent("acme/agent:1.4", `["/workspace"]`, false))
+	w.must("apply", "-auto-approve")
+	w.fake.WriteFile(w.lineage(), "agent.coder", "/workspace/old.md")
+	w.mustSnapshot("take", "agent.coder")
+	w.fake.WriteFile(w.lineage(), "agent.coder", "/workspace/new.md")
+	w.write(workspaceAgent("acme/agent:1.5", `["/workspace"]`, false))
+	if out := w.must("plan"); !strings.Contains(out, "with /workspace carried over from the current workload") || strings.Contains(out, "from agent.coder.snapshot.1") {
+		t.Errorf("plan:\n%s", out)
+	}
+	w.must("apply", "-auto-approve")
+	if got := w.workloadFiles(); !slices.Equal(got, []string{"/workspace/old.md", "/workspace/new.md"}) {
+		t.Errorf("files after the upgrade: %v", got)
+	}
+}
