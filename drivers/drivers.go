@@ -353,6 +353,11 @@ type ApplyRequest struct {
 	// setting names its gateway). A new agent given a name another
 	// bottle's objects still carry gets a fresh one the same way.
 	NameAddr string
+	// RuntimeNameAddr, when set, is the runtime address (runtime.NAME)
+	// the engine names of the runtime's own objects (its egress network)
+	// derive from, in place of the runtime's own: a runtime block renamed
+	// on the same engine keeps them.
+	RuntimeNameAddr string
 }
 
 // Carry is what a workload create copies into the new workload before it
@@ -386,16 +391,20 @@ func (r ApplyRequest) Labels() map[string]string {
 // from another agent address (NameAddr), addr with its agent part
 // replaced by that one.
 func (r ApplyRequest) NamedAddr(addr string) string {
+	if strings.HasPrefix(addr, "runtime.") {
+		return NamedAddr(r.RuntimeNameAddr, addr)
+	}
 	return NamedAddr(r.NameAddr, addr)
 }
 
-// NamedAddr is ApplyRequest.NamedAddr for a bottle named after nameAddr.
+// NamedAddr is ApplyRequest.NamedAddr for a bottle (or runtime) named
+// after nameAddr: addr with its agent.NAME (runtime.NAME) part replaced.
 func NamedAddr(nameAddr, addr string) string {
 	if nameAddr == "" {
 		return addr
 	}
 	parts := strings.SplitN(addr, ".", 3)
-	if len(parts) < 2 || parts[0] != "agent" {
+	if len(parts) < 2 || (parts[0] != "agent" && parts[0] != "runtime") || !strings.HasPrefix(nameAddr, parts[0]+".") {
 		return addr
 	}
 	rest := ""

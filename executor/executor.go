@@ -222,7 +222,7 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 			}
 			if _, err := rt.Driver.Apply(ctx, drivers.ApplyRequest{
 				Op: drivers.OpDelete, Lineage: e.Lineage, ID: id,
-				Object: drivers.Object{Addr: c.Addr, Kind: kind}, NameAddr: c.NameAddr,
+				Object: drivers.Object{Addr: c.Addr, Kind: kind}, NameAddr: c.NameAddr, RuntimeNameAddr: c.RuntimeNameAddr,
 			}); err != nil {
 				return err
 			}
@@ -266,7 +266,7 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 		id = c.ID()
 	}
 	req := drivers.ApplyRequest{Op: op, Lineage: e.Lineage, Object: c.Object, Hash: c.Fingerprint.Hash, ID: id, Agent: c.AgentSpec,
-		Runtime: c.Runtime, NameAddr: c.NameAddr}
+		Runtime: c.Runtime, NameAddr: c.NameAddr, RuntimeNameAddr: c.RuntimeNameAddr}
 	if op == drivers.OpCreate && c.BootFrom != "" {
 		image, err := e.snapshotImage(c.BootFrom)
 		if err != nil {

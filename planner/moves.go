@@ -94,13 +94,29 @@ func (p *Planner) moveRecords(records []state.Record) ([]state.Record, map[strin
 // setting names its gateway).
 func movedRecord(r state.Record, from, to string) state.Record {
 	r.Addr = renameAddr(r.Addr, from, to)
+	r = renameAttrs(r, from, to)
+	r.Computed = maps.Clone(r.Computed)
+	if r.Computed == nil {
+		r.Computed = map[string]string{}
+	}
+	if r.Computed[NameAddrKey] == "" {
+		r.Computed[NameAddrKey] = from
+	}
+	if r.Computed[NameAddrKey] == to {
+		delete(r.Computed, NameAddrKey) // moved back where it was made
+	}
+	return r
+}
+
+// renameAttrs is r with the dependencies and attributes that name the
+// address from, or one below it (a container's network, a gateway's agent
+// or egress network), naming the same below to, with their hashes: the
+// record then stands for the object as if declared there.
+func renameAttrs(r state.Record, from, to string) state.Record {
 	r.DependsOn = slices.Clone(r.DependsOn)
 	for i, d := range r.DependsOn {
 		r.DependsOn[i] = renameAddr(d, from, to)
 	}
-	// An attribute that names the agent's address (a container's
-	// network, a gateway's agent) names the new one, with its hash: the
-	// record then stands for the object as if declared at to.
 	var attrs map[string]json.RawMessage
 	var hashes map[string]string
 	for name, raw := range r.Attrs {
@@ -129,16 +145,6 @@ func movedRecord(r state.Record, from, to string) state.Record {
 		if r.Hash != "" && len(hashes) > 0 {
 			r.Hash = wholeHash(r.Kind, hashes)
 		}
-	}
-	r.Computed = maps.Clone(r.Computed)
-	if r.Computed == nil {
-		r.Computed = map[string]string{}
-	}
-	if r.Computed[NameAddrKey] == "" {
-		r.Computed[NameAddrKey] = from
-	}
-	if r.Computed[NameAddrKey] == to {
-		delete(r.Computed, NameAddrKey) // moved back where it was made
 	}
 	return r
 }
@@ -169,18 +175,39 @@ func (p *Planner) sameEngine(a, b string) bool {
 // moveRuntimes takes, in memory, the records of an agent recorded on one
 // runtime and declared on another of the same engine to the declared
 // one, with what refresh found of them: the same objects on the same
-// engine, now under another runtime block's name. The records of a
-// runtime no longer declared whose engine a declared runtime reaches go
-// to the first such runtime, so that what is left of them is removed
-// through it.
+// engine, now under another runtime block's name. A runtime no longer
+// declared whose engine a declared runtime reaches was renamed: its own
+// objects (its egress network) become that runtime's, keeping their
+// engine names, when that runtime has none of its own yet; what is left
+// of it otherwise goes to the first such runtime, to be removed there.
 func (p *Planner) moveRuntimes(records []state.Record, moves map[string]*recordMove, live liveSet) []state.Record {
+	renamed := p.renamedRuntimes(records)
 	out := make([]state.Record, 0, len(records))
 	for _, r := range records {
-		to := ""
+		to, from := "", r.Addr
 		if a, ok := addrs.AgentOf(r.Addr); ok && p.Config != nil {
 			if decl, ok := p.Config.Agents[a.Name()]; ok {
 				if _, ok := p.Runtimes[decl.RuntimeName]; ok && decl.RuntimeName != r.Runtime && p.sameEngine(r.Runtime, decl.RuntimeName) {
 					to = decl.RuntimeName
+				}
+			}
+		}
+		if t, ok := renamed[r.Runtime]; ok {
+			if to == "" {
+				to = t
+			}
+			// What names the renamed runtime's objects names its new
+			// name's: a gateway's egress network.
+			oldRT, newRT := addrs.Runtime(r.Runtime).String(), addrs.Runtime(t).String()
+			r = renameAttrs(r, oldRT, newRT)
+			if below := renameAddr(r.Addr, oldRT, newRT); below != r.Addr {
+				r.Addr = below
+				r.Computed = maps.Clone(r.Computed)
+				if r.Computed == nil {
+					r.Computed = map[string]string{}
+				}
+				if r.Computed[NameAddrKey] == "" {
+					r.Computed[NameAddrKey] = oldRT
 				}
 			}
 		}
@@ -196,22 +223,87 @@ func (p *Planner) moveRuntimes(records []state.Record, moves map[string]*recordM
 			out = append(out, r)
 			continue
 		}
-		if e, ok := live[r.Runtime][r.Addr]; ok {
-			delete(live[r.Runtime], r.Addr)
+		if e, ok := live[r.Runtime][from]; ok {
+			delete(live[r.Runtime], from)
 			if live[to] == nil {
 				live[to] = map[string]liveEntry{}
 			}
 			e.runtime = to
+			e.obj.Addr = r.Addr
 			live[to][r.Addr] = e
 		}
-		m := moves[r.Addr]
+		m := moves[from]
+		delete(moves, from)
 		if m == nil {
 			m = &recordMove{}
-			moves[r.Addr] = m
 		}
+		if from != r.Addr && m.from == "" {
+			m.from = from
+		}
+		moves[r.Addr] = m
 		m.fromRuntime = r.Runtime
 		r.Runtime = to
 		out = append(out, r)
+	}
+	return out
+}
+
+// renamedRuntimes are the runtimes no longer declared whose engine a
+// declared runtime reaches and whose own objects (runtime.NAME.*) that
+// runtime can take, having none of its own: by the name it was renamed
+// to. Of several declared runtimes of the engine, the one most of its
+// agents are now declared on, else the first by name.
+func (p *Planner) renamedRuntimes(records []state.Record) map[string]string {
+	owned := map[string]bool{} // runtimes with objects of their own
+	gone := map[string]bool{}
+	for _, r := range records {
+		if a, err := addrs.Parse(r.Addr); err == nil && a.Kind() == addrs.EgressNetworkKind {
+			owned[r.Runtime] = true
+		}
+		if _, declared := p.Runtimes[r.Runtime]; !declared {
+			gone[r.Runtime] = true
+		}
+	}
+	out := map[string]string{}
+	taken := map[string]bool{}
+	for _, old := range sortedKeys(gone) {
+		votes := map[string]int{}
+		for _, r := range records {
+			a, ok := addrs.AgentOf(r.Addr)
+			if !ok || r.Runtime != old || p.Config == nil {
+				continue
+			}
+			if decl, ok := p.Config.Agents[a.Name()]; ok && p.sameEngine(old, decl.RuntimeName) {
+				votes[decl.RuntimeName]++
+			}
+		}
+		best := ""
+		for _, name := range sortedKeys(p.Runtimes) {
+			if !p.sameEngine(old, name) || owned[name] || taken[name] {
+				continue
+			}
+			if best == "" || votes[name] > votes[best] {
+				best = name
+			}
+		}
+		if best != "" {
+			out[old] = best
+			taken[best] = true
+		}
+	}
+	return out
+}
+
+// runtimeNameAddrs is, for each runtime whose own objects keep the names
+// of another runtime's (it was renamed), that runtime's address.
+func runtimeNameAddrs(records []state.Record) map[string]string {
+	out := map[string]string{}
+	for _, r := range records {
+		if a, err := addrs.Parse(r.Addr); err == nil && a.Kind() == addrs.EgressNetworkKind {
+			if n := r.Computed[NameAddrKey]; n != "" {
+				out[r.Runtime] = n
+			}
+		}
 	}
 	return out
 }

@@ -101,8 +101,10 @@ type Change struct {
 	// (MovedRecord), and a change that does nothing else has no step.
 	MovedFrom, FromRuntime string
 	// NameAddr is the agent address the engine names of the object's
-	// bottle derive from, when not its own (drivers.ApplyRequest.NameAddr).
-	NameAddr string
+	// bottle derive from, when not its own (drivers.ApplyRequest.NameAddr);
+	// RuntimeNameAddr the runtime address its runtime's own objects'
+	// names derive from, when the runtime was renamed.
+	NameAddr, RuntimeNameAddr string
 	// savedDeleteRuntime is DeleteRuntime as a saved plan recorded it,
 	// since a plan read from a file has no Prior.
 	savedDeleteRuntime string

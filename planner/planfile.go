@@ -68,6 +68,8 @@ type SavedChange struct {
 	MovedFrom   string `json:"moved_from,omitempty"`
 	FromRuntime string `json:"from_runtime,omitempty"`
 	NameAddr    string `json:"name_addr,omitempty"`
+	// RuntimeNameAddr is Change's.
+	RuntimeNameAddr string `json:"runtime_name_addr,omitempty"`
 }
 
 // key identifies the saved change as Change.key does: a stray copy and
@@ -113,7 +115,7 @@ func Save(p *Plan, config map[string]string, vars map[string]json.RawMessage) *S
 			Before: c.Before, After: c.After, Live: c.Live, DependsOn: deps, StateOnly: c.StateOnly,
 			WaitFor: c.WaitFor, DeleteAfter: c.DeleteAfter, SnapshotFirst: c.SnapshotFirst,
 			BootFrom: c.BootFrom, Carry: c.Carry, CarryFrom: c.CarryFrom, MoveTo: c.MoveTo, Stray: c.Stray, Twin: c.Twin, DeleteRuntime: deleteRuntime,
-			MovedFrom: c.MovedFrom, FromRuntime: c.FromRuntime, NameAddr: c.NameAddr,
+			MovedFrom: c.MovedFrom, FromRuntime: c.FromRuntime, NameAddr: c.NameAddr, RuntimeNameAddr: c.RuntimeNameAddr,
 		})
 	}
 	return s
@@ -187,7 +189,7 @@ func (s *SavedPlan) Plan() *Plan {
 			Object:  drivers.Object{Addr: sc.Addr, Kind: sc.Kind, DependsOn: sc.DependsOn},
 			WaitFor: sc.WaitFor, DeleteAfter: sc.DeleteAfter, SnapshotFirst: sc.SnapshotFirst,
 			BootFrom: sc.BootFrom, Carry: sc.Carry, CarryFrom: sc.CarryFrom, MoveTo: sc.MoveTo, Stray: sc.Stray, Twin: sc.Twin, savedDeleteRuntime: sc.DeleteRuntime,
-			MovedFrom: sc.MovedFrom, FromRuntime: sc.FromRuntime, NameAddr: sc.NameAddr,
+			MovedFrom: sc.MovedFrom, FromRuntime: sc.FromRuntime, NameAddr: sc.NameAddr, RuntimeNameAddr: sc.RuntimeNameAddr,
 		})
 	}
 	sortChanges(p.Changes)

@@ -138,7 +138,7 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		diags = append(diags, moreDiags...)
 	}
 	records = p.moveRuntimes(records, moves, live)
-	nameAddrs := p.nameAddrs(records)
+	nameAddrs, rtNameAddrs := p.nameAddrs(records), runtimeNameAddrs(records)
 	want, agents, moreDiags := p.expand(ctx, records, opts.Destroy)
 	diags = append(diags, moreDiags...)
 	if diags.HasErrors() {
@@ -209,6 +209,7 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		if a, ok := addrs.AgentOf(c.Addr); ok && !c.Stray {
 			c.NameAddr = nameAddrs[a.String()]
 		}
+		c.RuntimeNameAddr = rtNameAddrs[c.Runtime]
 	}
 	for _, lo := range live.rest() {
 		c := &Change{Addr: lo.obj.Addr, Kind: lo.obj.Kind, Runtime: lo.runtime, Driver: lo.driver, Action: Delete, Live: lo.obj,

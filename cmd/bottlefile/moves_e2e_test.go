@@ -192,24 +192,22 @@ func TestE2EStateMv(t *testing.T) {
 
 // TestE2ENameTheDefaultRuntime gives the engine the agent already runs on
 // a name: an explicit runtime "local" in place of the implicit default.
-// The plan moves the records, no snapshot, no re-create; the container is
-// the same, with its file; the next plan has nothing to do.
+// The plan moves the records, the runtime's egress network's included: no
+// snapshot, no re-create, nothing destroyed; the container and its
+// gateway are the same, with its file; the next plan has nothing to do.
 func TestE2ENameTheDefaultRuntime(t *testing.T) {
 	t.Parallel()
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
-	plain := func(runtime string) string { // no egress yet: the runtime's egress network does not move (yet)
-		return strings.Replace(movesAgentConfig("x", runtime, img), "egress {\n    allow = [\"example.com:443\"]\n  }", "", 1)
-	}
-	movesWrite(t, dir, plain(""))
+	movesWrite(t, dir, movesAgentConfig("x", "", img))
 	mustRun(t, dir, "apply", "-auto-approve")
 	lineage := lineageOf(t, cli, dir)
 	t.Cleanup(func() { snapRemoveImages(t, cli, lineage) })
 	id := movesContainer(t, cli, lineage, "agent.x")
 	mustRun(t, dir, "exec", "agent.x", "--", "sh", "-c", "echo here > /workspace/f")
 
-	movesWrite(t, dir, "runtime \"local\" {\n  driver = \"docker\"\n}\n", plain("runtime = runtime.local"))
+	movesWrite(t, dir, "runtime \"local\" {\n  driver = \"docker\"\n}\n", movesAgentConfig("x", "runtime = runtime.local", img))
 	r := mustRun(t, dir, "plan")
 	movesWant(t, "plan naming the runtime", r.stdout, `# agent.x has moved from runtime "default" to runtime "local" (the same engine)`, "0 to destroy")
 	for _, bad := range []string{"interrupted migration", "will be taken", "=> agent.x", "agent.x must be replaced"} {
@@ -217,9 +215,16 @@ func TestE2ENameTheDefaultRuntime(t *testing.T) {
 			t.Errorf("plan naming the runtime says %q:\n%s", bad, r)
 		}
 	}
+	if strings.Contains(r.stdout, "will be destroyed") || strings.Contains(r.stdout, "will be created") {
+		t.Errorf("naming the runtime creates or destroys something:\n%s", r)
+	}
+	gateway := movesContainer(t, cli, lineage, "agent.x.gateway")
 	mustRun(t, dir, "apply", "-auto-approve")
 	if got := movesContainer(t, cli, lineage, "agent.x"); got != id {
 		t.Errorf("the container is %s after naming the runtime, was %s", got, id)
+	}
+	if got := movesContainer(t, cli, lineage, "agent.x.gateway"); got != gateway {
+		t.Errorf("the gateway is %s after naming the runtime, was %s", got, gateway)
 	}
 	if r := mustRun(t, dir, "exec", "agent.x", "--", "cat", "/workspace/f"); r.stdout != "here\n" {
 		t.Errorf("/workspace/f = %q", r.stdout)
@@ -292,4 +297,43 @@ func TestE2ETwoRuntimesOneEngine(t *testing.T) {
 	if left := containersWith(t, cli, drivers.LabelLineage+"="+lineage); len(left) != 0 {
 		t.Errorf("containers left after destroy: %+v", left)
 	}
+}
+
+// TestE2ESavedMigrationBetweenEngines moves an agent to a second dockerd
+// with a saved plan: plan -out, then apply PLANFILE. The saved plan is not
+// refused as stale, and the agent's file arrives on the second engine.
+func TestE2ESavedMigrationBetweenEngines(t *testing.T) {
+	t.Parallel()
+	cli := dockertest.Client(t)
+	img := dockertest.BusyboxImage(t, cli)
+	host, cli2 := snapSecondEngine(t, cli)
+	snapCopyImage(t, cli, cli2, img)
+
+	dir := t.TempDir()
+	writeBottlefile(t, dir, migrateBottlefile, host, secondEngineOptOut, "a", img)
+	mustRun(t, dir, "apply", "-auto-approve")
+	lineage := snapLineage(t, cli, dir)
+	t.Cleanup(func() { snapRemoveImages(t, cli2, lineage); dockertest.Cleanup(t, cli2, lineage) })
+	old := snapAgentContainer(t, cli, lineage)
+	dockertest.Sh(t, cli, old.ID, "echo saved > /workspace/f")
+
+	writeBottlefile(t, dir, migrateBottlefile, host, secondEngineOptOut, "b", img)
+	planFile := filepath.Join(t.TempDir(), "mig.plan")
+	r := mustRun(t, dir, "plan", "-out="+planFile)
+	movesWant(t, "saved migration plan", r.stdout, "=> agent.coder (container)", `its runtime changes from "a" to "b"`)
+	r = bottlefile(t, dir, "apply", planFile)
+	if r.code != 0 {
+		t.Fatalf("apply of the saved migration plan: %s", r)
+	}
+	moved := snapAgentContainer(t, cli2, lineage)
+	if got := dockertest.Sh(t, cli2, moved.ID, "cat /workspace/f"); got != "saved\n" {
+		t.Errorf("on the second engine /workspace/f = %q", got)
+	}
+	if left := containersWith(t, cli, drivers.LabelAddress+"=agent.coder", drivers.LabelLineage+"="+lineage); len(left) != 0 {
+		t.Errorf("the old container is still on the first engine: %+v", left)
+	}
+	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
+		t.Errorf("not converged after the saved migration:\n%s", r)
+	}
+	mustRun(t, dir, "destroy", "-auto-approve", "-include-snapshots")
 }

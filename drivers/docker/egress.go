@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -200,7 +201,7 @@ func (d *Driver) planEgressNetwork() (*drivers.Object, error) {
 // adopted.
 func (d *Driver) createEgressNetwork(ctx context.Context, api dockerAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
 	addr := req.Object.Addr
-	name, err := egressNetworkName(req.Lineage, addr)
+	name, err := egressNetworkName(req.Lineage, req.NamedAddr(addr))
 	if err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("creating network for %s: %w", addr, err)
 	}
@@ -226,7 +227,7 @@ func (d *Driver) createEgressNetwork(ctx context.Context, api dockerAPI, req dri
 			return fail("%v", err)
 		}
 		if _, ok := findNetwork(nets, name); ok {
-			old, err := d.oneEgressNetwork(ctx, api, nets, name, req.Lineage, addr)
+			old, err := d.oneEgressNetwork(ctx, api, nets, name, req.Lineage, addr, req.NamedAddr(addr))
 			if err != nil {
 				return fail("%v", err)
 			}
@@ -260,7 +261,7 @@ func (d *Driver) createEgressNetwork(ctx context.Context, api dockerAPI, req dri
 		// The engine's duplicate-name check is not atomic: a create sent by
 		// an apply killed a moment ago can land beside this one. Keep one.
 		if nets, err := api.NetworkList(ctx, network.ListOptions{}); err == nil {
-			if kept, err := d.oneEgressNetwork(ctx, api, nets, name, req.Lineage, addr); err == nil && kept.ID != resp.ID {
+			if kept, err := d.oneEgressNetwork(ctx, api, nets, name, req.Lineage, addr, req.NamedAddr(addr)); err == nil && kept.ID != resp.ID {
 				s := ""
 				if len(kept.IPAM.Config) > 0 {
 					s = kept.IPAM.Config[0].Subnet
@@ -274,16 +275,17 @@ func (d *Driver) createEgressNetwork(ctx context.Context, api dockerAPI, req dri
 }
 
 // oneEgressNetwork returns the network named name, which must be this
-// lineage's for addr. When several carry the name (the engine lets two
+// lineage's for addr, or for one of also (the address it was made for,
+// when its runtime was renamed since: labels cannot change). When several carry the name (the engine lets two
 // concurrent creates through), it keeps the one created first and removes
 // the others, which are this lineage's too.
-func (d *Driver) oneEgressNetwork(ctx context.Context, api dockerAPI, nets []network.Summary, name, lineage, addr string) (network.Summary, error) {
+func (d *Driver) oneEgressNetwork(ctx context.Context, api dockerAPI, nets []network.Summary, name, lineage, addr string, also ...string) (network.Summary, error) {
 	var same []network.Summary
 	for _, n := range nets {
 		if n.Name != name {
 			continue
 		}
-		if n.Labels[drivers.LabelLineage] != lineage || n.Labels[drivers.LabelAddress] != addr {
+		if n.Labels[drivers.LabelLineage] != lineage || (n.Labels[drivers.LabelAddress] != addr && !slices.Contains(also, n.Labels[drivers.LabelAddress])) {
 			return network.Summary{}, fmt.Errorf("a network named %s already exists and does not belong to this state (lineage %s); remove or rename it", name, lineage)
 		}
 		same = append(same, n)
@@ -314,7 +316,7 @@ func (d *Driver) deleteEgressNetwork(ctx context.Context, api dockerAPI, req dri
 	addr := req.Object.Addr
 	id := req.ID
 	if id == "" {
-		name, err := egressNetworkName(req.Lineage, addr)
+		name, err := egressNetworkName(req.Lineage, req.NamedAddr(addr))
 		if err != nil {
 			return drivers.ApplyResponse{}, fmt.Errorf("deleting network of %s: %w", addr, err)
 		}

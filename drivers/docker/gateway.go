@@ -232,7 +232,7 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 	}
 	if isEgressNetworkAddr(a.EgressNetwork) {
 		s.managed, s.egressAddr = true, a.EgressNetwork
-		if s.egressNetwork, err = egressNetworkName(req.Lineage, a.EgressNetwork); err != nil {
+		if s.egressNetwork, err = egressNetworkName(req.Lineage, req.NamedAddr(a.EgressNetwork)); err != nil {
 			return s, fmt.Errorf("egress_network: %w", err)
 		}
 	} else {
@@ -383,7 +383,7 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 		return fail("the egress network %s does not exist", spec.egressNetwork)
 	}
 	if spec.managed {
-		if out, err = d.oneEgressNetwork(ctx, api, nets, spec.egressNetwork, req.Lineage, spec.egressAddr); err != nil {
+		if out, err = d.oneEgressNetwork(ctx, api, nets, spec.egressNetwork, req.Lineage, spec.egressAddr, req.NamedAddr(spec.egressAddr)); err != nil {
 			return fail("%v", err)
 		}
 	}

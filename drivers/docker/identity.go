@@ -9,9 +9,12 @@ import (
 
 var _ drivers.EngineIdentifier = (*Driver)(nil)
 
-// EngineID is the engine's own ID (docker info's ID), asked once per
-// driver instance: two runtime blocks that reach one engine (by two hosts,
-// or one the implicit default) have the same, and refresh reads it once.
+// EngineID is the engine's own ID (docker info's ID) with its host name
+// and data root, asked once per driver instance: two runtime blocks that
+// reach one engine (by two hosts, or one the implicit default) have the
+// same, and refresh reads it once. The ID alone is not enough: it comes
+// from the daemon's key file, which a second dockerd on the same machine
+// (or a machine cloned from the same image) shares.
 func (d *Driver) EngineID(ctx context.Context) (string, error) {
 	checks := d.checksFor()
 	checks.mu.Lock()
@@ -31,7 +34,7 @@ func (d *Driver) EngineID(ctx context.Context) (string, error) {
 	if info.ID == "" {
 		return "", nil
 	}
-	id = "docker:" + info.ID
+	id = "docker:" + info.ID + "@" + info.Name + ":" + info.DockerRootDir
 	checks.mu.Lock()
 	checks.engineID = id
 	checks.mu.Unlock()

@@ -56,7 +56,7 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 	}
 	s.egressNetwork = a.EgressNetwork
 	if isEgressNetworkAddr(a.EgressNetwork) {
-		if s.egressNetwork, err = networkName(req.Lineage, a.EgressNetwork); err != nil {
+		if s.egressNetwork, err = networkName(req.Lineage, req.NamedAddr(a.EgressNetwork)); err != nil {
 			return s, fmt.Errorf("egress_network: %w", err)
 		}
 	}
