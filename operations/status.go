@@ -13,6 +13,7 @@ import (
 	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/executor"
+	"github.com/bottlefile/bottlefile/planner"
 	"github.com/bottlefile/bottlefile/state"
 )
 
@@ -75,6 +76,9 @@ type WorkloadStatus struct {
 	// Node is the machine it runs on, on a runtime of several (a swarm
 	// node's name); "" otherwise.
 	Node string
+	// Drift says what of a gateway's files differ from what was applied
+	// (planner.ConfigDrift): changed inside it by hand; "" otherwise.
+	Drift string
 }
 
 // Status reports every bottle of this configuration and state, or only
@@ -186,7 +190,11 @@ func (op *Operation) Status(ctx context.Context, selectors []string) ([]BottleSt
 	for addr, l := range live {
 		agent, _ := agentOf(addr)
 		b := bottle(agent)
-		b.Workloads = append(b.Workloads, workloadStatus(l))
+		w := workloadStatus(l)
+		if r, ok := recorded[addr]; ok && r.ID == l.ID {
+			w.Drift = planner.ConfigDrift(&r, &l.obj)
+		}
+		b.Workloads = append(b.Workloads, w)
 	}
 
 	op.recentDenials(ctx, bottles, live, DenialsWindow)

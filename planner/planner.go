@@ -747,9 +747,12 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 	return c
 }
 
-// configDrift says which parts of the configuration a live object holds
-// (LiveObject.Config) differ from those its record says were applied; ""
-// when none do, or either side cannot tell.
+// ConfigDrift says which parts of the configuration a live object holds
+// (LiveObject.Config) differ from those its record says were applied
+// ("its rules differ from what was applied ..."); "" when none do, or
+// either side cannot tell. Plan updates such an object; status shows it.
+func ConfigDrift(rec *state.Record, lo *drivers.LiveObject) string { return configDrift(rec, lo) }
+
 func configDrift(rec *state.Record, lo *drivers.LiveObject) string {
 	if lo.Config == "" || rec == nil {
 		return ""

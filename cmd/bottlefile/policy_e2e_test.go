@@ -44,8 +44,8 @@ agent "coder" {
 // A rules file replaced by hand inside the gateway (docker cp, then
 // SIGHUP, as the driver does) that opens a host outside the policy is
 // refused by the gateway, which still refuses that host; the next plan
-// shows the gateway's drift, apply writes its rules again in place, and
-// the plan after it is "No changes.". A changed policy replaces the
+// shows the gateway's drift (status too), apply writes its rules again in
+// place, and the plan after it is "No changes.". A changed policy replaces the
 // gateway, as the plan says.
 func TestE2EOperatorPolicy(t *testing.T) {
 	t.Parallel()
@@ -145,6 +145,13 @@ func TestE2EOperatorPolicy(t *testing.T) {
 	wantContent(t, got, "allowed", "allowed-host-content")
 	want403(t, got, "denied", "denied-host-content")
 
+	// status shows the drift too.
+	res = must("status")
+	wantAll(t, "status after tampering", res.stdout,
+		"agent.coder.gateway: its rules differ from what was applied (changed outside bottlefile); the next apply writes them again.")
+	res = must("status", "-json")
+	wantAll(t, "status -json after tampering", res.stdout, `"drift": "its rules differ from what was applied (changed outside bottlefile)"`)
+
 	// The next plan shows the drift; apply writes the rules again, in
 	// place; the plan after is empty.
 	res = must("plan")
@@ -158,6 +165,9 @@ func TestE2EOperatorPolicy(t *testing.T) {
 	}
 	if res := must("plan"); !strings.Contains(res.stdout, "No changes.") {
 		t.Errorf("plan after restoring: %s", res)
+	}
+	if res := must("status"); strings.Contains(res.stdout, "differ from what was applied") {
+		t.Errorf("status after restoring still shows drift:\n%s", res.stdout)
 	}
 	if now := r.find(t, "agent.coder"); now.id != agent.id {
 		t.Error("restoring the gateway touched the agent")

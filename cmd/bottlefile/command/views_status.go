@@ -44,6 +44,15 @@ func renderStatus(w io.Writer, bottles []operations.BottleStatus, at time.Time) 
 			fmt.Fprintln(w, strings.TrimRight(line, " \n"))
 		}
 	}
+	// A gateway whose files were changed by hand, under the table: too
+	// long for a column, and the next apply acts on it.
+	for _, b := range bottles {
+		for _, wl := range b.Workloads {
+			if wl.Drift != "" {
+				fmt.Fprintf(w, "\n%s: %s; the next apply writes them again.\n", wl.Addr, wl.Drift)
+			}
+		}
+	}
 }
 
 // workloadState is a workload's state, and where it runs on a runtime of
@@ -169,6 +178,8 @@ type workloadJSON struct {
 	WrittenBytes  *int64 `json:"written_bytes"`
 	// Node is where it runs, on a runtime of several machines.
 	Node string `json:"node,omitempty"`
+	// Drift says what of a gateway's files were changed by hand.
+	Drift string `json:"drift,omitempty"`
 }
 
 func writeStatusJSON(w io.Writer, bottles []operations.BottleStatus, at time.Time) error {
@@ -193,7 +204,7 @@ func writeStatusJSON(w io.Writer, bottles []operations.BottleStatus, at time.Tim
 			wj := workloadJSON{
 				Address: wl.Addr, Role: wl.Role, ID: wl.ID, State: wl.State, RuntimeState: wl.RuntimeState,
 				ExitCode: wl.ExitCode, Created: optTime(wl.Created), Started: optTime(wl.Started),
-				Finished: optTime(wl.Finished), WrittenBytes: wl.Written, Node: wl.Node,
+				Finished: optTime(wl.Finished), WrittenBytes: wl.Written, Node: wl.Node, Drift: wl.Drift,
 			}
 			if wl.State == operations.WorkloadRunning && !wl.Started.IsZero() {
 				up := int64(max(0, at.Sub(wl.Started).Seconds()))
