@@ -1,6 +1,7 @@
 package planner_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/planner"
 )
 
@@ -115,4 +117,77 @@ func TestMovesFixtures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCheckFreshKeysStrays: a saved plan holding a stray copy of an
+// address (on another runtime) beside the address's own change is fresh
+// when a plan made now holds the same two; it is not taken for the
+// address's change ("would no longer delete; would now delete, not
+// migrate", which named one change twice).
+func TestCheckFreshKeysStrays(t *testing.T) {
+	live := &drivers.LiveObject{Addr: "agent.mig", Kind: "container", ID: "c2"}
+	plan := func() *planner.Plan {
+		return &planner.Plan{Changes: []*planner.Change{
+			{Addr: "agent.mig", Kind: "container", Runtime: "two", Action: planner.Migrate},
+			{Addr: "agent.mig", Kind: "container", Runtime: "one", Action: planner.Delete, Stray: true, Live: live},
+		}}
+	}
+	saved := planner.Save(plan(), map[string]string{"Bottlefile": "h"}, nil)
+	if err := saved.CheckFresh(plan()); err != nil {
+		t.Errorf("the same plan is stale: %v", err)
+	}
+	fresh := plan()
+	fresh.Changes = fresh.Changes[:1]
+	err := saved.CheckFresh(fresh)
+	if err == nil || !strings.Contains(err.Error(), `agent.mig on runtime "one" would no longer delete`) || strings.Contains(err.Error(), "not migrate") {
+		t.Errorf("a plan without the stray: %v", err)
+	}
+}
+
+// TestLegacyObjectsOnTwoRuntimes: objects made before objects carried
+// their runtime (no runtime label), on two runtime blocks of one engine,
+// are each attributed to the runtime their record names: the plan has
+// nothing to do, and nothing is called a stray.
+func TestLegacyObjectsOnTwoRuntimes(t *testing.T) {
+	b := newBench(t)
+	b.fake.Engine = "engine-1"
+	b.write(`
+runtime "one" {
+  driver = "docker"
+}
+
+runtime "two" {
+  driver = "docker"
+}
+
+agent "a1" {
+  image   = "alpine:3"
+  runtime = runtime.one
+}
+
+agent "a2" {
+  image   = "alpine:3"
+  runtime = runtime.two
+}
+`)
+	b.apply(planner.Options{})
+	b.wrap = func(d drivers.Driver) drivers.Driver { return unlabelled{d} }
+	if p := b.plan(planner.Options{}); p.Applyable() {
+		t.Errorf("a plan over unlabelled objects on two runtimes of one engine:\n%s", p)
+	}
+}
+
+// unlabelled reads as an engine of objects made before the runtime label.
+type unlabelled struct{ drivers.Driver }
+
+func (u unlabelled) Read(ctx context.Context, req drivers.ReadRequest) (drivers.ReadResponse, error) {
+	resp, err := u.Driver.Read(ctx, req)
+	for i := range resp.Objects {
+		resp.Objects[i].Runtime = ""
+	}
+	return resp, err
+}
+
+func (u unlabelled) EngineID(ctx context.Context) (string, error) {
+	return u.Driver.(drivers.EngineIdentifier).EngineID(ctx)
 }
