@@ -732,6 +732,7 @@ func (d *Driver) sweepLocked(ctx context.Context, api dockerAPI, lineage string)
 		}
 	}
 	d.sweepBuildLeftovers(ctx, api, lineage)
+	d.sweepCarriers(ctx, api, lineage, "") // workspace.go
 }
 
 // hasSnapshotTag reports whether one of an image's tags is a snapshot

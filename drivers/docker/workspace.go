@@ -104,7 +104,7 @@ func (d *Driver) carryWorkspace(ctx context.Context, api dockerAPI, req drivers.
 // createCarrier creates, without starting it, a container of the snapshot
 // image to read its workspace through.
 func (d *Driver) createCarrier(ctx context.Context, api dockerAPI, req drivers.ApplyRequest) (string, error) {
-	d.sweepCarriers(ctx, api, req.Lineage)
+	d.sweepCarriers(ctx, api, req.Lineage, req.Object.Addr)
 	cfg := &container.Config{
 		Image: req.Carry.Image,
 		// Never started: only something to read files through.
@@ -118,16 +118,19 @@ func (d *Driver) createCarrier(ctx context.Context, api dockerAPI, req drivers.A
 	return created.ID, nil
 }
 
-// sweepCarriers removes carriers of the lineage a cut-off apply left.
-func (d *Driver) sweepCarriers(ctx context.Context, api dockerAPI, lineage string) {
+// sweepCarriers removes carriers of the lineage a cut-off apply left:
+// those of addr whatever their age (one apply of a state at a time, and
+// one create of an address in it), or with addr "" those older than
+// carrierAge.
+func (d *Driver) sweepCarriers(ctx context.Context, api dockerAPI, lineage, addr string) {
 	list, err := api.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", labelCarry))})
 	if err != nil {
 		d.log.Debug("listing carrier containers", "error", err)
 		return
 	}
 	for _, c := range list {
-		of, _, _ := strings.Cut(c.Labels[labelCarry], " ")
-		if of != lineage || time.Since(time.Unix(c.Created, 0)) < carrierAge {
+		of, at, _ := strings.Cut(c.Labels[labelCarry], " ")
+		if of != lineage || (addr != "" && at != addr) || (addr == "" && time.Since(time.Unix(c.Created, 0)) < carrierAge) {
 			continue
 		}
 		if err := api.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
