@@ -731,13 +731,16 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 			// Same attributes, other hash: the driver changed what it hashes.
 			c.Action = Replace
 			c.Reasons = append(c.Reasons, "its recorded configuration hash differs from the desired one")
-		case d.object.Workload && !lo.Running:
-			c.Action = Start
-			c.Reasons = append(c.Reasons, stoppedReason(lo.Exit))
 		case d.object.Workload && restartedByRuntime(rec, lo):
+			// Before the stopped case: a task the cluster started in place
+			// of the recorded one may still be starting, and what the old
+			// one wrote is lost either way.
 			// Recorded, unless planPolicies resumes it (restarted.go).
 			c.Action, c.StateOnly, c.Restarted = Update, true, true
 			c.Reasons = append(c.Reasons, restartedWhat(c.Addr, rec, lo)+"; the new task is recorded")
+		case d.object.Workload && !lo.Running:
+			c.Action = Start
+			c.Reasons = append(c.Reasons, stoppedReason(lo.Exit))
 		case rec.PreventDestroy != d.lifecycle.PreventDestroy:
 			c.Action = Update
 			c.StateOnly = true

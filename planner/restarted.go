@@ -19,11 +19,12 @@ import (
 // instance booted from. Otherwise it records the new instance, so the
 // next plan does not say it again.
 
-// restartedByRuntime reports whether the live instance of a recorded,
-// running workload is one the runtime started by itself.
+// restartedByRuntime reports whether the live instance of a recorded
+// workload is one the runtime started by itself: running, or still
+// being started.
 func restartedByRuntime(rec *state.Record, lo *drivers.LiveObject) bool {
 	was := rec.Computed[drivers.ComputedInstance]
-	return was != "" && lo.Instance != "" && lo.Instance != was && lo.Running
+	return was != "" && lo.Instance != "" && lo.Instance != was
 }
 
 // restartedWhat says what happened to a workload the runtime restarted:

@@ -94,3 +94,22 @@ func TestRestartedByClusterNoSnapshot(t *testing.T) {
 		t.Errorf("the plan after recording the new task:\n%s", p)
 	}
 }
+
+// TestRestartedByClusterNotRunningYet: the cluster replaced the task and
+// the new one is still being started (a node that came back, a pull):
+// the plan says the cluster restarted it and what was lost, never that it
+// was stopped outside bottlefile.
+func TestRestartedByClusterNotRunningYet(t *testing.T) {
+	b := restartedBench(t)
+	b.apply(planner.Options{Take: []planner.TakeRequest{{Agent: "agent.coder"}}})
+	if !b.fake.Restart(b.lineage(), "agent.coder", "node1", "its task on node node1 failed") || !b.fake.Stop(b.lineage(), "agent.coder") {
+		t.Fatal("no instance to restart")
+	}
+	p := b.plan(planner.Options{})
+	c := change(p, "agent.coder")
+	all := strings.Join(c.Reasons, "\n")
+	if c.Action != planner.Replace || c.BootFrom != "agent.coder.snapshot.1" || strings.Contains(all, "stopped outside bottlefile") ||
+		!strings.Contains(all, "was restarted by the cluster on node1") || !strings.Contains(all, "after agent.coder.snapshot.1 was taken is lost") {
+		t.Errorf("plan %s, reasons:\n%s", c.Action, all)
+	}
+}

@@ -3,6 +3,7 @@ package swarm
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/bottlefile/bottlefile/drivers"
 )
@@ -26,6 +27,9 @@ func (d *Driver) apply(ctx context.Context, req drivers.ApplyRequest) (drivers.A
 		d.mu.RLock()
 		req.Runtime = d.runtime
 		d.mu.RUnlock()
+	}
+	if req.Op == drivers.OpDelete && strings.HasPrefix(req.ID, nodeCopyID) {
+		return d.removeNodeCopy(ctx, api, req) // nodecopy.go
 	}
 	switch req.Object.Kind {
 	case kindNetwork:

@@ -108,6 +108,14 @@ func (d *Driver) createGateway(ctx context.Context, api swarmAPI, req drivers.Ap
 	if err != nil {
 		return fail("%v", err)
 	}
+	// A gateway that fails to be made takes its configs with it: no
+	// record names them.
+	made := false
+	defer func() {
+		if !made {
+			d.dropConfigs(ctx, api, addr, configs)
+		}
+	}()
 	if err := d.removeStale(ctx, api, req.Lineage, addr, s.name); err != nil {
 		return fail("%v", err)
 	}
@@ -161,7 +169,29 @@ func (d *Driver) createGateway(ctx context.Context, api swarmAPI, req drivers.Ap
 		return resp, err
 	}
 	resp.Computed["proxy"] = fmt.Sprintf("http://%s:%d", s.name, docker.GatewayPort)
+	made = true
 	return resp, nil
+}
+
+// dropConfigs removes configs a gateway that failed to be made was to
+// read, once no task of a service uses them (the cluster refuses to
+// remove a config in use): bounded, and only logged.
+func (d *Driver) dropConfigs(ctx context.Context, api swarmAPI, addr string, configs []*swarm.ConfigReference) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tasksGone)
+	defer cancel()
+	for _, c := range configs {
+		for {
+			err := api.ConfigRemove(ctx, c.ConfigID)
+			if err == nil || cerrdefs.IsNotFound(err) {
+				break
+			}
+			if ctx.Err() != nil || !strings.Contains(err.Error(), "in use") {
+				d.log.Warn("could not remove a config of a gateway that failed to be made", "addr", addr, "config", c.ConfigName, "error", err)
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
 }
 
 // waitGateway waits until the gateway's task that reads configs runs, then

@@ -8,12 +8,8 @@ import (
 	"io"
 	"strings"
 	"sync"
-	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/client"
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker"
@@ -60,18 +56,18 @@ func (d *Driver) deleteImage(ctx context.Context, api swarmAPI, req drivers.Appl
 	if err != nil {
 		return resp, err
 	}
-	f := byLineage(req.Lineage)
-	f.Add("label", drivers.LabelAddress+"="+req.Object.Addr)
-	engines := d.reachableEngines(ctx)[1:] // the manager's is done
-	for _, eng := range engines {
-		ctx, cancel := context.WithTimeout(ctx, d.nodeTimeout()+tasksGone)
-		defer cancel()
-		cli, err := eng.Client(ctx)
-		if err != nil {
-			return resp, fmt.Errorf("deleting image of %s from a node: %w", req.Object.Addr, err)
+	// The nodes that pulled it, but the manager's (done): one that
+	// cannot be reached keeps its copy, recorded (nodecopy.go).
+	var engines []string
+	mgr, _ := d.facts(ctx)
+	for _, node := range d.engineNodes(ctx) {
+		if node != mgr.Description.Hostname {
+			engines = append(engines, node)
 		}
-		if err := removeImages(ctx, cli, f, req.ID); err != nil {
-			return resp, fmt.Errorf("deleting image of %s from a node: %w", req.Object.Addr, err)
+	}
+	if req.ID != "" {
+		for _, node := range engines {
+			d.removeCopy(ctx, api, req.Lineage, req.Object.Addr, nodeCopy{Node: node, Image: req.ID})
 		}
 	}
 	if _, registry, _, _ := d.settings(); registry != "" && len(engines) == 0 {
@@ -110,40 +106,6 @@ func (d *Driver) deleteBuiltFromRegistry(ctx context.Context, api swarmAPI, req 
 			}
 			if err := reg.deleteTagged(ctx, name[:i], name[i+1:]); err != nil {
 				return err
-			}
-		}
-	}
-	return nil
-}
-
-// removeImages removes an engine's images matching f, only the one of id
-// when it is not "" (a node pulled the same image id the manager built;
-// the new build of the address may be there already, when the workload
-// carried its workspace from the one it replaced), waiting while a
-// container still uses one: the container of a task of a service just
-// removed goes a moment later.
-func removeImages(ctx context.Context, cli client.APIClient, f filters.Args, id string) error {
-	list, err := cli.ImageList(ctx, image.ListOptions{Filters: f})
-	if err != nil {
-		return err
-	}
-	for _, img := range list {
-		if id != "" && img.ID != id {
-			continue
-		}
-		deadline := time.Now().Add(tasksGone)
-		for {
-			_, err := cli.ImageRemove(ctx, img.ID, image.RemoveOptions{Force: true, PruneChildren: true})
-			if err == nil || cerrdefs.IsNotFound(err) {
-				break
-			}
-			if !cerrdefs.IsConflict(err) || time.Now().After(deadline) {
-				return err
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(200 * time.Millisecond):
 			}
 		}
 	}

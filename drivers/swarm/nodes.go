@@ -11,9 +11,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/zclconf/go-cty/cty"
 
@@ -317,44 +315,39 @@ func copiesOf(ctx context.Context, api swarmAPI, id string) serviceCopies {
 // container to leave its node.
 const copyGone = 15 * time.Second
 
-// removeCopiesOf removes, from each node a removed service's tasks ran on
-// whose engine the driver reaches, the service's image when it is one of
-// this lineage (a snapshot it booted from, a built image: the base images
-// a configuration names are left alone), once the task's container is
-// gone from the node. Failures are only logged: a node that cannot be
-// reached keeps its copy.
-func (d *Driver) removeCopiesOf(ctx context.Context, lineage string, sc serviceCopies) {
-	if sc.image == "" {
+// recordCopies records, before the service goes, the copies of the
+// lineage's image its tasks' nodes hold (nodecopy.go), so that an
+// interrupted delete leaves nothing unrecorded.
+func (d *Driver) recordCopies(ctx context.Context, api swarmAPI, lineage, addr string, sc serviceCopies) {
+	if sc.image == "" || !ofLineage(lineage, sc.image) {
 		return
 	}
 	for _, node := range sc.nodes {
-		// Bounded: a node that went down must not hold the delete.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.nodeTimeout()+copyGone)
-		defer cancel()
-		eng, _, err := d.nodeEngine(ctx, node)
-		if err != nil {
-			d.log.Debug("cannot reach a node to remove what a service pulled there", "node", node, "error", err)
+		if err := d.recordCopy(ctx, api, lineage, addr, nodeCopy{Node: node, Image: sc.image, Service: sc.id}); err != nil {
+			d.log.Warn("could not record a node's copy before removing it", "node", node, "image", sc.image, "error", err)
+		}
+	}
+}
+
+// removeCopiesOf waits, on each node a removed service's tasks ran on
+// whose engine the driver reaches, until the task's containers are gone
+// (bounded), then removes the service's image when it is one of this
+// lineage (a snapshot it booted from, a built image: the base images a
+// configuration names are left alone) and its record. A node that cannot
+// be reached keeps its copy and the record, for a later apply or destroy.
+func (d *Driver) removeCopiesOf(ctx context.Context, api swarmAPI, lineage string, sc serviceCopies) {
+	if sc.image == "" {
+		return
+	}
+	track := ofLineage(lineage, sc.image)
+	for _, node := range sc.nodes {
+		c := nodeCopy{Node: node, Image: sc.image, Service: sc.id}
+		if err := d.removeCopyOn(ctx, lineage, c, track); err != nil {
+			d.log.Info("a node keeps what a removed service pulled, for now: a later apply or destroy removes it", "node", node, "image", sc.image, "error", err)
 			continue
 		}
-		cli, err := eng.Client(ctx)
-		if err != nil {
-			continue
-		}
-		info, err := cli.ImageInspect(ctx, sc.image)
-		if err != nil || info.Config == nil || info.Config.Labels[drivers.LabelLineage] != lineage {
-			continue
-		}
-		f := filters.NewArgs(filters.Arg("label", "com.docker.swarm.service.id="+sc.id))
-		deadline := time.Now().Add(copyGone)
-		for {
-			ctrs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
-			if err != nil || len(ctrs) == 0 || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if _, err := cli.ImageRemove(ctx, sc.image, image.RemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
-			d.log.Debug("could not remove what a service pulled onto a node", "node", node, "image", sc.image, "error", err)
+		if track {
+			d.forgetCopy(ctx, api, lineage, c)
 		}
 	}
 }

@@ -120,6 +120,11 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 		return resp, err
 	}
 	resp.Objects = append(resp.Objects, snaps...)
+	copies, err := d.readCopies(ctx, api, req.Lineage) // nodecopy.go
+	if err != nil {
+		return resp, fmt.Errorf("listing what nodes kept of lineage %s: %w", req.Lineage, err)
+	}
+	resp.Objects = append(resp.Objects, copies...)
 	drivers.SortLive(resp.Objects)
 	return resp, nil
 }
@@ -168,7 +173,10 @@ func serviceFacts(o *drivers.LiveObject, s swarm.Service, tasks []swarm.Task, no
 		if cs := t.Status.ContainerStatus; cs != nil {
 			o.ExitCode = cs.ExitCode
 		}
-		o.Exit = &drivers.Exit{Code: o.ExitCode, At: o.Finished, Stopped: t.DesiredState != swarm.TaskStateRunning && t.Status.State == swarm.TaskStateShutdown}
+		// Never "stopped by someone": a one-replica service's task is
+		// stopped by scaling it to none (above); any other end is the
+		// task's own or the cluster's (its node went down or came back).
+		o.Exit = &drivers.Exit{Code: o.ExitCode, At: o.Finished, Error: taskProblem(t)}
 	default:
 		o.State = drivers.StateCreated
 	}

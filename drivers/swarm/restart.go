@@ -21,7 +21,11 @@ import (
 // an earlier task of it is listed, why the cluster replaced that one.
 func restartFacts(o *drivers.LiveObject, tasks []swarm.Task, nodes []swarm.Node) {
 	t, ok := currentTask(tasks)
-	if !ok || t.Status.State != swarm.TaskStateRunning {
+	// A task the cluster wants running is the instance even while it is
+	// being started: the one it replaced is gone with what it wrote,
+	// whether or not its node came back (the engine of a node that comes
+	// back does not start the old task's container again).
+	if !ok || t.DesiredState != swarm.TaskStateRunning {
 		return
 	}
 	o.Instance = t.ID

@@ -459,6 +459,7 @@ func (d *Driver) deleteService(ctx context.Context, api swarmAPI, req drivers.Ap
 		id = svc.ID
 	}
 	copies := copiesOf(ctx, api, id)
+	d.recordCopies(ctx, api, req.Lineage, addr, copies) // nodecopy.go
 	svc, _, inspectErr := api.ServiceInspectWithRaw(ctx, id, swarm.ServiceInspectOptions{})
 	if err := api.ServiceRemove(ctx, id); err != nil {
 		if cerrdefs.IsNotFound(err) {
@@ -469,7 +470,7 @@ func (d *Driver) deleteService(ctx context.Context, api swarmAPI, req drivers.Ap
 	if err := waitTasksGone(ctx, api, id); err != nil {
 		d.log.Warn("the tasks of a removed service linger", "addr", addr, "id", shortID(id), "error", err)
 	}
-	d.removeCopiesOf(ctx, req.Lineage, copies) // nodes.go
+	d.removeCopiesOf(ctx, api, req.Lineage, copies) // nodes.go
 	if inspectErr == nil {
 		d.deleteCarried(ctx, req.Lineage, svc) // workspace.go
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -238,49 +240,43 @@ func (d *Driver) deleteSnapshot(ctx context.Context, req drivers.ApplyRequest) (
 	if err := d.unindexSnapshot(ctx, req.Lineage, req.Object.Addr, req.ID); err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("deleting snapshot %s: %w", addr, err)
 	}
-	d.removeCopies(ctx, req.ID)
+	d.removeCopies(ctx, req.Lineage, req.Object.Addr, req.ID)
 	d.log.Info("deleted snapshot", "addr", addr, "ref", req.ID)
 	return drivers.ApplyResponse{}, nil
 }
 
-// removeCopies removes an image reference from every node engine the
-// driver can reach (those of node_hosts, and the manager's) where no
-// container uses it. Failures are only logged.
-func (d *Driver) removeCopies(ctx context.Context, ref string) {
-	for _, eng := range d.reachableEngines(ctx) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.nodeTimeout())
-		defer cancel()
-		cli, err := eng.Client(ctx)
-		if err != nil {
-			d.log.Debug("cannot reach a node's engine to remove a copy", "ref", ref, "error", err)
-			continue
-		}
-		_, err = cli.ImageRemove(context.WithoutCancel(ctx), ref, image.RemoveOptions{})
-		if err != nil && !cerrdefs.IsNotFound(err) && !cerrdefs.IsConflict(err) && !strings.Contains(err.Error(), "No such image") {
-			d.log.Debug("could not remove a node's copy", "ref", ref, "error", err)
-		}
+// removeCopies removes an image reference of the lineage from every node
+// engine the driver can reach (those of node_hosts, and the manager's)
+// where no container uses it. A node that cannot be reached keeps its
+// copy, recorded for a later apply or destroy (nodecopy.go).
+func (d *Driver) removeCopies(ctx context.Context, lineage, addr, ref string) {
+	api, err := d.manager(ctx)
+	if err != nil {
+		return
+	}
+	for _, node := range d.engineNodes(ctx) {
+		d.removeCopy(ctx, api, lineage, addr, nodeCopy{Node: node, Image: ref})
 	}
 }
 
-// reachableEngines are the docker drivers of the manager's engine and of
-// every node node_hosts names.
-func (d *Driver) reachableEngines(ctx context.Context) []*docker.Driver {
+// engineNodes are the hostnames of the nodes whose engines the driver
+// reaches: the manager's and those of node_hosts.
+func (d *Driver) engineNodes(ctx context.Context) []string {
+	var out []string
+	if mgr, err := d.facts(ctx); err == nil && mgr.Description.Hostname != "" {
+		out = append(out, mgr.Description.Hostname)
+	}
 	d.mu.RLock()
 	ne := d.nodeEngs
 	d.mu.RUnlock()
-	out := []*docker.Driver{d.eng}
 	if ne == nil {
 		return out
 	}
 	ne.mu.Lock()
-	var names []string
-	for name := range ne.hosts {
-		names = append(names, name)
-	}
-	ne.mu.Unlock()
-	for _, name := range names {
-		if eng, _, err := d.nodeEngine(ctx, name); err == nil && eng != d.eng {
-			out = append(out, eng)
+	defer ne.mu.Unlock()
+	for _, name := range slices.Sorted(maps.Keys(ne.hosts)) {
+		if !slices.Contains(out, name) {
+			out = append(out, name)
 		}
 	}
 	return out

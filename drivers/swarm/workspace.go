@@ -93,5 +93,5 @@ func (d *Driver) deleteCarried(ctx context.Context, lineage string, svc swarm.Se
 	if err := reg.deleteManifest(ctx, repo, digest); err != nil {
 		d.log.Warn("could not delete the image a removed service ran from the registry", "ref", cs.Image, "error", err)
 	}
-	d.removeCopies(ctx, registry+"/"+repo+"@"+digest)
+	d.removeCopies(ctx, lineage, svc.Spec.Labels[drivers.LabelAddress], registry+"/"+repo+"@"+digest)
 }

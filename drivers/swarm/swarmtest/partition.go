@@ -35,6 +35,36 @@ func (f *Fixture) Heal(t testing.TB, i int) {
 
 func partitionRule(n Node) []string { return []string{"INPUT", "-s", n.Addr, "-j", "DROP"} }
 
+// Stall makes node i's transfers to the hub stall mid-way, as a link
+// that dies under load does: every full-sized segment it sends to the
+// registry is lost, while handshakes and small requests still pass. A
+// push then connects, starts its upload and hangs on it without an
+// error (the engine has no timeout for an upload in progress). It ends
+// with Unstall, which a cleanup of the test calls if the test did not.
+func (f *Fixture) Stall(t testing.TB, i int) {
+	t.Helper()
+	if err := f.hub(append([]string{"iptables", "-I"}, stallRule(f.Nodes[i])...)...); err != nil {
+		t.Fatalf("stalling %s: %v", f.Nodes[i].Name, err)
+	}
+	t.Cleanup(func() { f.Unstall(t, i) })
+}
+
+// Unstall ends a Stall of node i.
+func (f *Fixture) Unstall(t testing.TB, i int) {
+	t.Helper()
+	rule := stallRule(f.Nodes[i])
+	for f.hub(append([]string{"iptables", "-C"}, rule...)...) == nil {
+		if err := f.hub(append([]string{"iptables", "-D"}, rule...)...); err != nil {
+			t.Errorf("unstalling %s: %v", f.Nodes[i].Name, err)
+			return
+		}
+	}
+}
+
+func stallRule(n Node) []string {
+	return []string{"INPUT", "-s", n.Addr, "-p", "tcp", "--dport", "5000", "-m", "length", "--length", "1200:65535", "-j", "DROP"}
+}
+
 // registryRule refuses every connection to the registry's port, as a
 // registry that is down would (a reset, at once).
 var registryRule = []string{"INPUT", "-p", "tcp", "--dport", "5000", "-j", "REJECT", "--reject-with", "tcp-reset"}
