@@ -92,6 +92,9 @@ type Result struct {
 	Applied []*planner.Step
 	Failed  []*planner.Step
 	Skipped []*planner.Step
+	// Moved counts the agents whose records moved before the walk (a
+	// moved block, another runtime block on the same engine).
+	Moved int
 }
 
 // results collects outcomes from concurrent steps.
@@ -133,6 +136,7 @@ func (e *Executor) Apply(ctx context.Context, plan *planner.Plan) (Result, hcl.D
 	if err := e.moveRecords(plan); err != nil {
 		return Result{}, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Failed to move records", Detail: err.Error()}}
 	}
+	moved := plan.Summary().Move
 	var out results
 	w := &Walker{
 		Parallelism: e.Parallelism,
@@ -162,7 +166,9 @@ func (e *Executor) Apply(ctx context.Context, plan *planner.Plan) (Result, hcl.D
 		out.add(&out.res.Applied, s)
 		return nil
 	})
-	return out.snapshot(), diags
+	res := out.snapshot()
+	res.Moved = moved
+	return res, diags
 }
 
 // moveRecords rewrites, before any step, the records the plan moves to

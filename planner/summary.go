@@ -133,6 +133,9 @@ func (s Summary) Done() string {
 	if s.Snapshot > 0 {
 		line += fmt.Sprintf(", %d %s taken", s.Snapshot, plural(s.Snapshot, "snapshot", "snapshots"))
 	}
+	if s.Move > 0 {
+		line += fmt.Sprintf(", %d moved", s.Move)
+	}
 	if s.SnapshotDelete > 0 {
 		line += ", " + s.SnapshotsDeleted()
 	}

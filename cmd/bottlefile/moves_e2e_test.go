@@ -110,7 +110,8 @@ func TestE2EMovedBlock(t *testing.T) {
 	if strings.Contains(r.stdout, "destroyed") || strings.Contains(r.stdout, "will be created") {
 		t.Errorf("the move plans more than the move:\n%s", r)
 	}
-	mustRun(t, dir, "apply", "-auto-approve")
+	r = mustRun(t, dir, "apply", "-auto-approve")
+	movesWant(t, "apply of the move", r.stdout, "Apply complete! Objects: 0 added, 0 changed, 0 destroyed, 1 moved.")
 
 	if got := movesContainer(t, cli, lineage, "agent.old"); got != agentID {
 		t.Errorf("the agent's container is %s after the move, was %s", got, agentID)

@@ -258,6 +258,7 @@ func (v *applyView) fail(summary string, err error) int {
 // what was not.
 func (v *applyView) summary(res executor.Result, destroy, failed bool, stateErr error) {
 	sum := planner.StepSummary(res.Applied)
+	sum.Move = res.Moved
 	word := "Apply"
 	if destroy {
 		word = "Destroy"
