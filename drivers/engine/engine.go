@@ -11,6 +11,7 @@ import (
 
 	"github.com/docker/docker/api/types/versions"
 	"github.com/docker/docker/client"
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/bottlefile/bottlefile/drivers"
 )
@@ -77,7 +78,12 @@ type Engine struct {
 // Open makes a client of the endpoint's engine. It contacts nothing, and
 // reads the TLS files: one that is not what its attribute says is a
 // *drivers.AttributeError.
-func (ep Endpoint) Open() (*Engine, error) {
+func (ep Endpoint) Open() (*Engine, error) { return ep.OpenTraced(nil) }
+
+// OpenTraced is Open whose client logs every engine call at trace level
+// to log (the call, its object, start and duration: trace.go), when log
+// is at trace level; otherwise it is Open.
+func (ep Endpoint) OpenTraced(log hclog.Logger) (*Engine, error) {
 	d, err := newDialer(ep)
 	if err != nil {
 		return nil, err
@@ -85,6 +91,7 @@ func (ep Endpoint) Open() (*Engine, error) {
 	// Idle connections are kept for an apply's parallel steps (10 by
 	// default): over ssh each new one is an ssh login.
 	tr := &http.Transport{MaxIdleConns: 16, MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}
+	hc := &http.Client{Transport: tr, CheckRedirect: client.CheckRedirect}
 	host := ep.URL.String()
 	if ep.URL.Scheme == SchemeSSH {
 		// The client speaks HTTP over what the dialer returns; the
@@ -95,7 +102,7 @@ func (ep Endpoint) Open() (*Engine, error) {
 		}
 	}
 	cli, err := client.NewClientWithOpts(
-		client.WithHTTPClient(&http.Client{Transport: tr, CheckRedirect: client.CheckRedirect}),
+		client.WithHTTPClient(hc),
 		client.WithHost(host),
 		client.WithDialContext(d.dial),
 		func(*client.Client) error {
@@ -108,6 +115,11 @@ func (ep Endpoint) Open() (*Engine, error) {
 	)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ep.Address(), err)
+	}
+	if log != nil && log.IsTrace() {
+		// Wrapped once the client is made: its options want the
+		// *http.Transport itself.
+		hc.Transport = &tracer{next: hc.Transport, log: log}
 	}
 	return &Engine{Client: cli, ep: ep}, nil
 }
