@@ -234,6 +234,7 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 		}
 		return drivers.ApplyResponse{}, fmt.Errorf("starting container %s for %s: %w", name, addr, err)
 	}
+	d.started.Store(created.ID, time.Now())
 	carryFrom = "" // set aside for good: the delete that follows removes it
 	d.log.Info("created container", "addr", addr, "name", name, "id", shortID(created.ID), "image", spec.Image)
 	resp, err := d.containerResponse(ctx, api, addr, created.ID, spec.network)
@@ -272,6 +273,7 @@ func (d *Driver) startContainer(ctx context.Context, api dockerAPI, req drivers.
 		}
 		return drivers.ApplyResponse{}, fmt.Errorf("starting container %s of %s: %w", shortID(id), addr, err)
 	}
+	d.started.Store(id, time.Now())
 	d.log.Info("started container", "addr", addr, "id", shortID(id))
 	return d.containerResponse(ctx, api, addr, id, "")
 }

@@ -64,6 +64,13 @@ type Driver struct {
 	// host caches the engine host's own addresses, learned once per
 	// driver instance at the first gateway made or updated (enginehost.go).
 	host *engineHost
+	// hostWG waits for a background probe (prefetchEngineHost) at Close,
+	// so that it removes its container.
+	hostWG sync.WaitGroup
+	// started holds, per container ID, when this process's start of it
+	// returned: Settle watches a workload from its own start, not from
+	// when the executor gets to it (issue 28).
+	started sync.Map
 }
 
 var (
@@ -74,7 +81,11 @@ var (
 
 // New makes an unconfigured docker driver.
 func New(log hclog.Logger) (drivers.Driver, error) {
-	return newDriver(log, newClient), nil
+	d := newDriver(log, nil)
+	// With BOTTLEFILE_LOG=trace the client logs every engine call
+	// (drivers/engine trace.go).
+	d.newAPI = func(ep engine.Endpoint) (dockerAPI, error) { return ep.OpenTraced(d.log) }
+	return d, nil
 }
 
 func newDriver(log hclog.Logger, newAPI func(ep engine.Endpoint) (dockerAPI, error)) *Driver {
@@ -206,6 +217,7 @@ func (d *Driver) Close() error {
 	if api == nil {
 		return nil
 	}
+	d.hostWG.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), sweepTimeout)
 	defer cancel()
 	if d.gatewayDeleted.Swap(false) {

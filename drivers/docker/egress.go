@@ -220,6 +220,9 @@ func (d *Driver) createEgressNetwork(ctx context.Context, api dockerAPI, req dri
 		return fail("%v", err)
 	}
 
+	// Gateways come next: the engine host's addresses they are forbidden
+	// are learned meanwhile (a cached answer, or the probe's container).
+	d.prefetchEngineHost(ctx, api, req.Lineage)
 	var refused []netip.Prefix
 	for attempt := 1; attempt <= maxNetworkAttempts; attempt++ {
 		nets, subnet, err := claims.claim(ctx, api, name, pool, egressBits, refused, "egress_subnet_pool")

@@ -3,8 +3,11 @@ package docker
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -49,7 +52,7 @@ type engineHost struct {
 // networking) is logged, and the other sources still count.
 func (d *Driver) engineHostOwnAddrs(ctx context.Context, api dockerAPI, lineage string) []netip.Addr {
 	d.mu.RLock()
-	h := d.host
+	h, stateDir := d.host, d.stateDir
 	d.mu.RUnlock()
 	if h == nil {
 		h = &engineHost{}
@@ -61,9 +64,19 @@ func (d *Driver) engineHostOwnAddrs(ctx context.Context, api dockerAPI, lineage 
 	}
 	var addrs []netip.Addr
 	start := time.Now()
-	probed, err := d.probeEngineHost(ctx, api, lineage)
-	if err != nil {
-		d.log.Warn("cannot learn the engine host's addresses from the engine to forbid them to gateways; only the addresses bottlefile sees itself are forbidden", "error", err)
+	// The probe's answer is kept per engine (its ID) in the state
+	// directory: one container run per engine, not per apply (issue 28).
+	engineID, _ := d.EngineID(ctx)
+	cache := hostCacheFile(stateDir)
+	probed, cached := readHostCache(cache, engineID, time.Now())
+	var err error
+	if !cached {
+		probed, err = d.probeEngineHost(ctx, api, lineage)
+		if err != nil {
+			d.log.Warn("cannot learn the engine host's addresses from the engine to forbid them to gateways; only the addresses bottlefile sees itself are forbidden", "error", err)
+		} else if werr := writeHostCache(cache, engineID, probed, time.Now()); werr != nil {
+			d.log.Debug("could not keep the engine host's addresses", "file", cache, "error", werr)
+		}
 	}
 	addrs = append(addrs, probed...)
 	if info, err := api.Info(ctx); err == nil {
@@ -72,8 +85,105 @@ func (d *Driver) engineHostOwnAddrs(ctx context.Context, api dockerAPI, lineage 
 		}
 	}
 	h.done, h.addrs = true, hostAddrsOnly(addrs)
-	d.log.Debug("engine host addresses", "addrs", h.addrs, "probed", err == nil, "took", time.Since(start).Round(time.Millisecond))
+	d.log.Debug("engine host addresses", "addrs", h.addrs, "probed", err == nil, "cached", cached, "took", time.Since(start).Round(time.Millisecond))
 	return h.addrs
+}
+
+// prefetchEngineHost learns the engine host's addresses in the background,
+// so that a first gateway does not wait for the probe after its networks
+// are made: called when the egress network is created. Detached from the
+// step's context, so that a cancelled step does not leave the process
+// with an empty answer; the probe bounds itself (hostProbeTimeout).
+func (d *Driver) prefetchEngineHost(ctx context.Context, api dockerAPI, lineage string) {
+	d.hostWG.Add(1)
+	go func() {
+		defer d.hostWG.Done()
+		d.engineHostOwnAddrs(context.WithoutCancel(ctx), api, lineage)
+	}()
+}
+
+// hostCacheMaxAge bounds how long a probe's answer is used: an engine
+// host's addresses change rarely (a new interface, a DHCP lease), and a
+// day bounds how long a new one stays unforbidden by the probe.
+const hostCacheMaxAge = 24 * time.Hour
+
+// hostCache is the file of probe answers: per engine ID, the addresses
+// and when they were probed.
+type hostCache map[string]hostCacheEntry
+
+type hostCacheEntry struct {
+	Addrs  []string  `json:"addrs"`
+	Probed time.Time `json:"probed"`
+}
+
+func hostCacheFile(stateDir string) string {
+	if stateDir == "" {
+		return ""
+	}
+	return filepath.Join(stateDir, "engine-hosts.json")
+}
+
+// readHostCache is the engine's cached probe answer, when there is one
+// younger than hostCacheMaxAge; anything unreadable is no answer.
+func readHostCache(file, engineID string, now time.Time) ([]netip.Addr, bool) {
+	if file == "" || engineID == "" {
+		return nil, false
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, false
+	}
+	var c hostCache
+	if json.Unmarshal(b, &c) != nil {
+		return nil, false
+	}
+	e, ok := c[engineID]
+	if !ok || len(e.Addrs) == 0 || now.Sub(e.Probed) > hostCacheMaxAge || e.Probed.After(now) {
+		return nil, false
+	}
+	addrs := make([]netip.Addr, 0, len(e.Addrs))
+	for _, s := range e.Addrs {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, false
+		}
+		addrs = append(addrs, a)
+	}
+	return addrs, true
+}
+
+// writeHostCache records a successful probe's answer for the engine,
+// keeping the other engines' (0600, replaced whole).
+func writeHostCache(file, engineID string, addrs []netip.Addr, now time.Time) error {
+	if file == "" || engineID == "" {
+		return nil
+	}
+	c := hostCache{}
+	if b, err := os.ReadFile(file); err == nil {
+		_ = json.Unmarshal(b, &c)
+	}
+	e := hostCacheEntry{Probed: now.UTC()}
+	for _, a := range addrs {
+		e.Addrs = append(e.Addrs, a.String())
+	}
+	c[engineID] = e
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".engine-hosts-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), file)
 }
 
 // probeEngineHost runs the gateway binary with -print-addrs in the engine

@@ -37,6 +37,8 @@ type fakeAPI struct {
 	ContainerKillFn     func(id, signal string) error
 	// ContainerStatPathFn answers ContainerStatPath.
 	ContainerStatPathFn func(id, path string) (container.PathStat, error)
+	// InfoFn answers Info.
+	InfoFn func() (system.Info, error)
 }
 
 var _ dockerAPI = (*fakeAPI)(nil)
@@ -157,6 +159,9 @@ func (f *fakeAPI) ImageRemove(_ context.Context, ref string, o image.RemoveOptio
 
 func (f *fakeAPI) Info(context.Context) (system.Info, error) {
 	f.record("Info")
+	if f.InfoFn != nil {
+		return f.InfoFn()
+	}
 	return system.Info{}, unexpected("Info")
 }
 

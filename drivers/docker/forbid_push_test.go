@@ -2,9 +2,12 @@ package docker
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/hashicorp/go-hclog"
@@ -50,5 +53,59 @@ func TestPushForbidSparesStartingGateways(t *testing.T) {
 				t.Errorf("signals = %v, want [%s HUP]", hupped, id)
 			}
 		})
+	}
+}
+
+// The running gateways are written at the same time (issue 28): one after
+// another they held up the last gateway of an apply for 0.3 s each. Every
+// gateway still gets the file and one SIGHUP.
+func TestPushForbidWritesGatewaysTogether(t *testing.T) {
+	const n = 3
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	all := make(chan struct{})
+	var hupped []string
+	api := &fakeAPI{
+		ContainerListFn: func(container.ListOptions) ([]container.Summary, error) {
+			var out []container.Summary
+			for i := range n {
+				out = append(out, container.Summary{ID: fmt.Sprintf("gw-together-%d", i), State: container.StateRunning})
+			}
+			return out, nil
+		},
+		CopyToContainerFn: func(id, path string) error {
+			mu.Lock()
+			inFlight++
+			most = max(most, inFlight)
+			if most == n {
+				close(all)
+			}
+			mu.Unlock()
+			// Each copy waits for the others to be in flight (or gives up
+			// after a while, so a serial push fails rather than hangs).
+			select {
+			case <-all:
+			case <-time.After(5 * time.Second):
+			}
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+			return nil
+		},
+		ContainerKillFn: func(id, signal string) error {
+			mu.Lock()
+			hupped = append(hupped, id+" "+signal)
+			mu.Unlock()
+			return nil
+		},
+	}
+	d := &Driver{log: hclog.NewNullLogger()}
+	d.pushForbid(context.Background(), api, "lin", []netip.Prefix{netip.MustParsePrefix("10.2.0.0/16")})
+	if most != n {
+		t.Errorf("at most %d of %d gateways written at once, want all", most, n)
+	}
+	slices.Sort(hupped)
+	if want := []string{"gw-together-0 HUP", "gw-together-1 HUP", "gw-together-2 HUP"}; !slices.Equal(hupped, want) {
+		t.Errorf("signals = %v, want %v", hupped, want)
 	}
 }

@@ -1019,6 +1019,9 @@ func forbidSent(id string, forbid []netip.Prefix) {
 	forbidCache.sent[id] = forbidKey(forbid)
 }
 
+// pushParallelism is how many gateways pushForbid writes at once.
+const pushParallelism = 8
+
 // pushForbid gives the running gateways of lineage the forbid list when
 // this process has not given it to them yet: a network this apply made is
 // forbidden to the gateways made before it. Failures are logged: a gateway
@@ -1033,6 +1036,15 @@ func (d *Driver) pushForbid(ctx context.Context, api dockerAPI, lineage string, 
 		return
 	}
 	key := forbidKey(forbid)
+	tarball, err := forbidTar(forbid)
+	if err != nil {
+		d.log.Warn("could not update the gateways' forbidden prefixes", "error", err)
+		return
+	}
+	// The gateways are written at the same time, a few at once: done one
+	// after another they held up the last gateway of an apply (issue 28).
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, pushParallelism)
 	for _, c := range list {
 		forbidCache.Lock()
 		same, starting := forbidCache.sent[c.ID] == key, forbidCache.starting[c.ID]
@@ -1040,18 +1052,21 @@ func (d *Driver) pushForbid(ctx context.Context, api dockerAPI, lineage string, 
 		if same || c.State != container.StateRunning {
 			continue
 		}
-		tarball, err := forbidTar(forbid)
-		if err == nil {
-			err = api.CopyToContainer(ctx, c.ID, rulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{})
-		}
-		if err == nil && !starting {
-			err = api.ContainerKill(ctx, c.ID, "HUP")
-		}
-		if err != nil {
-			d.log.Warn("could not update a gateway's forbidden prefixes", "id", shortID(c.ID), "error", err)
-			continue
-		}
-		forbidSent(c.ID, forbid)
-		d.log.Debug("updated a gateway's forbidden prefixes", "id", shortID(c.ID), "forbid", len(forbid))
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(id string, starting bool) {
+			defer func() { <-sem; wg.Done() }()
+			err := api.CopyToContainer(ctx, id, rulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{})
+			if err == nil && !starting {
+				err = api.ContainerKill(ctx, id, "HUP")
+			}
+			if err != nil {
+				d.log.Warn("could not update a gateway's forbidden prefixes", "id", shortID(id), "error", err)
+				return
+			}
+			forbidSent(id, forbid)
+			d.log.Debug("updated a gateway's forbidden prefixes", "id", shortID(id), "forbid", len(forbid))
+		}(c.ID, starting)
 	}
+	wg.Wait()
 }

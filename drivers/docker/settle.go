@@ -27,7 +27,8 @@ const settlePoll = 200 * time.Millisecond
 const lastLines = 5
 
 // Settle watches an agent or sidecar container apply just started: it
-// fails when the container exits within req.Wait, or, with a healthcheck,
+// fails when the container exits within req.Wait of its start (it looks
+// at least once), or, with a healthcheck,
 // until the engine reports it healthy (nil) or unhealthy (an
 // *drivers.ExitError with the last health output). A gateway is not
 // watched here: create and start already wait for it to listen with its
@@ -40,7 +41,13 @@ func (d *Driver) Settle(ctx context.Context, req drivers.SettleRequest) error {
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(req.Wait)
+	// The watch counts from the container's start: the inspect and the
+	// state write after it are time it ran too.
+	from := time.Now()
+	if v, ok := d.started.LoadAndDelete(req.ID); ok {
+		from = v.(time.Time)
+	}
+	deadline := from.Add(req.Wait)
 	for {
 		info, err := api.ContainerInspect(ctx, req.ID)
 		if err != nil {
