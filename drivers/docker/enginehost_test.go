@@ -73,7 +73,11 @@ func TestEngineHostCachedNoProbe(t *testing.T) {
 	if err := d.Configure(t.Context(), drivers.ConfigureRequest{Runtime: "test", Config: cfg, StateDir: dir}); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeHostCache(hostCacheFile(dir), "docker:ENGINE1", []netip.Addr{netip.MustParseAddr("192.0.2.2")}, time.Now()); err != nil {
+	id, err := d.EngineID(t.Context())
+	if err != nil || id == "" {
+		t.Fatalf("EngineID = %q, %v", id, err)
+	}
+	if err := writeHostCache(hostCacheFile(dir), id, []netip.Addr{netip.MustParseAddr("192.0.2.2")}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	got := d.engineHostOwnAddrs(t.Context(), api, testLineage)
@@ -95,7 +99,8 @@ func TestEngineHostCachedNoProbe(t *testing.T) {
 	if got := d2.engineHostOwnAddrs(t.Context(), api2, testLineage); len(got) != 0 {
 		t.Errorf("another engine got %v from the cache", got)
 	}
-	if _, ok := readHostCache(hostCacheFile(dir), "docker:ENGINE2", time.Now()); ok {
+	id2, _ := d2.EngineID(t.Context())
+	if _, ok := readHostCache(hostCacheFile(dir), id2, time.Now()); ok || id2 == id {
 		t.Error("a failed probe was cached")
 	}
 }
