@@ -298,7 +298,7 @@ func (d *Driver) commitSnapshot(ctx context.Context, req drivers.ApplyRequest, n
 		var resp container.CommitResponse
 		resp, err = api.ContainerCommit(ctx, ctr.ID, container.CommitOptions{
 			Pause:  true,
-			Config: &container.Config{Labels: intermediateLabels(ctr.Config.Labels, req.Lineage, addr)},
+			Config: &container.Config{Labels: intermediateLabels(ctr.Config.Labels, req.Lineage, addr), Env: intermediateEnv(ctr.Config.Env)},
 		})
 		interID = resp.ID
 	}
@@ -360,6 +360,20 @@ func intermediateLabels(ctrLabels map[string]string, lineage, addr string) map[s
 	out[drivers.LabelLineage] = lineage
 	out[drivers.LabelAddress] = addr
 	out[labelSnapshotIntermediate] = lineage
+	return out
+}
+
+// intermediateEnv is the environment given to a commit: a commit adds
+// the container's variables to those it is given, and the container's
+// hold the agent's secrets, so each is given with an empty value. The
+// intermediate image, which a killed apply may leave, holds no value of
+// it (the snapshot's own config is its base image's).
+func intermediateEnv(ctrEnv []string) []string {
+	out := make([]string, 0, len(ctrEnv))
+	for _, kv := range ctrEnv {
+		k, _, _ := strings.Cut(kv, "=")
+		out = append(out, k+"=")
+	}
 	return out
 }
 

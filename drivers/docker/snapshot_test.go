@@ -1062,3 +1062,42 @@ func TestSweepTakesOnlyLeftovers(t *testing.T) {
 		t.Errorf("the pending sweep removed %q, want %q", removed, want)
 	}
 }
+
+// TestIntermediateHoldsNoSecret: on the real engine, a commit given
+// intermediateEnv holds none of the container's environment values (the
+// engine adds the container's variables to those given, so each is given
+// empty); without it the intermediate, which a killed apply may leave,
+// would hold the secret.
+func TestIntermediateHoldsNoSecret(t *testing.T) {
+	const secret = "sk-intermediate-5e1d"
+	cli := dockertest.Client(t)
+	ctx := t.Context()
+	lineage := dockertest.NewLineage()
+	dockertest.Cleanup(t, cli, lineage)
+	img := dockertest.BusyboxImage(t, cli)
+	labels := map[string]string{drivers.LabelLineage: lineage, drivers.LabelAddress: "agent.x"}
+	ctr, err := cli.ContainerCreate(ctx, &container.Config{Image: img, Cmd: []string{"sleep", "60"}, Env: []string{"API_KEY=" + secret}, Labels: labels}, nil, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.ContainerRemove(context.Background(), ctr.ID, container.RemoveOptions{Force: true}) })
+	env := []string{"API_KEY=" + secret, "PATH=/bin"}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want bool
+	}{{"with intermediateEnv", intermediateEnv(env), false}, {"without", nil, true}} {
+		resp, err := cli.ContainerCommit(ctx, ctr.ID, container.CommitOptions{Config: &container.Config{Labels: intermediateLabels(labels, lineage, "agent.x.snapshot.1"), Env: tc.env}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, _, err := cli.ImageInspectWithRaw(ctx, resp.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = cli.ImageRemove(context.Background(), resp.ID, image.RemoveOptions{Force: true})
+		if got := strings.Contains(strings.Join(info.Config.Env, " "), secret); got != tc.want {
+			t.Errorf("%s: the intermediate's env %v holds the secret: %v, want %v", tc.name, info.Config.Env, got, tc.want)
+		}
+	}
+}
