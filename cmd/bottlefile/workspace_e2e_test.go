@@ -216,3 +216,42 @@ func TestE2EWorkspaceCutOff(t *testing.T) {
 	}
 	mustRun(t, dir, "destroy", "-auto-approve", "-include-snapshots")
 }
+
+// TestE2EWorkspaceMigrateUpgrade: in one plan an agent moves from docker
+// to the swarm and its image changes (the swarm runs the registry's
+// busybox): it migrates through its snapshot and boots the new image
+// there with its workspace carried from the moved snapshot, and nothing
+// it wrote elsewhere.
+func TestE2EWorkspaceMigrateUpgrade(t *testing.T) {
+	cli := dockertest.Client(t)
+	image := dockertest.BusyboxImage(t, cli)
+	f := swarmtest.Start(t)
+	dir := t.TempDir()
+	config := strings.Replace(migrateSwarmConfig, `  command = ["sleep", "600"]`, "  command   = [\"sleep\", \"600\"]\n  workspace = [\"/root\"]", 1)
+	runtime := swarmRuntime(f, "fleet")
+	writeBottlefile(t, dir, config, runtime, image, "local")
+	mustRun(t, dir, "apply", "-auto-approve")
+	lineage := lineageOf(t, cli, dir)
+	f.Cleanup(t, lineage)
+	t.Cleanup(func() { bottlefile(t, dir, "destroy", "-auto-approve", "-include-snapshots") })
+	mustRun(t, dir, "exec", "agent.coder", "--", "sh", "-c", "echo moved > /root/notes && echo scratch > /tmp/scratch")
+
+	writeBottlefile(t, dir, config, runtime, f.Busybox, "fleet")
+	r := mustRun(t, dir, "plan")
+	wantAll(t, "the plan to the swarm", r.stdout, "=> agent.coder (service)",
+		"its image changed: it boots image "+f.Busybox+" with /root from agent.coder.snapshot.1")
+	mustRun(t, dir, "apply", "-auto-approve")
+	if got := mustRun(t, dir, "exec", "agent.coder", "--", "cat", "/root/notes").stdout; got != "moved\n" {
+		t.Errorf("on the swarm /root/notes = %q", got)
+	}
+	if r := bottlefile(t, dir, "exec", "agent.coder", "--", "test", "-e", "/tmp/scratch"); r.code == 0 {
+		t.Errorf("/tmp/scratch, outside the workspace, moved too: the agent booted the snapshot, not the new image")
+	}
+	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
+		t.Errorf("the plan after the move: %s", r)
+	}
+	mustRun(t, dir, "destroy", "-auto-approve", "-include-snapshots")
+	for _, tag := range registryTags(t, f, lineage) {
+		t.Errorf("left in the registry: %s", tag)
+	}
+}
