@@ -205,12 +205,20 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		}
 		changes[r.Addr] = c
 	}
-	for _, c := range changes {
-		if a, ok := addrs.AgentOf(c.Addr); ok && !c.Stray {
-			c.NameAddr = nameAddrs[a.String()]
+	// nameChanges tells each change (all, or only those planned from
+	// nothing) which names its bottle's engine objects carry.
+	nameChanges := func(onlyNew bool) {
+		for _, c := range changes {
+			if onlyNew && (c.Prior != nil || c.Live != nil) {
+				continue
+			}
+			if a, ok := addrs.AgentOf(c.Addr); ok && !c.Stray {
+				c.NameAddr = nameAddrs[a.String()]
+			}
+			c.RuntimeNameAddr = rtNameAddrs[c.Runtime]
 		}
-		c.RuntimeNameAddr = rtNameAddrs[c.Runtime]
 	}
+	nameChanges(false)
 	for _, lo := range live.rest() {
 		c := &Change{Addr: lo.obj.Addr, Kind: lo.obj.Kind, Runtime: lo.runtime, Driver: lo.driver, Action: Delete, Live: lo.obj,
 			Reasons: []string{fmt.Sprintf("%s %s carries this state's lineage but is not recorded (left by an interrupted apply)", lo.obj.Kind, lo.obj.Name)}}
@@ -247,6 +255,9 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		p.planPolicies(ctx, changes, agents, plan.Lineage)
 		diags = append(diags, p.policyDiags...)
 	}
+	// The snapshots and prunes planned just now belong to bottles too: a
+	// moved agent's snapshot commits the container its old name names.
+	nameChanges(true)
 	if len(opts.Targets) > 0 {
 		if d := checkAddrs("-target", opts.Targets, changes); d != nil {
 			diags = append(diags, d)
