@@ -255,3 +255,45 @@ func TestE2EWorkspaceMigrateUpgrade(t *testing.T) {
 		t.Errorf("left in the registry: %s", tag)
 	}
 }
+
+// TestE2EWorkspaceFromImportedSnapshot: a snapshot exported from one state
+// and imported into another whose agent has a newer image gives that
+// image with the workspace carried from the snapshot, read through a
+// container of it that is removed after.
+func TestE2EWorkspaceFromImportedSnapshot(t *testing.T) {
+	cli := dockertest.Client(t)
+	base := dockertest.BusyboxImage(t, cli)
+	policy := "  snapshot_policy {\n    before = [\"replace\"]\n  }\n"
+	src := t.TempDir()
+	workspaceContext(t, filepath.Join(src, "agent"), base, 1)
+	writeBottlefile(t, src, workspaceBottlefile, policy)
+	mustRun(t, src, "apply", "-auto-approve")
+	lineage := lineageOf(t, cli, src)
+	mustRun(t, src, "exec", "agent.coder", "--", "sh", "-c", "echo progress > notes.md && echo scratch > /tmp/scratch")
+	mustRun(t, src, "apply", "-auto-approve", "-replace=agent.coder")
+	tar := filepath.Join(t.TempDir(), "coder.tar")
+	mustRun(t, src, "snapshot", "export", "agent.coder.snapshot.1", "-o", tar)
+	mustRun(t, src, "destroy", "-auto-approve", "-include-snapshots")
+
+	dst := t.TempDir()
+	workspaceContext(t, filepath.Join(dst, "agent"), base, 2)
+	writeBottlefile(t, dst, workspaceBottlefile, policy)
+	mustRun(t, dst, "snapshot", "import", tar)
+	dstLineage, _ := readState(t, dst)
+	dockertest.Cleanup(t, cli, dstLineage)
+	r := mustRun(t, dst, "plan")
+	wantAll(t, "plan after the import", r.stdout, "it boots the image built from ./agent with /workspace from agent.coder.snapshot.1 (the image that snapshot was taken of is not known")
+	mustRun(t, dst, "apply", "-auto-approve")
+	if got := mustRun(t, dst, "exec", "agent.coder", "--", "sh", "-c", "cat /etc/agent-version notes.md; stat -c %u notes.md").stdout; got != "agent 2\nprogress\n1000\n" {
+		t.Errorf("after the import: %q", got)
+	}
+	if r := bottlefile(t, dst, "exec", "agent.coder", "--", "test", "-e", "/tmp/scratch"); r.code == 0 {
+		t.Errorf("/tmp/scratch came along: the agent booted the snapshot, not its image")
+	}
+	for _, c := range containersWith(t, cli, "io.bottlefile.carry") {
+		if strings.HasPrefix(c.Labels["io.bottlefile.carry"], dstLineage) || strings.HasPrefix(c.Labels["io.bottlefile.carry"], lineage) {
+			t.Errorf("a carrier container was left: %s", c.ID)
+		}
+	}
+	mustRun(t, dst, "destroy", "-auto-approve", "-include-snapshots")
+}
