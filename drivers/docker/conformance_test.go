@@ -36,6 +36,11 @@ func TestConformance(t *testing.T) {
 	drivertest.TestDriver(t, drivertest.Harness{
 		NewDriver: newDriver,
 		Image:     img,
+		// The outside server is on the egress network the gateways reach
+		// the world through, by address.
+		Outside: func(t *testing.T) (string, string) {
+			return dockertest.Outside(t, cli, img, egressNet, "conformance-outside-ok"), "conformance-outside-ok"
+		},
 		StopOutside: func(t *testing.T, _ string, obj drivers.LiveObject) {
 			now := 0
 			if err := cli.ContainerStop(t.Context(), obj.ID, container.StopOptions{Timeout: &now}); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -38,6 +39,11 @@ type Harness struct {
 	// imports snapshots but cannot export them; with an exporter, the
 	// suite imports what it exported.
 	ImportArchive func(t *testing.T) []byte
+	// Outside starts (once per call) an HTTP server outside every bottle,
+	// on the network the runtime's gateways reach the world through, and
+	// returns its address as an egress rule names it ("IP:PORT") and the
+	// text its page holds. Nil skips the egress cases of the boundary.
+	Outside func(t *testing.T) (addr, body string)
 }
 
 // TestDriver is the conformance suite every driver must pass. What it
@@ -72,6 +78,13 @@ type Harness struct {
 //     first does not see), and deleted, twice without error;
 //   - the same agent applied in a second lineage is reported only there,
 //     and deleting it leaves the first lineage's objects alone;
+//   - the boundary, capability by capability (boundary.go): exec runs
+//     in a workload and returns its exit code; the log holds what the
+//     agent printed; the agent reaches its sidecar by name; Settle returns
+//     once a sidecar's healthcheck passes; the agent reaches the outside
+//     server its egress allows through its gateway and not around it; an
+//     agent whose egress does not allow it gets a 403 from its gateway;
+//     another bottle's agent reaches no sidecar of the first;
 //   - Apply deletes the objects in reverse order, after which Read returns
 //     nothing, and deleting them again succeeds (deletes are idempotent).
 func TestDriver(t *testing.T, h Harness) {
@@ -318,6 +331,10 @@ func TestDriver(t *testing.T, h Harness) {
 		}
 	})
 
+	// What the driver promises about a bottle's walls, in bottles of
+	// their own (boundary.go).
+	t.Run("Boundary", func(t *testing.T) { checkBoundary(t, d, h, caps) })
+
 	t.Run("ApplyDelete", func(t *testing.T) {
 		for _, o := range slices.Backward(planned) {
 			_, err := d.Apply(t.Context(), drivers.ApplyRequest{
@@ -425,30 +442,43 @@ func checkPlan(t *testing.T, agentAddr string, objs []drivers.Object) ([]drivers
 	case !self.obj.Workload:
 		fail("%s is not a workload", agentAddr)
 	}
+	out, err := dependencyOrder(objs)
+	if err != nil {
+		fail("%v", err)
+	}
+	if !ok {
+		return nil, false
+	}
+	return out, true
+}
+
+// dependencyOrder is objs in the order they can be created: each after
+// what it depends on.
+func dependencyOrder(objs []drivers.Object) ([]drivers.Object, error) {
+	byAddr := map[string]*objectVertex{}
+	for _, o := range objs {
+		byAddr[o.Addr] = &objectVertex{obj: o}
+	}
 	g := &dag.Graph{}
 	for _, v := range byAddr {
 		g.Add(v)
 		for _, dep := range v.obj.DependsOn {
 			d := byAddr[dep]
 			if d == nil {
-				fail("%s depends on %s, which is not in the plan", v.obj.Addr, dep)
-				continue
+				return nil, fmt.Errorf("%s depends on %s, which is not in the plan", v.obj.Addr, dep)
 			}
 			g.Connect(v, d)
 		}
 	}
 	order, err := g.TopologicalOrder()
 	if err != nil {
-		fail("planned dependencies: %v", err)
-	}
-	if !ok {
-		return nil, false
+		return nil, fmt.Errorf("planned dependencies: %v", err)
 	}
 	out := make([]drivers.Object, len(order))
 	for i, v := range order {
 		out[i] = v.(*objectVertex).obj
 	}
-	return out, true
+	return out, nil
 }
 
 // shape renders what must not change between two plans of the same agent:

@@ -5,7 +5,10 @@ import (
 
 	"github.com/docker/docker/api/types/swarm"
 
+	"github.com/zclconf/go-cty/cty"
+
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
 	"github.com/bottlefile/bottlefile/drivers/drivertest"
 	"github.com/bottlefile/bottlefile/drivers/swarm/swarmtest"
 )
@@ -17,8 +20,12 @@ func TestConformance(t *testing.T) {
 	f := swarmtest.Start(t)
 	mgr := f.Client(t, 0)
 	drivertest.TestDriver(t, drivertest.Harness{
-		NewDriver: func(t *testing.T) drivers.Driver { return fixtureDriver(t, f, true, nil) },
-		Image:     f.Busybox,
+		NewDriver: func(t *testing.T) drivers.Driver {
+			return fixtureDriver(t, f, true, map[string]cty.Value{"gateway_binary": cty.StringVal(dockertest.GatewayBinary(t))})
+		},
+		// The fixture's outside host, on the hub: its page says outside-ok.
+		Outside: func(*testing.T) (string, string) { return swarmtest.Outside + ":80", "outside-ok" },
+		Image:   f.Busybox,
 		StopOutside: func(t *testing.T, _ string, obj drivers.LiveObject) {
 			svc, _, err := mgr.ServiceInspectWithRaw(t.Context(), obj.ID, swarm.ServiceInspectOptions{})
 			if err != nil {

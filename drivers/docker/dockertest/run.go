@@ -85,3 +85,33 @@ func RunImage(t testing.TB, cli *client.Client, ref string, cmd ...string) strin
 }
 
 func short(id string) string { return id[:min(12, len(id))] }
+
+// Outside starts a container of the busybox image ref on network net,
+// labelled TestLabel and removed when the test ends, serving a page that
+// holds body on port 8080: a host outside every bottle, for egress tests.
+// It returns the container's address on net as "IP:8080".
+func Outside(t testing.TB, cli *client.Client, ref, net, body string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
+	defer cancel()
+	script := "mkdir -p /www && echo " + body + " > /www/index.html && exec httpd -f -p 8080 -h /www"
+	c, err := cli.ContainerCreate(ctx, &container.Config{Image: ref, Cmd: []string{"sh", "-c", script}, Labels: map[string]string{TestLabel: "1"}},
+		&container.HostConfig{NetworkMode: container.NetworkMode(net)},
+		&network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{net: {}}}, nil, "")
+	if err != nil {
+		t.Fatalf("outside server: %v", err)
+	}
+	t.Cleanup(func() { cli.ContainerRemove(context.Background(), c.ID, container.RemoveOptions{Force: true}) })
+	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+		t.Fatalf("outside server: %v", err)
+	}
+	info, err := cli.ContainerInspect(ctx, c.ID)
+	if err != nil {
+		t.Fatalf("outside server: %v", err)
+	}
+	ep := info.NetworkSettings.Networks[net]
+	if ep == nil || ep.IPAddress == "" {
+		t.Fatalf("outside server %s has no address on %s", short(c.ID), net)
+	}
+	return ep.IPAddress + ":8080"
+}
