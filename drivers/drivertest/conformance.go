@@ -44,6 +44,9 @@ type Harness struct {
 	// returns its address as an egress rule names it ("IP:PORT") and the
 	// text its page holds. Nil skips the egress cases of the boundary.
 	Outside func(t *testing.T) (addr, body string)
+	// Inert says the runtime runs no process (the in-memory Fake): the
+	// boundary cases, which run commands in workloads, are skipped.
+	Inert bool
 }
 
 // TestDriver is the conformance suite every driver must pass. What it

@@ -28,6 +28,7 @@ func TestFake(t *testing.T) {
 			return f
 		},
 		Image: "example.invalid/agent:1",
+		Inert: true,
 		StopOutside: func(t *testing.T, lineage string, obj drivers.LiveObject) {
 			if !f.Stop(lineage, obj.Addr) {
 				t.Fatalf("the fake has no %s to stop", obj.Addr)
@@ -45,7 +46,7 @@ func TestFakeRefusals(t *testing.T) {
 	decl.Capabilities.InPlace = nil
 	decl.Capabilities.Egress = drivers.EgressCapabilities{Names: true}
 	f := &Fake{DriverName: "narrow", DeclareResponse: &decl}
-	TestDriver(t, Harness{NewDriver: func(*testing.T) drivers.Driver { return f }, Image: "example.invalid/agent:1"})
+	TestDriver(t, Harness{NewDriver: func(*testing.T) drivers.Driver { return f }, Image: "example.invalid/agent:1", Inert: true})
 }
 
 // brokenDrivers are fakes broken on purpose, each with a line the suite must
@@ -155,7 +156,7 @@ func TestBrokenDriverChild(t *testing.T) {
 		}
 		fmt.Printf("objects left: %d\n", left)
 	})
-	TestDriver(t, Harness{NewDriver: func(*testing.T) drivers.Driver { return f }, Image: "example.invalid/agent:1"})
+	TestDriver(t, Harness{NewDriver: func(*testing.T) drivers.Driver { return f }, Image: "example.invalid/agent:1", Inert: true})
 }
 
 const lin = "0c7f1c1e-0000-4000-8000-000000000000"
