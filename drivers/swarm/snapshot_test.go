@@ -195,6 +195,17 @@ func TestSnapshotOnSwarm(t *testing.T) {
 	if out := dockertest.Sh(t, f.Client(t, 2), task.Status.ContainerStatus.ContainerID, "cat /root/f"); out != "work\n1\n2\n3\n" {
 		t.Errorf("the resumed agent's /root/f = %q", out)
 	}
+	// The boot source is the live service's: Read reports the snapshot
+	// it runs from, whatever a record says (retention reads it there).
+	live, err := d.Read(ctx, drivers.ReadRequest{Lineage: lineage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range live.Objects {
+		if o.Addr == "agent.keeper" && o.ImageID != newest.Snapshot.Image {
+			t.Errorf("Read says agent.keeper runs %q, want the snapshot %s it was created from", o.ImageID, newest.Snapshot.Image)
+		}
+	}
 
 	for addr, r := range taken {
 		for range 2 {
