@@ -184,6 +184,9 @@ func (op *Operation) readRuntimeWith(ctx context.Context, name string, req drive
 	}
 	out := make([]Live, 0, len(resp.Objects))
 	for _, obj := range resp.Objects {
+		if obj.Leftover != "" {
+			continue // what a cut-off run left is no address's object (the next apply removes it)
+		}
 		if r, ok := byID[obj.ID]; ok {
 			if other(r.Runtime) {
 				continue
