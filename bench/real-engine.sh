@@ -17,8 +17,11 @@
 # WAIT=DUR passes -wait=DUR to apply: by default apply watches what it
 # started for 500 ms, a flat cost at the end that the baselines do not pay;
 # WAIT=0s compares the same engine work alone.
+# TRACE=1 ends with one traced apply of AGENTS agents per case
+# (BOTTLEFILE_LOG=trace) and bench/tracesum's summary of where its time
+# went.
 #
-# Usage: bench/real-engine.sh            (env: REPS=5 AGENTS=10 AGENTS_RAW=20 MODES="noegress egress" DOCKER=docker)
+# Usage: bench/real-engine.sh            (env: REPS=5 AGENTS=10 AGENTS_RAW=20 MODES="noegress egress" DOCKER=docker TRACE=0)
 #        MODES=egress AGENTS=100 REPS=1 RAW=0 bench/real-engine.sh   (the 100-bottle comparison)
 set -euo pipefail
 
@@ -50,9 +53,10 @@ trap cleanup EXIT
 
 die() { echo "real-engine.sh: $*" >&2; exit 1; }
 
-echo "building bottlefile and bench/rawapi..."
+echo "building bottlefile, bench/rawapi and bench/tracesum..."
 CGO_ENABLED=0 go build -trimpath -o "$work/bottlefile" ./cmd/bottlefile
 go build -o "$work/rawapi" ./bench/rawapi
+go build -o "$work/tracesum" ./bench/tracesum
 
 # The image is imported from a rootfs of the static busybox: no registry.
 if ! $docker image inspect "$image" >/dev/null 2>&1; then
@@ -228,9 +232,9 @@ for m in $modes; do
   printf '%-30s %9s %9s %7s %7s   %-7s %s\n' "" bottlefile baseline ratio paired target baseline
   gw=""
   ((GATEWAYS)) && gw=" (+ gateways)"
-  row "apply, $agents agents" "bf_apply.$m" "cli_apply.$m" "<= 1.2" "docker network create + docker run -d$gw, $parallel at a time"
-  row "no-op plan, $agents agents" "bf_plan.$m" "cli_plan.$m" "< 1.0" "docker network inspect + docker container inspect$gw, $parallel at a time"
-  row "destroy, $agents agents" "bf_destroy.$m" "cli_destroy.$m" "<= 1.2" "docker rm -f + docker network rm$gw, $parallel at a time"
+  row "apply, $agents agents" "bf_apply.$m" "cli_apply.$m" "<= 1.1" "docker network create + docker run -d$gw, $parallel at a time"
+  row "no-op plan, $agents agents" "bf_plan.$m" "cli_plan.$m" "<= 0.25" "docker network inspect + docker container inspect$gw, $parallel at a time"
+  row "destroy, $agents agents" "bf_destroy.$m" "cli_destroy.$m" "<= 1.1" "docker rm -f + docker network rm$gw, $parallel at a time"
   ((raw)) && row "apply, $agents_raw agents" "bf_apply20.$m" "raw_apply20.$m" "<= 1.3" "bench/rawapi$gw, parallelism $parallel"
   echo "samples (seconds):"
   for n in bf_apply cli_apply bf_plan cli_plan bf_destroy cli_destroy bf_apply20 raw_apply20; do
@@ -238,3 +242,17 @@ for m in $modes; do
   done
 done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+if ((${TRACE:-0})); then
+  for m in $modes; do
+    set_mode "$m"
+    dir=$(bottlefile_dir "trace-$m" "$agents")
+    t0=$(now)
+    BOTTLEFILE_LOG=trace "$work/bottlefile" -chdir="$dir" apply -auto-approve ${WAIT:+-wait=$WAIT} >"$dir/out.log" 2>"$dir/trace.log" || die "traced apply failed: $(tail -5 "$dir/trace.log")"
+    t1=$(now)
+    echo
+    echo "$m: where a traced apply of $agents agents went ($(((t1 - t0) / 1000)) ms, load $(cut -d' ' -f1 /proc/loadavg)):"
+    "$work/tracesum" -total "$(((t1 - t0) / 1000))ms" "$dir/trace.log" | sed 's/^/  /'
+    bf_destroy "$dir"
+  done
+fi
