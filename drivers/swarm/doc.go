@@ -32,9 +32,12 @@
 //     the manager's engine by the docker driver, then tagged
 //     REGISTRY/bf-<L[:8]>-coder:<context_hash[:12]> and pushed to the
 //     registry. Computed: image_id, tag, ref (what the service runs).
-//     Deleting it removes it from the manager, and from each node of
-//     node_hosts (which pulled it to run a task); without node_hosts the
-//     nodes keep their copies, and the apply says so.
+//     Deleting it deletes its manifest from the registry by digest, then
+//     removes it from the manager, and from each node of node_hosts
+//     (which pulled it to run a task; a node down keeps it, recorded for a
+//     later apply or destroy: nodecopy.go); without node_hosts the nodes
+//     keep their copies, and the apply says so. A build whose push failed
+//     reads as unfinished and is made again.
 //   - agent.coder (kind "service", a workload): a one-replica service
 //     bf-<L[:8]>-coder on the bottle's network, with DNS round robin (no
 //     virtual IP: it needs IPVS, which many kernels lack), an init

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -178,6 +179,12 @@ func (d *Driver) removeCopyOn(ctx context.Context, lineage string, c nodeCopy, i
 	}
 }
 
+// reaches reports whether the runtime block says how to reach the
+// engine of node: it is the manager's, or node_hosts names it.
+func (d *Driver) reaches(ctx context.Context, node string) bool {
+	return slices.Contains(d.engineNodes(ctx), node)
+}
+
 // readCopies lists the lineage's recorded copies whose node the manager
 // says is ready, as leftovers the plan removes.
 func (d *Driver) readCopies(ctx context.Context, api swarmAPI, lineage string) ([]drivers.LiveObject, error) {
@@ -198,8 +205,8 @@ func (d *Driver) readCopies(ctx context.Context, api swarmAPI, lineage string) (
 	var out []drivers.LiveObject
 	for _, cfg := range list {
 		var c nodeCopy
-		if err := json.Unmarshal(cfg.Spec.Data, &c); err != nil || c.Node == "" || !ready[c.Node] {
-			continue // down still: the plan cannot remove it yet
+		if err := json.Unmarshal(cfg.Spec.Data, &c); err != nil || c.Node == "" || !ready[c.Node] || !d.reaches(ctx, c.Node) {
+			continue // down still, or no longer named: the plan cannot remove it yet
 		}
 		o, ok := d.live(cfg.Spec.Labels, kindImage, nodeCopyID+cfg.ID, c.Image+" on node "+c.Node)
 		if !ok {

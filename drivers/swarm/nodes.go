@@ -323,6 +323,9 @@ func (d *Driver) recordCopies(ctx context.Context, api swarmAPI, lineage, addr s
 		return
 	}
 	for _, node := range sc.nodes {
+		if !d.reaches(ctx, node) {
+			continue // nothing can remove it: not recorded
+		}
 		if err := d.recordCopy(ctx, api, lineage, addr, nodeCopy{Node: node, Image: sc.image, Service: sc.id}); err != nil {
 			d.log.Warn("could not record a node's copy before removing it", "node", node, "image", sc.image, "error", err)
 		}
@@ -341,6 +344,10 @@ func (d *Driver) removeCopiesOf(ctx context.Context, api swarmAPI, lineage strin
 	}
 	track := ofLineage(lineage, sc.image)
 	for _, node := range sc.nodes {
+		if !d.reaches(ctx, node) {
+			d.log.Debug("no engine of the node is named to remove what a service pulled there", "node", node)
+			continue
+		}
 		c := nodeCopy{Node: node, Image: sc.image, Service: sc.id}
 		if err := d.removeCopyOn(ctx, lineage, c, track); err != nil {
 			d.log.Info("a node keeps what a removed service pulled, for now: a later apply or destroy removes it", "node", node, "image", sc.image, "error", err)
