@@ -455,7 +455,14 @@ func start() (f *Fixture, err error) {
 		f.Nodes = append(f.Nodes, n)
 	}
 	// The veth pairs are made straight inside the namespaces: the host's
-	// network namespace never holds them.
+	// network namespace never holds them. unshare enters its namespaces
+	// a moment after it starts; until then "netns PID" is the host's, and
+	// the pair would be made there (eth0 exists: "File exists").
+	for _, p := range append([]*proc{hub}, nodes...) {
+		if err := waitOwnNetns(p.pid, 10*time.Second); err != nil {
+			return f, fmt.Errorf("%s: %w", p.name, err)
+		}
+	}
 	var batch strings.Builder
 	for i, cmd := range nodes {
 		fmt.Fprintf(&batch, "link add n%d netns %d type veth peer name eth0 netns %d\n", i+1, hub.pid, cmd.pid)
@@ -733,6 +740,29 @@ func (f *Fixture) spawn(name, script string, args ...string) (*proc, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// waitOwnNetns waits until process pid has a network namespace other
+// than this process's.
+func waitOwnNetns(pid int, timeout time.Duration) error {
+	own, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
+		if err != nil {
+			return fmt.Errorf("reading the network namespace of pid %d: %w", pid, err)
+		}
+		if ns != own {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pid %d did not enter a network namespace of its own within %s", pid, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // hubScript runs in the hub's namespaces: "$0" is its name, $1 the
