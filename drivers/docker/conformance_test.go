@@ -41,6 +41,11 @@ func TestConformance(t *testing.T) {
 		Outside: func(t *testing.T) (string, string) {
 			return dockertest.Outside(t, cli, img, egressNet, "conformance-outside-ok"), "conformance-outside-ok"
 		},
+		RemoveOutside: func(t *testing.T, _ string, obj drivers.LiveObject) {
+			if err := cli.ContainerRemove(t.Context(), obj.ID, container.RemoveOptions{Force: true}); err != nil {
+				t.Fatalf("docker rm -f %s: %v", obj.ID, err)
+			}
+		},
 		StopOutside: func(t *testing.T, _ string, obj drivers.LiveObject) {
 			now := 0
 			if err := cli.ContainerStop(t.Context(), obj.ID, container.StopOptions{Timeout: &now}); err != nil {

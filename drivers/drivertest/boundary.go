@@ -3,6 +3,7 @@ package drivertest
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,10 @@ import (
 //     that prints a line when it starts, with (Sidecars) a sidecar "web"
 //     serving a page, which (Healthcheck) is healthy only once it has
 //     written its ready file;
-//   - "other": an agent whose egress allows something else.
+//   - "other": an agent whose egress allows something else; at the end it
+//     writes a file, is snapshotted, and is made again from the snapshot
+//     (Snapshots.Take), then removed behind the driver's back
+//     (Harness.RemoveOutside).
 //
 // Commands run in the workloads through the driver's own Exec, so they
 // need the Exec capability; the workload image is the harness's, which
@@ -88,6 +92,9 @@ func checkBoundary(t *testing.T, d drivers.Driver, h Harness, caps drivers.Capab
 	t.Run("EgressAllowed", b.checkEgressAllowed)
 	t.Run("EgressDenied", b.checkEgressDenied)
 	t.Run("OtherBottleUnreachable", b.checkOtherBottle)
+	// These two re-make and remove agent.other: last.
+	t.Run("SnapshotResumes", func(t *testing.T) { b.checkResume(t, h.Image) })
+	t.Run("DriftRemovedOutside", func(t *testing.T) { b.checkRemovedOutside(t, h) })
 }
 
 // reachAgent is the bottle the probes start from.
@@ -165,6 +172,12 @@ func (b *boundary) create(t *testing.T, order []drivers.Object) {
 // output and exit code.
 func (b *boundary) exec(t *testing.T, addr, script string) (string, int) {
 	t.Helper()
+	return b.run(t, addr, "sh", "-c", script)
+}
+
+// run runs argv in the workload at addr, as exec.
+func (b *boundary) run(t *testing.T, addr string, argv ...string) (string, int) {
+	t.Helper()
 	obj, ok := b.live[addr]
 	if !ok {
 		t.Fatalf("Read does not report %s", addr)
@@ -176,7 +189,7 @@ func (b *boundary) exec(t *testing.T, addr, script string) (string, int) {
 	if !ok {
 		t.Fatalf("the %s driver declares exec but does not implement drivers.Execer", b.d.Name())
 	}
-	code, err := x.Exec(ctx, b.lineage, obj, drivers.ExecRequest{Command: []string{"sh", "-c", script}, Stdout: &out, Stderr: &out})
+	code, err := x.Exec(ctx, b.lineage, obj, drivers.ExecRequest{Command: argv, Stdout: &out, Stderr: &out})
 	if err != nil {
 		t.Fatalf("exec in %s: %v", addr, err)
 	}
@@ -343,5 +356,81 @@ func (b *boundary) checkOtherBottle(t *testing.T) {
 				t.Errorf("another bottle's agent reaches agent.reach's sidecar at %s (without its gateway: %v): %q", target, direct, out)
 			}
 		}
+	}
+}
+
+func (b *boundary) checkResume(t *testing.T, image string) {
+	if !b.caps.Snapshots.Take {
+		t.Skipf("the %s driver declares no snapshots", b.d.Name())
+	}
+	// touch and test, without a shell: what a smolvm fake's guest answers.
+	const work = "/conformance-work"
+	if out, code := b.run(t, "agent.other", "touch", work); code != 0 {
+		t.Fatalf("writing in the agent: exit %d, %q", code, out)
+	}
+	agent := b.otherAgent(image)
+	snap := snapshotObject("agent.other.snapshot.1", agent.Addr)
+	taken, err := b.d.Apply(t.Context(), drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: b.lineage, Object: snap, Hash: testHash(b.lineage, snap.Addr), Agent: &agent})
+	if err != nil {
+		t.Fatalf("taking a snapshot: %v", err)
+	}
+	if snapshotImage(taken) == "" {
+		t.Fatalf("the snapshot has no image to boot from")
+	}
+	resp, err := b.d.Plan(t.Context(), drivers.PlanRequest{Agent: agent})
+	if err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+	i := slices.IndexFunc(resp.Objects, func(o drivers.Object) bool { return o.Addr == agent.Addr })
+	if i < 0 {
+		t.Fatalf("Plan has no %s", agent.Addr)
+	}
+	self := resp.Objects[i]
+	old := b.live[agent.Addr]
+	if _, err := b.d.Apply(t.Context(), drivers.ApplyRequest{Op: drivers.OpDelete, Lineage: b.lineage, ID: old.ID, Object: drivers.Object{Addr: self.Addr, Kind: self.Kind}}); err != nil {
+		t.Fatalf("deleting the agent: %v", err)
+	}
+	if _, err := b.d.Apply(t.Context(), drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: b.lineage, Object: self, Hash: testHash(b.lineage, self.Addr), BootImage: snapshotImage(taken)}); err != nil {
+		t.Fatalf("creating the agent from its snapshot: %v", err)
+	}
+	b.reread(t)
+	// A driver may name its workloads by their ID (smolvm): the same ID
+	// can come back.
+	if got := b.live[agent.Addr]; !got.Running {
+		t.Fatalf("after the create from the snapshot: %+v, want it running", got)
+	}
+	if out, code := b.run(t, "agent.other", "test", "-e", work); code != 0 {
+		t.Errorf("the workload made from the snapshot lacks what was written before it: exit %d, %q", code, out)
+	}
+}
+
+func (b *boundary) checkRemovedOutside(t *testing.T, h Harness) {
+	if h.RemoveOutside == nil {
+		t.Skip("the harness cannot remove a workload behind the driver's back (Harness.RemoveOutside)")
+	}
+	obj, ok := b.live["agent.other"]
+	if !ok {
+		t.Fatal("Read does not report agent.other")
+	}
+	h.RemoveOutside(t, b.lineage, obj)
+	b.reread(t)
+	if got, ok := b.live["agent.other"]; ok && got.ID == obj.ID && got.Running {
+		t.Errorf("a workload removed outside the driver still reads as running: %+v", got)
+	}
+	if _, ok := b.live["agent.reach"]; !ok {
+		t.Errorf("removing agent.other outside lost agent.reach from Read")
+	}
+}
+
+// reread replaces what the boundary knows is live with what Read says.
+func (b *boundary) reread(t *testing.T) {
+	t.Helper()
+	read, err := b.d.Read(t.Context(), drivers.ReadRequest{Lineage: b.lineage})
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	b.live = map[string]drivers.LiveObject{}
+	for _, o := range read.Objects {
+		b.live[o.Addr] = o
 	}
 }

@@ -44,6 +44,10 @@ type Harness struct {
 	// returns its address as an egress rule names it ("IP:PORT") and the
 	// text its page holds. Nil skips the egress cases of the boundary.
 	Outside func(t *testing.T) (addr, body string)
+	// RemoveOutside removes a live workload behind the driver's back, as
+	// someone with the engine's CLI would (docker rm -f, docker service
+	// rm). Nil skips the boundary's drift case.
+	RemoveOutside func(t *testing.T, lineage string, obj drivers.LiveObject)
 	// Inert says the runtime runs no process (the in-memory Fake): the
 	// boundary cases, which run commands in workloads, are skipped.
 	Inert bool
@@ -87,7 +91,9 @@ type Harness struct {
 //     once a sidecar's healthcheck passes; the agent reaches the outside
 //     server its egress allows through its gateway and not around it; an
 //     agent whose egress does not allow it gets a 403 from its gateway;
-//     another bottle's agent reaches no sidecar of the first;
+//     another bottle's agent reaches no sidecar of the first; a workload
+//     made again from a snapshot has what was written before it; one
+//     removed behind the driver's back no longer reads as running;
 //   - Apply deletes the objects in reverse order, after which Read returns
 //     nothing, and deleting them again succeeds (deletes are idempotent).
 func TestDriver(t *testing.T, h Harness) {

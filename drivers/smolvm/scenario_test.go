@@ -22,6 +22,11 @@ func TestConformance(t *testing.T) {
 			}
 		},
 		ImportArchive: func(t *testing.T) []byte { return dockerSave(t) },
+		RemoveOutside: func(t *testing.T, _ string, obj drivers.LiveObject) {
+			if _, stderr, code := f.cli(t, "", "machine", "delete", "--name", obj.ID, "-f"); code != 0 {
+				t.Fatalf("deleting %s outside the driver: exit %d: %s", obj.ID, code, stderr)
+			}
+		},
 	})
 }
 

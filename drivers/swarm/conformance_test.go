@@ -26,6 +26,11 @@ func TestConformance(t *testing.T) {
 		// The fixture's outside host, on the hub: its page says outside-ok.
 		Outside: func(*testing.T) (string, string) { return swarmtest.Outside + ":80", "outside-ok" },
 		Image:   f.Busybox,
+		RemoveOutside: func(t *testing.T, _ string, obj drivers.LiveObject) {
+			if err := mgr.ServiceRemove(t.Context(), obj.ID); err != nil {
+				t.Fatalf("docker service rm %s: %v", obj.ID, err)
+			}
+		},
 		StopOutside: func(t *testing.T, _ string, obj drivers.LiveObject) {
 			svc, _, err := mgr.ServiceInspectWithRaw(t.Context(), obj.ID, swarm.ServiceInspectOptions{})
 			if err != nil {
