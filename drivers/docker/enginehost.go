@@ -64,8 +64,8 @@ func (d *Driver) engineHostOwnAddrs(ctx context.Context, api dockerAPI, lineage 
 	}
 	var addrs []netip.Addr
 	start := time.Now()
-	// The probe's answer is kept per engine (its ID) in the state
-	// directory: one container run per engine, not per apply (issue 28).
+	// The probe's answer is kept per engine (its identity) for an hour:
+	// one container run per engine, not per apply (issue 28).
 	engineID, _ := d.EngineID(ctx)
 	cache := hostCacheFile(stateDir)
 	probed, cached := readHostCache(cache, engineID, time.Now())
@@ -103,9 +103,10 @@ func (d *Driver) prefetchEngineHost(ctx context.Context, api dockerAPI, lineage 
 }
 
 // hostCacheMaxAge bounds how long a probe's answer is used: an engine
-// host's addresses change rarely (a new interface, a DHCP lease), and a
-// day bounds how long a new one stays unforbidden by the probe.
-const hostCacheMaxAge = 24 * time.Hour
+// host's addresses change rarely (a new interface, a DHCP lease; for a
+// local engine this machine's own addresses, read at each gateway, cover
+// those), and an hour bounds how long a new one goes unseen by the probe.
+const hostCacheMaxAge = time.Hour
 
 // hostCache is the file of probe answers: per engine ID, the addresses
 // and when they were probed.
@@ -116,7 +117,14 @@ type hostCacheEntry struct {
 	Probed time.Time `json:"probed"`
 }
 
+// hostCacheFile is where probe answers are kept: the user's cache
+// directory (XDG_CACHE_HOME, ~/.cache), as the engine host is the same for
+// every project on the engine and a new project's first apply should not
+// pay for it; the state directory when there is no such directory.
 func hostCacheFile(stateDir string) string {
+	if dir, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(dir, "bottlefile", "engine-hosts.json")
+	}
 	if stateDir == "" {
 		return ""
 	}
@@ -153,7 +161,7 @@ func readHostCache(file, engineID string, now time.Time) ([]netip.Addr, bool) {
 }
 
 // writeHostCache records a successful probe's answer for the engine,
-// keeping the other engines' (0600, replaced whole).
+// keeping the other engines' (0600 in a 0700 directory, replaced whole).
 func writeHostCache(file, engineID string, addrs []netip.Addr, now time.Time) error {
 	if file == "" || engineID == "" {
 		return nil
@@ -169,6 +177,9 @@ func writeHostCache(file, engineID string, addrs []netip.Addr, now time.Time) er
 	c[engineID] = e
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(file), ".engine-hosts-*")

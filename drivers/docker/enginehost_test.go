@@ -3,6 +3,7 @@ package docker
 import (
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -16,11 +17,15 @@ import (
 )
 
 // TestHostCache: a probe's answer is kept per engine ID and used until it
-// is a day old; another engine, an old answer, or a damaged file is no
+// is an hour old; another engine, an old answer, or a damaged file is no
 // answer (the probe runs again).
 func TestHostCache(t *testing.T) {
 	dir := t.TempDir()
-	file := hostCacheFile(dir)
+	t.Setenv("XDG_CACHE_HOME", dir)
+	file := hostCacheFile(t.TempDir())
+	if want := filepath.Join(dir, "bottlefile", "engine-hosts.json"); file != want {
+		t.Errorf("cache file %s, want %s (the user's cache directory)", file, want)
+	}
 	now := time.Date(2026, 11, 27, 7, 0, 0, 0, time.UTC)
 	addrs := []netip.Addr{netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("fd00::2")}
 	if err := writeHostCache(file, "docker:A", addrs, now); err != nil {
@@ -44,7 +49,7 @@ func TestHostCache(t *testing.T) {
 	}{
 		"another engine":     {"docker:C", now},
 		"no engine ID":       {"", now},
-		"older than a day":   {"docker:A", now.Add(hostCacheMaxAge + time.Second)},
+		"older than an hour":   {"docker:A", now.Add(hostCacheMaxAge + time.Second)},
 		"probed in a future": {"docker:A", now.Add(-time.Hour)},
 	} {
 		if got, ok := readHostCache(file, c.id, c.now); ok {
@@ -65,6 +70,7 @@ func TestHostCache(t *testing.T) {
 // asks the engine's info only (the ID, the swarm address).
 func TestEngineHostCachedNoProbe(t *testing.T) {
 	dir := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	api := &fakeAPI{InfoFn: func() (system.Info, error) {
 		return system.Info{ID: "ENGINE1", Swarm: swarm.Info{NodeAddr: "10.77.0.5"}}, nil
 	}}

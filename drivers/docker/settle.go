@@ -20,7 +20,8 @@ var (
 	_ drivers.ExitDescriber = (*Driver)(nil)
 )
 
-// settlePoll is how often Settle inspects a container it watches.
+// settlePoll is how often Settle inspects a container with a healthcheck
+// it watches; one without is looked at on its start and at the deadline.
 const settlePoll = 200 * time.Millisecond
 
 // lastLines is how many lines of its log an exited workload reports.
@@ -79,7 +80,10 @@ func (d *Driver) Settle(ctx context.Context, req drivers.SettleRequest) error {
 		}
 		wait := settlePoll
 		if st.Health == nil {
-			wait = min(wait, max(time.Until(deadline), time.Millisecond))
+			// One more look, at the deadline: an exit in between shows
+			// then, and an apply starting many workloads does not add an
+			// inspect of each every poll to the engine's work.
+			wait = max(time.Until(deadline), time.Millisecond)
 		}
 		select {
 		case <-ctx.Done():
