@@ -49,7 +49,7 @@ func TestHostCache(t *testing.T) {
 	}{
 		"another engine":     {"docker:C", now},
 		"no engine ID":       {"", now},
-		"older than an hour":   {"docker:A", now.Add(hostCacheMaxAge + time.Second)},
+		"older than an hour": {"docker:A", now.Add(hostCacheMaxAge + time.Second)},
 		"probed in a future": {"docker:A", now.Add(-time.Hour)},
 	} {
 		if got, ok := readHostCache(file, c.id, c.now); ok {
