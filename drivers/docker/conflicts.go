@@ -18,8 +18,12 @@ import (
 // the lineage's own objects of a name never a reason to ask the user.
 
 // conflictAttempts bounds how often a create whose name the lineage's own
-// object took meanwhile is made again.
-const conflictAttempts = 3
+// object took meanwhile is made again; conflictWait how long a name the
+// engine reserved for a create still landing is waited for.
+const (
+	conflictAttempts = 3
+	conflictWait     = 30 * time.Second
+)
 
 // nameInUse reports a create refused because an object of that name
 // exists ("Conflict. The container name ... is already in use").
@@ -33,15 +37,30 @@ func nameInUse(err error) bool {
 // this one looked), that container is removed by its id and the create
 // made again. One of another lineage, or of none, is refused, saying so.
 func (d *Driver) createNamed(ctx context.Context, api dockerAPI, lineage, addr, name string, create func() (container.CreateResponse, error)) (container.CreateResponse, error) {
-	for attempt := 1; ; attempt++ {
+	deadline := time.Now().Add(conflictWait)
+	wait := 50 * time.Millisecond
+	for attempt := 1; ; {
 		created, err := create()
 		if !nameInUse(err) || attempt == conflictAttempts {
 			return created, err
 		}
 		old, ierr := api.ContainerInspect(ctx, name)
 		if cerrdefs.IsNotFound(ierr) {
-			continue // removed meanwhile
+			// The engine reserves a name before the container it names
+			// can be inspected: the late create is still landing (or was
+			// removed meanwhile). Look again shortly.
+			if time.Now().After(deadline) {
+				return created, err
+			}
+			select {
+			case <-ctx.Done():
+				return created, errors.Join(err, ctx.Err())
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, time.Second)
+			continue
 		}
+		attempt++
 		if ierr != nil {
 			return created, fmt.Errorf("%w (and inspecting the container of that name: %v)", err, ierr)
 		}

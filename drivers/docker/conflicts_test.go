@@ -292,3 +292,35 @@ func TestSnapshotOfContainerBeingRemoved(t *testing.T) {
 		})
 	}
 }
+
+// TestCreateNamedWaitsForReservedName: the engine reserves a name before
+// the container it names can be inspected, so a create still landing
+// answers Conflict while an inspect of the name says there is none: the
+// name is looked at again until the container shows, then taken over.
+func TestCreateNamedWaitsForReservedName(t *testing.T) {
+	inUse := cerrdefs.ErrConflict.WithMessage(`Conflict. The container name "/bf-0f1e2d3c-a-gateway" is already in use by container "late"`)
+	inspects, creates := 0, 0
+	removed := false
+	api := &fakeAPI{
+		ContainerInspectFn: func(string) (container.InspectResponse, error) {
+			inspects++
+			if inspects < 3 || removed {
+				return container.InspectResponse{}, cerrdefs.ErrNotFound
+			}
+			return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: "late"},
+				Config: &container.Config{Labels: map[string]string{drivers.LabelLineage: testLineage, drivers.LabelAddress: "agent.a.gateway"}}}, nil
+		},
+		ContainerRemoveFn: func(id string, _ container.RemoveOptions) error { removed = id == "late"; return nil },
+	}
+	d := fakeDriver(t, api, DefaultSubnetPool)
+	created, err := d.createNamed(t.Context(), api, testLineage, "agent.a.gateway", "bf-0f1e2d3c-a-gateway", func() (container.CreateResponse, error) {
+		creates++
+		if !removed {
+			return container.CreateResponse{}, inUse
+		}
+		return container.CreateResponse{ID: "mine"}, nil
+	})
+	if err != nil || created.ID != "mine" || !removed || inspects != 3 || creates != 4 {
+		t.Fatalf("got %+v, %v after %d inspects and %d creates (removed %v): want the late container waited for, removed, and the create made again", created, err, inspects, creates, removed)
+	}
+}
