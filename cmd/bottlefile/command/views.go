@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -32,15 +33,9 @@ func renderPlan(w io.Writer, p *planner.Plan, color bool) {
 		return
 	}
 	fmt.Fprintln(w, "bottlefile will perform the following actions:")
-	for _, c := range p.Changes {
-		if c.Action == planner.NoOp {
-			continue
-		}
-		if c.MoveOnly() {
-			// One line per agent: what it owns moves with it.
-			if a, ok := operations.AgentOf(c.Addr); ok && a == c.Addr {
-				fmt.Fprintf(w, "\n  # %s\n", paint.bold(c.MoveLine()))
-			}
+	for c, move := range shownChanges(p) {
+		if move {
+			fmt.Fprintf(w, "\n  # %s\n", paint.bold(c.MoveLine()))
 			continue
 		}
 		fmt.Fprintf(w, "\n  # %s%s %s\n", paint.bold(c.Addr), onNode(c), headline(c))
@@ -54,6 +49,28 @@ func renderPlan(w io.Writer, p *planner.Plan, color bool) {
 	}
 	renderKept(w, p.Kept, p.Options.Destroy)
 	fmt.Fprintf(w, "\n%s\n", paint.bold(p.Summary().String()))
+}
+
+// shownChanges are the changes a view shows, in plan order: no no-ops,
+// and a move only once per agent (what it owns moves with it), with move
+// true.
+func shownChanges(p *planner.Plan) iter.Seq2[*planner.Change, bool] {
+	return func(yield func(*planner.Change, bool) bool) {
+		for _, c := range p.Changes {
+			if c.Action == planner.NoOp {
+				continue
+			}
+			if c.MoveOnly() {
+				if a, ok := operations.AgentOf(c.Addr); ok && a == c.Addr && !yield(c, true) {
+					return
+				}
+				continue
+			}
+			if !yield(c, false) {
+				return
+			}
+		}
+	}
 }
 
 // renderKept lists the snapshots a destroy (or the removal of an agent's

@@ -43,14 +43,9 @@ func renderPlanMarkdown(w io.Writer, p *planner.Plan) {
 	}
 
 	fmt.Fprint(w, "\n### Changes\n")
-	for _, c := range p.Changes {
-		if c.Action == planner.NoOp {
-			continue
-		}
-		if c.MoveOnly() {
-			if a, ok := operations.AgentOf(c.Addr); ok && a == c.Addr {
-				fmt.Fprintf(w, "\n- %s\n", mdText(c.MoveLine()))
-			}
+	for c, move := range shownChanges(p) {
+		if move {
+			fmt.Fprintf(w, "\n- %s\n", mdText(c.MoveLine()))
 			continue
 		}
 		renderChangeMarkdown(w, c)

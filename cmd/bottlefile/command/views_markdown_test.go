@@ -241,3 +241,24 @@ func TestMarkdownEscapes(t *testing.T) {
 		}
 	}
 }
+
+// TestMarkdownFlags: -markdown takes no -json beside it, and show
+// -markdown needs the plan file.
+func TestMarkdownFlags(t *testing.T) {
+	w := newWorkspace(t)
+	w.write("agent \"coder\" {\n  image = \"busybox:1\"\n}\n")
+	for _, tc := range []struct {
+		cmd  string
+		args []string
+		want string
+	}{
+		{"plan", []string{"-json", "-markdown"}, "-json and -markdown cannot be used together"},
+		{"show", []string{"-json", "-markdown", "x.plan"}, "-json and -markdown cannot be used together"},
+		{"show", []string{"-markdown"}, "-markdown shows a saved plan: give the PLANFILE"},
+	} {
+		code, out, errs := w.run(tc.cmd, tc.args...)
+		if code != 1 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%s %v: exit %d, stdout %q, stderr %q; want exit 1 and %q", tc.cmd, tc.args, code, out, errs, tc.want)
+		}
+	}
+}
