@@ -1091,7 +1091,7 @@ func TestIntermediateHoldsNoSecret(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		info, _, err := cli.ImageInspectWithRaw(ctx, resp.ID)
+		info, err := cli.ImageInspect(ctx, resp.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
