@@ -15,13 +15,17 @@ import (
 // Labels every object bottlefile creates carries, so that refresh finds it
 // with one filtered list call and nothing it made can leak unnoticed.
 const (
-	LabelLineage    = "io.bottlefile.lineage"
-	LabelAddress    = "io.bottlefile.address"
-	LabelConfigHash = "io.bottlefile.config-hash"
+	// LabelPrefix begins every label bottlefile sets: the one place it is
+	// spelled. A label under it is bottlefile's own (a snapshot does not
+	// inherit it, drift ignores it); any other is the user's.
+	LabelPrefix     = "io.bottlefile."
+	LabelLineage    = LabelPrefix + "lineage"
+	LabelAddress    = LabelPrefix + "address"
+	LabelConfigHash = LabelPrefix + "config-hash"
 	// LabelRuntime names the runtime block that made the object, so that
 	// two runtime blocks on one engine tell their objects apart. Objects
 	// made before it existed lack it: the state's records attribute them.
-	LabelRuntime = "io.bottlefile.runtime"
+	LabelRuntime = LabelPrefix + "runtime"
 )
 
 // EngineIdentifier is implemented by drivers that can say which engine a

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/bottlefile/bottlefile/atomicfile"
 )
 
 // RulesFile is the allowlist file the gateway watches, written by the docker
@@ -365,14 +367,9 @@ func (w *rulesWatcher) report() {
 	if err != nil || bytes.Equal(data, w.reported) {
 		return
 	}
-	tmp := w.statePath + ".new"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err == nil {
-		if err := os.Rename(tmp, w.statePath); err == nil {
-			w.reported = data
-			return
-		}
+	if atomicfile.Write(w.statePath, append(data, '\n'), 0o644) == nil {
+		w.reported = data
 	}
-	os.Remove(tmp)
 }
 
 // FileDigest is how a gateway reports a file it applied (its -state

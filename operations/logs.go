@@ -20,6 +20,8 @@ import (
 	"github.com/bottlefile/bottlefile/executor"
 	"github.com/bottlefile/bottlefile/planner"
 	"github.com/bottlefile/bottlefile/state"
+
+	"github.com/bottlefile/bottlefile/atomicfile"
 )
 
 // LogOptions choose what part of a log to show.
@@ -183,12 +185,18 @@ func saveLog(ctx context.Context, dir, lineage string, d drivers.Driver, obj dri
 		id = id[:12]
 	}
 	path := filepath.Join(folder, at.UTC().Format("20060102T150405Z")+"-"+safeName(id)+".log")
-	f, err := os.CreateTemp(folder, ".saving-*")
+	err := atomicfile.WriteFunc(path, 0o600, func(f io.Writer) error {
+		return writeLog(ctx, lr, lineage, obj, bufio.NewWriter(f))
+	})
 	if err != nil {
 		return "", err
 	}
-	defer os.Remove(f.Name()) // after the rename, a no-op
-	bw := bufio.NewWriter(f)
+	return path, nil
+}
+
+// writeLog copies an object's log into bw, one line per entry, up to
+// maxSavedLog bytes.
+func writeLog(ctx context.Context, lr drivers.LogReader, lineage string, obj drivers.LiveObject, bw *bufio.Writer) error {
 	written := 0
 	var werr error
 	write := func(ln LogLine) {
@@ -204,7 +212,7 @@ func saveLog(ctx context.Context, dir, lineage string, d drivers.Driver, obj dri
 		werr = err
 	}
 	out, errw := newLineWriter(obj.Addr, false, write), newLineWriter(obj.Addr, true, write)
-	err = lr.Logs(ctx, lineage, obj, drivers.LogOptions{Timestamps: true}, out, errw)
+	err := lr.Logs(ctx, lineage, obj, drivers.LogOptions{Timestamps: true}, out, errw)
 	out.Flush()
 	errw.Flush()
 	if err == nil {
@@ -213,13 +221,7 @@ func saveLog(ctx context.Context, dir, lineage string, d drivers.Driver, obj dri
 	if err == nil {
 		err = bw.Flush()
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", err
-	}
-	return path, os.Rename(f.Name(), path)
+	return err
 }
 
 func safeName(s string) string {

@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/bottlefile/bottlefile/atomicfile"
 )
 
 // BackupSuffix names the copy of the state kept before each writing
@@ -165,41 +166,10 @@ func copyFileAtomic(src, dst string) error {
 	})
 }
 
-// writeFileAtomic writes dst, private to the user (0600), through a
-// temporary file that is synced and renamed over it, so a crash or a full
-// disk leaves the old file or the new one, never half of one.
+// writeFileAtomic writes dst, private to the user (0600), so a crash or a
+// full disk leaves the old file or the new one, never half of one.
 func writeFileAtomic(dst string, write func(io.Writer) error) error {
-	tmp := dst + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	err = f.Chmod(0o600) // a temporary file left with a wider mode keeps it
-	if err == nil {
-		err = write(f)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, dst)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	syncDir(filepath.Dir(dst))
-	return nil
-}
-
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
+	return atomicfile.WriteFunc(dst, 0o600, write)
 }
 
 // restoreHint says how to get the state back from the backup, or what to

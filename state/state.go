@@ -18,6 +18,8 @@ import (
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/bottlefile/bottlefile/atomicfile"
 )
 
 // Dir and File name where state lives, relative to the Bottlefile's directory.
@@ -240,7 +242,7 @@ func createFresh(path string) error {
 			return err
 		}
 	}
-	syncDir(filepath.Dir(path))
+	atomicfile.SyncDir(filepath.Dir(path))
 	return nil
 }
 

@@ -22,6 +22,8 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/egress"
+
+	"github.com/bottlefile/bottlefile/atomicfile"
 )
 
 // Credentials (issue 18). An agent's egress block may hold credential
@@ -63,7 +65,7 @@ const (
 
 	// labelBottleCA marks an agent container the bottle's CA was copied
 	// into at create: what it wrote leaves those files out (seededBytes).
-	labelBottleCA = "io.bottlefile.bottle-ca"
+	labelBottleCA = drivers.LabelPrefix + "bottle-ca"
 
 	// Where the agent finds the bottle's CA.
 	agentCADir    = "/etc/bottlefile"
@@ -200,10 +202,10 @@ func (d *Driver) bottleCA(lineage, agent string, hosts []string) (certPEM, keyPE
 		return nil, nil, fmt.Errorf("keeping the bottle's CA: %w", err)
 	}
 	// The key first: a certificate without its key is never left.
-	if err := writeFileAtomic(keyPath, keyPEM, 0o600); err != nil {
+	if err := atomicfile.Write(keyPath, keyPEM, 0o600); err != nil {
 		return nil, nil, fmt.Errorf("keeping the bottle's CA: %w", err)
 	}
-	if err := writeFileAtomic(certPath, certPEM, 0o600); err != nil {
+	if err := atomicfile.Write(certPath, certPEM, 0o600); err != nil {
 		return nil, nil, fmt.Errorf("keeping the bottle's CA: %w", err)
 	}
 	d.log.Info("made the bottle's CA", "agent", agent, "dir", dir, "hosts", hosts)
@@ -241,26 +243,6 @@ func (d *Driver) ForgetBottle(lineage, agent string) error {
 // in the state directory.
 func caDir(stateDir, lineage, agent string) string {
 	return filepath.Join(stateDir, "credentials", lineage, agent)
-}
-
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // hostCABundle is the CA bundle of the machine running bottlefile, or nil.

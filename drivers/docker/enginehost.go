@@ -17,6 +17,8 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/bottlefile/bottlefile/drivers"
+
+	"github.com/bottlefile/bottlefile/atomicfile"
 )
 
 // kindHostProbe marks the short-lived container that reads the engine
@@ -182,19 +184,7 @@ func writeHostCache(file, engineID string, addrs []netip.Addr, now time.Time) er
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".engine-hosts-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), file)
+	return atomicfile.Write(file, append(b, '\n'), 0o600)
 }
 
 // probeEngineHost runs the gateway binary with -print-addrs in the engine

@@ -35,13 +35,13 @@ const (
 
 	// labelKind marks containers that are not plain containers, so Read
 	// reports them with their kind.
-	labelKind = "io.bottlefile.kind"
+	labelKind = drivers.LabelPrefix + "kind"
 
 	// GatewayImageLabel marks the gateway images the driver builds. They
 	// carry no lineage (every state on the engine shares one per binary);
 	// a run that deleted a gateway removes, as it ends, those no container
 	// uses any more (sweepGatewayImages).
-	GatewayImageLabel = "io.bottlefile.gateway-image"
+	GatewayImageLabel = drivers.LabelPrefix + "gateway-image"
 	// gatewayImageRepo is the repository of gateway images; the tag is the
 	// binary's SHA-256.
 	gatewayImageRepo = "bottlefile-gateway"
@@ -860,7 +860,7 @@ func (d *Driver) ensureGatewayImage(ctx context.Context, api dockerAPI, path, su
 			`ENTRYPOINT ["/bottlefile"]`,
 			`CMD ["gateway"]`,
 			"USER " + gatewayUser,
-			fmt.Sprintf("LABEL %s=1 io.bottlefile.gateway-binary=%s", GatewayImageLabel, sum),
+			fmt.Sprintf("LABEL %s=1 %sgateway-binary=%s", GatewayImageLabel, drivers.LabelPrefix, sum),
 		},
 	})
 	if err == nil {

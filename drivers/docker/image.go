@@ -255,7 +255,7 @@ func (d *Driver) deleteImage(ctx context.Context, api dockerAPI, req drivers.App
 // A build cut off mid-way leaves them (its last step untagged), and the
 // sweep removes them. The built image and containers created from it
 // carry it too, with the lineage label, which leftovers have not.
-const labelBuildOf = "io.bottlefile.build-of"
+const labelBuildOf = drivers.LabelPrefix + "build-of"
 
 // sweepBuildLeftovers removes what builds of the lineage cut off mid-way
 // left: stopped builder containers and untagged images with labelBuildOf

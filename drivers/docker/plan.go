@@ -129,8 +129,8 @@ func checkLabels(v cty.Value) error {
 		return err
 	}
 	for k := range m {
-		if strings.HasPrefix(k, "io.bottlefile.") {
-			return fmt.Errorf("label %q is reserved: io.bottlefile.* labels are set by bottlefile", k)
+		if strings.HasPrefix(k, drivers.LabelPrefix) {
+			return fmt.Errorf("label %q is reserved: %s* labels are set by bottlefile", k, drivers.LabelPrefix)
 		}
 	}
 	return nil

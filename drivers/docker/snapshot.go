@@ -46,8 +46,8 @@ import (
 // inherits the image's labels, and io.bottlefile.kind on a container means
 // what Read reports it as.
 const (
-	labelSnapshotOf     = "io.bottlefile.snapshot-of"
-	labelSnapshotSource = "io.bottlefile.snapshot-source"
+	labelSnapshotOf     = drivers.LabelPrefix + "snapshot-of"
+	labelSnapshotSource = drivers.LabelPrefix + "snapshot-source"
 )
 
 // DefaultFlattenDepth is the number of layers at which a snapshot is
@@ -345,7 +345,7 @@ func (d *Driver) commitSnapshot(ctx context.Context, req drivers.ApplyRequest, n
 // the lineage like any other: Read reports it as a leftover, the plan
 // removes it (and a sweep does). It is removed as soon as the snapshot is
 // loaded.
-const labelSnapshotIntermediate = "io.bottlefile.snapshot-intermediate"
+const labelSnapshotIntermediate = drivers.LabelPrefix + "snapshot-intermediate"
 
 // intermediateLabels are the labels given to a commit: a commit adds the
 // container's labels to those it is given, so each of bottlefile's other
@@ -353,7 +353,7 @@ const labelSnapshotIntermediate = "io.bottlefile.snapshot-intermediate"
 func intermediateLabels(ctrLabels map[string]string, lineage, addr string) map[string]string {
 	out := map[string]string{drivers.LabelConfigHash: ""}
 	for k := range ctrLabels {
-		if strings.HasPrefix(k, "io.bottlefile.") {
+		if strings.HasPrefix(k, drivers.LabelPrefix) {
 			out[k] = ""
 		}
 	}
@@ -504,7 +504,7 @@ func snapshotImageConfig(base *image.InspectResponse, inter image.InspectRespons
 	}
 	all := map[string]string{}
 	for k, v := range inherited {
-		if !strings.HasPrefix(k, "io.bottlefile.") {
+		if !strings.HasPrefix(k, drivers.LabelPrefix) {
 			all[k] = v
 		}
 	}

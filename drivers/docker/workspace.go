@@ -31,7 +31,7 @@ import (
 // with the lineage and address it is for as its value. It carries no
 // lineage label, so no refresh mistakes it for a workload; a sweep
 // removes one left by a cut-off apply (sweepCarriers).
-const labelCarry = "io.bottlefile.carry"
+const labelCarry = drivers.LabelPrefix + "carry"
 
 // carrierAge is how old a carrier must be for a sweep to remove it: no
 // copy runs that long, and a younger one may be in use.
@@ -251,7 +251,7 @@ func (d *Driver) ComposeWorkspace(ctx context.Context, req drivers.ApplyRequest,
 	labels := map[string]string{labelCarry: req.Lineage + " " + addr}
 	if c := info.Config; c != nil {
 		for k, v := range c.Labels {
-			if strings.HasPrefix(k, "io.bottlefile.") && k != labelCarry {
+			if strings.HasPrefix(k, drivers.LabelPrefix) && k != labelCarry {
 				v = ""
 			}
 			labels[k] = v

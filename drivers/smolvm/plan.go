@@ -128,8 +128,8 @@ func checkKey(what, k, v string, labels bool) error {
 		return fmt.Errorf("%s: key %q contains '=' or a NUL byte, which smolvm's KEY=VALUE form cannot carry", what, k)
 	case strings.ContainsRune(v, 0):
 		return fmt.Errorf("%s: the value of %q contains a NUL byte", what, k)
-	case labels && strings.HasPrefix(k, "io.bottlefile."):
-		return fmt.Errorf("%s: label %q is reserved: io.bottlefile.* labels are set by bottlefile", what, k)
+	case labels && strings.HasPrefix(k, drivers.LabelPrefix):
+		return fmt.Errorf("%s: label %q is reserved: %s* labels are set by bottlefile", what, k, drivers.LabelPrefix)
 	}
 	return nil
 }

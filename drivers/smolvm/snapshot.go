@@ -16,6 +16,8 @@ import (
 
 	"github.com/bottlefile/bottlefile/dockersave"
 	"github.com/bottlefile/bottlefile/drivers"
+
+	"github.com/bottlefile/bottlefile/atomicfile"
 )
 
 // Snapshots are files under the state directory (.bottlefile), one
@@ -225,11 +227,7 @@ func writeMeta(base string, m snapshotMeta) error {
 	if err != nil {
 		return err
 	}
-	tmp := base + metaExt + partialExt
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, base+metaExt)
+	return atomicfile.Write(base+metaExt, append(b, '\n'), 0o600)
 }
 
 // reserve claims the next free <address>-<n> in dir by creating its

@@ -11,6 +11,8 @@ import (
 
 	"github.com/distribution/reference"
 	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/bottlefile/bottlefile/drivers"
 )
 
 // labelSpec is on every service: a fingerprint of the parts of its spec
@@ -18,7 +20,7 @@ import (
 // or scaled outside bottlefile (docker service update, scale) from one as
 // bottlefile made it. The labels of the service itself, not of its task's
 // container, which is made again by any change.
-const labelSpec = "io.bottlefile.spec"
+const labelSpec = drivers.LabelPrefix + "spec"
 
 // specParts are the parts of a service's spec the fingerprint covers, in
 // its order, and how each is named in a plan's reason.

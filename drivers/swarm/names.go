@@ -20,7 +20,7 @@ const (
 
 // labelKind marks what is not a plain service: gateways, and the configs
 // they read.
-const labelKind = "io.bottlefile.kind"
+const labelKind = drivers.LabelPrefix + "kind"
 
 // kindGatewayConfig marks a gateway's configs.
 const kindGatewayConfig = "gateway-config"

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -14,6 +13,8 @@ import (
 
 	"github.com/bottlefile/bottlefile/operations"
 	"github.com/bottlefile/bottlefile/units"
+
+	"github.com/bottlefile/bottlefile/atomicfile"
 )
 
 // SnapshotCommand is the parent of the snapshot subcommands.
@@ -233,39 +234,18 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// writeAtomically writes a file through a temporary one beside it, so the
-// file is complete or absent, and returns the bytes written.
+// writeAtomically writes a file private to the user through a temporary
+// one beside it, so the file is complete or absent, and returns the bytes
+// written.
 func writeAtomically(name string, write func(io.Writer) error) (int64, error) {
-	dir := filepath.Dir(name)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(name)+".partial-*")
-	if err != nil {
-		return 0, err
-	}
-	done := false
-	defer func() {
-		if !done {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	cw := &countingWriter{w: tmp}
-	if err := write(cw); err != nil {
-		return cw.n, err
-	}
-	if err := tmp.Sync(); err != nil {
-		return cw.n, err
-	}
-	if err := tmp.Close(); err != nil {
-		return cw.n, err
-	}
-	if err := os.Chmod(tmp.Name(), 0o600); err != nil {
-		return cw.n, err
-	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
-		return cw.n, err
-	}
-	done = true
-	return cw.n, nil
+	var n int64
+	err := atomicfile.WriteFunc(name, 0o600, func(w io.Writer) error {
+		cw := &countingWriter{w: w}
+		err := write(cw)
+		n = cw.n
+		return err
+	})
+	return n, err
 }
 
 type countingWriter struct {

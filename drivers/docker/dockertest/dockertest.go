@@ -52,11 +52,11 @@ const BusyboxTag = "bottlefile-test/busybox:1"
 const BusyboxPath = "/bin/busybox"
 
 // TestLabel marks images the test helpers build, which carry no lineage.
-const TestLabel = "io.bottlefile.test"
+const TestLabel = drivers.LabelPrefix + "test"
 
 // busyboxDigestLabel records which busybox binary and rootfs layout an
 // image was made from, so a matching one is reused across test processes.
-const busyboxDigestLabel = "io.bottlefile.test.busybox"
+const busyboxDigestLabel = drivers.LabelPrefix + "test.busybox"
 
 // rootfsVersion changes whenever the rootfs layout below changes.
 const rootfsVersion = "1"
@@ -341,7 +341,7 @@ func RemoveLineage(ctx context.Context, cli *client.Client, lineage string) erro
 	// What the docker driver makes on the way to an image carries the
 	// lineage under labels of its own: a build's step images and
 	// containers, and a snapshot's intermediate image.
-	for _, label := range []string{"io.bottlefile.build-of", "io.bottlefile.snapshot-intermediate"} {
+	for _, label := range []string{drivers.LabelPrefix + "build-of", drivers.LabelPrefix + "snapshot-intermediate"} {
 		f := filters.NewArgs(filters.Arg("label", label+"="+lineage))
 		ctrs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
 		if err != nil {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/bottlefile/bottlefile/atomicfile"
 )
 
 // machine is one record of the fake's database. The exported shape of
@@ -86,11 +88,7 @@ func (st *state) save() error {
 	if err != nil {
 		return err
 	}
-	tmp := st.path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, st.path)
+	return atomicfile.Write(st.path, b, 0o644)
 }
 
 func (st *state) names() []string {
