@@ -340,7 +340,7 @@ func (op *Operation) whatIf(ctx context.Context, p *planner.Plan) {
 			continue
 		}
 		l := Live{Addr: c.Addr, Kind: c.Kind, ID: c.Live.ID, Runtime: c.Runtime, Driver: rt.Driver.Name(), lineage: op.Lineage(), obj: *c.Live, driver: rt.Driver}
-		decs, err := l.decisions(ctx, time.Now().Add(-DecisionsKept))
+		decs, err := l.decisions(ctx, op.now().Add(-DecisionsKept))
 		if err != nil {
 			if op.Log != nil {
 				op.Log.Debug("cannot read the gateway's decisions for the what-if", "addr", c.Addr, "error", err)

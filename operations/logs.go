@@ -317,7 +317,7 @@ func (h logSaver) PreApply(s *planner.Step) {
 	if !ok {
 		return
 	}
-	path, err := saveLog(context.Background(), h.op.Dir, h.lineage, rt.Driver, *c.Live, time.Now())
+	path, err := saveLog(context.Background(), h.op.Dir, h.lineage, rt.Driver, *c.Live, h.op.now())
 	switch {
 	case err != nil:
 		h.Note(s, fmt.Sprintf("its log could not be saved (%v); the apply goes on", err))

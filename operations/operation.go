@@ -38,6 +38,9 @@ type Request struct {
 	// Inputs give the input variables' values (-var, -var-file, a saved
 	// plan's); the BOTTLEFILE_VAR_ environment is read too.
 	Inputs Inputs
+	// Clock is the operation's and its planner's "now" (Operation.Clock);
+	// time.Now when nil.
+	Clock func() time.Time
 }
 
 // Operation is a loaded configuration with its state and runtimes, ready
@@ -57,8 +60,9 @@ type Operation struct {
 	// OutputChanges are how the last plan changes the outputs.
 	OutputChanges []OutputChange
 	Log           hclog.Logger
-	// Clock is what "now" is for windows like status's denials of the
-	// last hour; time.Now when nil.
+	// Clock is what "now" is to the operation and its planner (status's
+	// denials of the last hour, a saved log's name, snapshot max_age);
+	// time.Now when nil. Tests fix it.
 	Clock func() time.Time
 
 	// registry is every driver there is (Request.Registry).
@@ -86,7 +90,7 @@ func Open(ctx context.Context, req Request) (*Operation, hcl.Diagnostics) {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	op := &Operation{Dir: req.Dir, Parser: lang.NewParser(), Log: log, registry: req.Registry}
+	op := &Operation{Dir: req.Dir, Parser: lang.NewParser(), Log: log, registry: req.Registry, Clock: req.Clock}
 	cfg, moreDiags := op.Parser.LoadDir(req.LoadDir)
 	diags = append(diags, moreDiags...)
 	if diags.HasErrors() {
@@ -141,7 +145,7 @@ func (op *Operation) Plan(ctx context.Context, opts planner.Options) (*planner.P
 			before = op.outputValues()
 		}
 	}
-	op.Planner = &planner.Planner{Config: op.Config, Scope: op.Scope, Runtimes: op.Runtimes, State: op.Store, Log: op.Log, Options: opts, Registry: op.registry}
+	op.Planner = &planner.Planner{Config: op.Config, Scope: op.Scope, Runtimes: op.Runtimes, State: op.Store, Log: op.Log, Options: opts, Registry: op.registry, Clock: op.Clock}
 	p, diags := op.Planner.Plan(ctx)
 	if p != nil && before != nil {
 		op.OutputChanges = outputChanges(op.Config.OutputNames(), before, op.outputValues(), opts.Destroy)

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
@@ -46,6 +47,9 @@ type Planner struct {
 	// Registry is every driver there is, to say which runtime an agent's
 	// driver setting needs when its own driver lacks it; nil says nothing.
 	Registry drivers.Registry
+	// Clock is what "now" is to the planner (a snapshot's max_age, the day
+	// a time is written with); time.Now when nil. Tests fix it.
+	Clock func() time.Time
 
 	// policyDiags collects what planPolicies refuses: migrations that
 	// cannot move a snapshot, forks whose snapshot is missing.
@@ -1205,4 +1209,12 @@ func (p *Planner) unknownAfterReplace(ctx context.Context, want map[string]*desi
 		}
 	}
 	return diags
+}
+
+// now is the planner's clock.
+func (p *Planner) now() time.Time {
+	if p.Clock != nil {
+		return p.Clock()
+	}
+	return time.Now()
 }

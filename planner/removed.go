@@ -146,7 +146,7 @@ func (p *Planner) planRemovedAgents(ctx context.Context, changes map[string]*Cha
 				w.SnapshotFirst = taken.Addr
 				w.Reasons = append(w.Reasons, fmt.Sprintf("%s is taken first (the snapshot_policy it was applied with)", taken.Addr))
 			}
-			prune(snaps[agentAddr], agentAddr, policy, taken, p.takenSize(ctx, policy, taken, w, lineage), p.pinned(nil))
+			prune(snaps[agentAddr], agentAddr, policy, taken, p.takenSize(ctx, policy, taken, w, lineage), p.pinned(nil), p.now())
 			continue
 		}
 		var why string

@@ -61,7 +61,7 @@ func lostWhere(rec *state.Record) string {
 // from, it is replaced by one resumed from the newest snapshot;
 // otherwise only the new instance is recorded. Either way the plan says
 // what happened and what was lost.
-func planRestarted(w *Change, ofAgent []*Change, ap *agentPlan) {
+func planRestarted(w *Change, ofAgent []*Change, ap *agentPlan, now time.Time) {
 	rec, lo := w.Prior, w.Live
 	what := restartedWhat(w.Addr, rec, lo)
 	record := func(why string) {
@@ -108,18 +108,18 @@ func planRestarted(w *Change, ofAgent []*Change, ap *agentPlan) {
 	}
 	w.Action, w.StateOnly, w.BootFrom = Replace, false, newest.Addr
 	w.Reasons = []string{
-		fmt.Sprintf("%s; it will be resumed from %s, taken %s", what, newest.Addr, clock(newestAt)),
+		fmt.Sprintf("%s; it will be resumed from %s, taken %s", what, newest.Addr, clock(newestAt, now)),
 		fmt.Sprintf("what it wrote%s after %s was taken is lost with that task", lostWhere(rec), newest.Addr),
 	}
 	if !lo.Started.IsZero() {
-		w.Reasons = append(w.Reasons, fmt.Sprintf("the new task, started %s, is replaced", clock(lo.Started)))
+		w.Reasons = append(w.Reasons, fmt.Sprintf("the new task, started %s, is replaced", clock(lo.Started, now)))
 	}
 }
 
 // clock writes a time of today as "15:04 UTC", an older one with its date.
-func clock(t time.Time) string {
+func clock(t, now time.Time) string {
 	t = t.UTC()
-	if t.Format(time.DateOnly) == time.Now().UTC().Format(time.DateOnly) {
+	if t.Format(time.DateOnly) == now.UTC().Format(time.DateOnly) {
 		return t.Format("15:04 UTC")
 	}
 	return t.Format("2006-01-02 15:04 UTC")

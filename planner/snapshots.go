@@ -196,10 +196,10 @@ func (p *Planner) planPolicies(ctx context.Context, changes map[string]*Change, 
 			}
 		}
 		if policy != nil {
-			prune(snaps[agentAddr], agentAddr, policy, taken, p.takenSize(ctx, policy, taken, w, lineage), p.pinned(w))
+			prune(snaps[agentAddr], agentAddr, policy, taken, p.takenSize(ctx, policy, taken, w, lineage), p.pinned(w), p.now())
 		}
 		if w != nil && w.Restarted {
-			planRestarted(w, snaps[agentAddr], ap) // restarted.go
+			planRestarted(w, snaps[agentAddr], ap, p.now()) // restarted.go
 		} else if w != nil && (w.Action == Create || w.Action == Replace) && ap.val.Resume {
 			if d := resume(changes, snaps[agentAddr], ap, w, taken); d != nil {
 				p.policyDiags = append(p.policyDiags, d)
@@ -383,7 +383,7 @@ func (d *discardReads) wait() {
 // takenSize is what the snapshot taken is expected to add (what the
 // workload wrote, as its runtime tells: takenSize), counted against
 // max_total_size before it is measured; 0 when not known.
-func prune(ofAgent []*Change, agentAddr string, policy *lang.SnapshotPolicyValue, taken *Change, takenSize int64, pinned map[string]bool) {
+func prune(ofAgent []*Change, agentAddr string, policy *lang.SnapshotPolicyValue, taken *Change, takenSize int64, pinned map[string]bool, now time.Time) {
 	type snap struct {
 		n int
 		c *Change
@@ -413,7 +413,7 @@ func prune(ofAgent []*Change, agentAddr string, policy *lang.SnapshotPolicyValue
 		var why string
 		if policy.KeepLast > 0 && i >= policy.KeepLast {
 			why = fmt.Sprintf("snapshot_policy.keep_last = %d, and %d newer snapshots are kept", policy.KeepLast, policy.KeepLast)
-		} else if created := recorded(s.c).Created; policy.MaxAge > 0 && !created.IsZero() && time.Since(created) > policy.MaxAge {
+		} else if created := recorded(s.c).Created; policy.MaxAge > 0 && !created.IsZero() && now.Sub(created) > policy.MaxAge {
 			why = fmt.Sprintf("it is older than snapshot_policy.max_age (%s, taken %s)", policy.MaxAge, created.UTC().Format("2006-01-02 15:04 UTC"))
 		}
 		if why == "" {

@@ -45,7 +45,7 @@ func (p *Planner) planTake(ctx context.Context, changes map[string]*Change, agen
 			fmt.Sprintf("snapshot take: %s's filesystem is committed now", req.Agent))
 		keep[taken.Addr] = true
 		if policy := ap.val.SnapshotPolicy; policy != nil {
-			prune(snaps[req.Agent], req.Agent, policy, taken, p.takenSize(ctx, policy, taken, w, lineage), p.pinned(w))
+			prune(snaps[req.Agent], req.Agent, policy, taken, p.takenSize(ctx, policy, taken, w, lineage), p.pinned(w), p.now())
 		}
 		for _, c := range snaps[req.Agent] {
 			if c.Action == Delete && c.Prior != nil && slices.Contains(c.DeleteAfter, taken.Addr) {

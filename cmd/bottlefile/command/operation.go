@@ -12,14 +12,14 @@ import (
 // open loads the Bottlefile in the working directory, opens the state
 // (read-only, or locked for writing) and configures the runtimes.
 func (m *Meta) open(ctx context.Context, readOnly bool, lockTimeout time.Duration, in operations.Inputs) (*operations.Operation, hcl.Diagnostics) {
-	return m.openWith(ctx, operations.Request{ReadOnly: readOnly, LockTimeout: lockTimeout, Inputs: in})
+	return m.openWith(ctx, operations.Request{ReadOnly: readOnly, LockTimeout: lockTimeout, Inputs: in, Clock: now})
 }
 
 // observe is open for a command that only looks at what runs (status,
 // logs, exec, egress denials): variables without a value are no error,
 // unless a runtime needs them.
 func (m *Meta) observe(ctx context.Context, lockTimeout time.Duration, in operations.Inputs) (*operations.Operation, hcl.Diagnostics) {
-	return m.openWith(ctx, operations.Request{Observe: true, LockTimeout: lockTimeout, Inputs: in})
+	return m.openWith(ctx, operations.Request{Observe: true, LockTimeout: lockTimeout, Inputs: in, Clock: now})
 }
 
 func (m *Meta) openWith(ctx context.Context, req operations.Request) (*operations.Operation, hcl.Diagnostics) {

@@ -231,10 +231,15 @@ func writeWork(_ *workspace, f *drivertest.Fake, l string) {
 }
 
 // fixedClock makes the fake stamp the snapshots it takes a minute apart
-// from a fixed time, so that plans that show when one was taken are stable.
+// from a fixed time, and fixes the operation's and planner's clock the
+// next day, so that plans that show when one was taken (or judge its age)
+// are stable.
 func fixedClock(w *workspace) {
 	clock := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 	w.fake.Now = func() time.Time { clock = clock.Add(time.Minute); return clock }
+	old := now
+	now = func() time.Time { return time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC) }
+	w.t.Cleanup(func() { now = old })
 }
 
 // recreate gives a live object a new id, as re-making it would; hash, when
