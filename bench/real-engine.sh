@@ -17,7 +17,7 @@
 # WAIT=DUR passes -wait=DUR to apply: by default apply watches what it
 # started for 500 ms, a flat cost at the end that the baselines do not pay;
 # WAIT=0s compares the same engine work alone.
-# TRACE=1 ends with one traced apply of AGENTS agents per case
+# TRACE=1 ends with one traced apply and destroy of AGENTS agents per case
 # (BOTTLEFILE_LOG=trace) and bench/tracesum's summary of where its time
 # went.
 #
@@ -253,6 +253,11 @@ if ((${TRACE:-0})); then
     echo
     echo "$m: where a traced apply of $agents agents went ($(((t1 - t0) / 1000)) ms, load $(cut -d' ' -f1 /proc/loadavg)):"
     "$work/tracesum" -total "$(((t1 - t0) / 1000))ms" "$dir/trace.log" | sed 's/^/  /'
-    bf_destroy "$dir"
+    t0=$(now)
+    BOTTLEFILE_LOG=trace "$work/bottlefile" -chdir="$dir" destroy -auto-approve >"$dir/out.log" 2>"$dir/trace-destroy.log" || die "traced destroy failed: $(tail -5 "$dir/trace-destroy.log")"
+    t1=$(now)
+    echo
+    echo "$m: where a traced destroy of $agents agents went ($(((t1 - t0) / 1000)) ms):"
+    "$work/tracesum" -total "$(((t1 - t0) / 1000))ms" "$dir/trace-destroy.log" | sed 's/^/  /'
   done
 fi
