@@ -103,6 +103,10 @@ var (
 	objectPath = regexp.MustCompile(`^/(containers|networks|images|volumes|services|tasks|nodes|configs|secrets|exec|plugins)/([^/]+)(/.*)?$`)
 )
 
+// collectionVerb are the calls on a kind rather than on one object:
+// /images/load, /containers/create.
+var collectionVerb = map[string]bool{"create": true, "json": true, "prune": true, "load": true, "get": true, "search": true, "import": true}
+
 // callOf names a call as "METHOD /kind/{}/verb" and the object it is
 // about: the path's ID or name, a create's name (query or body).
 func callOf(req *http.Request) (call, obj string) {
@@ -110,7 +114,7 @@ func callOf(req *http.Request) (call, obj string) {
 	if m := imagePath.FindStringSubmatch(p); m != nil {
 		return req.Method + " /images/{}/" + m[2], m[1]
 	}
-	if m := objectPath.FindStringSubmatch(p); m != nil && m[2] != "create" && m[2] != "json" && m[2] != "prune" {
+	if m := objectPath.FindStringSubmatch(p); m != nil && !collectionVerb[m[2]] {
 		obj, _ = url.PathUnescape(m[2])
 		if len(obj) == 64 {
 			obj = obj[:12]

@@ -23,6 +23,7 @@ func TestCallOf(t *testing.T) {
 		{"GET", "/v1.41/containers/json?all=1", "", "GET /containers/json", ""},
 		{"DELETE", "/v1.41/networks/bf-1-a0", "", "DELETE /networks/{}", "bf-1-a0"},
 		{"HEAD", "/_ping", "", "HEAD /_ping", ""},
+		{"POST", "/v1.41/images/load?quiet=1", "", "POST /images/load", ""},
 	} {
 		req, err := http.NewRequest(c.method, "http://docker"+c.url, strings.NewReader(c.body))
 		if err != nil {
