@@ -25,11 +25,14 @@ declare -A allowed=(
   # engine: the connection attributes, the dialer, the errors.
   [drivers/engine]="drivers"
   [drivers/engine/enginetest]=""
-  [drivers/docker]="drivers egress dockersave drivers/engine"
+  # gateway is the egress gateway every driver that runs one shares: its
+  # object, settings and log; it reaches no engine.
+  [drivers/gateway]="drivers egress"
+  [drivers/docker]="drivers egress dockersave drivers/engine drivers/gateway"
   [drivers/docker/dockertest]="drivers"
   # swarm drives a docker.Driver for its manager: the connection, builds
   # and the gateway image are that driver's.
-  [drivers/swarm]="drivers drivers/docker drivers/engine egress"
+  [drivers/swarm]="drivers drivers/docker drivers/engine drivers/gateway egress"
   [drivers/swarm/swarmtest]="drivers drivers/docker/dockertest"
   [drivers/smolvm]="drivers egress dockersave"
   [drivers/smolvm/fakesmolvm]=""

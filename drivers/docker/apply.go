@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
 // Apply performs one operation on one object.
@@ -66,7 +67,7 @@ func (d *Driver) apply(ctx context.Context, req drivers.ApplyRequest) (drivers.A
 			}
 			return resp, err
 		}
-	case kindGateway:
+	case gateway.Kind:
 		switch req.Op {
 		case drivers.OpCreate:
 			return d.createGateway(ctx, api, pool, req)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/docker/docker/api/types/container"
@@ -12,7 +11,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
-	"github.com/bottlefile/bottlefile/egress"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
 // planBottle adds what makes an agent a bottle to the objects Plan made
@@ -137,12 +136,12 @@ func (d *Driver) planSidecar(a drivers.AgentSpec, sc drivers.SidecarSpec, agentA
 	switch {
 	case sc.Name == "" || !namePart.MatchString(sc.Name):
 		return nil, fmt.Errorf("the sidecar name %q cannot be a network alias (use letters, digits, '_', '.', '-')", sc.Name)
-	case strings.EqualFold(sc.Name, gatewayAlias):
+	case strings.EqualFold(sc.Name, gateway.Alias):
 		return nil, fmt.Errorf("a sidecar cannot be named %q: that name is the bottle's egress gateway", sc.Name)
 	case strings.EqualFold(sc.Name, "localhost"):
 		return nil, fmt.Errorf("a sidecar cannot be named %q", sc.Name)
 	}
-	if err := checkSidecarEgress(drivers.WorkloadAttr(a.Workload, "egress"), drivers.WorkloadAttr(sc.Workload, "egress")); err != nil {
+	if err := gateway.CheckSidecarEgress(drivers.WorkloadAttr(a.Workload, "egress"), drivers.WorkloadAttr(sc.Workload, "egress")); err != nil {
 		return nil, err
 	}
 	if !drivers.WorkloadAttr(sc.Workload, "credentials").IsNull() {
@@ -158,47 +157,6 @@ func (d *Driver) planSidecar(a drivers.AgentSpec, sc drivers.SidecarSpec, agentA
 	return objects, nil
 }
 
-// checkSidecarEgress accepts a sidecar's egress block only when its agent's
-// allowlist already holds every rule of it: a bottle has one gateway, and
-// the agent and its sidecars share its allowlist.
-func checkSidecarEgress(agent, sidecar cty.Value) error {
-	if sidecar == cty.NilVal || sidecar.IsNull() || !sidecar.IsWhollyKnown() {
-		return nil
-	}
-	scRules, err := drivers.Strings(sidecar)
-	if err != nil {
-		return fmt.Errorf("egress: %w", err)
-	}
-	if len(scRules) == 0 {
-		return nil
-	}
-	var have []string
-	if agent != cty.NilVal && !agent.IsNull() {
-		if !agent.IsWhollyKnown() {
-			return nil
-		}
-		v, err := allowValue(agent)
-		if err != nil {
-			return nil // reported on the agent
-		}
-		have, _ = drivers.Strings(v)
-	}
-	for _, s := range scRules {
-		r, err := egress.ParseRule(s)
-		if err != nil {
-			return fmt.Errorf("egress rule %q: %w", s, err)
-		}
-		if !slices.Contains(have, r.String()) {
-			return fmt.Errorf("egress rule %q is not in the agent's egress block: on the docker driver a bottle has one gateway, which the agent and its sidecars share; put every rule in the agent's egress block", s)
-		}
-	}
-	return nil
-}
-
-// Proxy settings every agent and sidecar gets.
-var proxyVars = []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"}
-var noProxyVars = []string{"NO_PROXY", "no_proxy"}
-
 // wireContainer adds to an agent's or a sidecar's container what its
 // bottle gives it, at create time (the object's attributes stay what the
 // configuration says): the proxy settings pointing at the bottle's
@@ -210,7 +168,7 @@ var noProxyVars = []string{"NO_PROXY", "no_proxy"}
 // A variable the configuration sets itself is left as configured.
 func wireContainer(req drivers.ApplyRequest, netName string, cfg *container.Config, hostCfg *container.HostConfig, netCfg *network.NetworkingConfig) error {
 	o := req.Object
-	agent := agentOf(o.Addr)
+	agent := gateway.AgentOf(o.Addr)
 	gw, err := gatewayName(req.Lineage, req.NamedAddr(agent))
 	if err != nil {
 		return err
@@ -228,14 +186,14 @@ func wireContainer(req drivers.ApplyRequest, netName string, cfg *container.Conf
 		k, _, _ := strings.Cut(kv, "=")
 		set[k] = true
 	}
-	proxy := fmt.Sprintf("http://%s:%d", gw, GatewayPort)
+	proxy := fmt.Sprintf("http://%s:%d", gw, gateway.Port)
 	noProxy := strings.Join(append([]string{"localhost", "127.0.0.1"}, sidecars...), ",")
-	for _, k := range proxyVars {
+	for _, k := range gateway.ProxyVars {
 		if !set[k] {
 			cfg.Env = append(cfg.Env, k+"="+proxy)
 		}
 	}
-	for _, k := range noProxyVars {
+	for _, k := range gateway.NoProxyVars {
 		if !set[k] {
 			cfg.Env = append(cfg.Env, k+"="+noProxy)
 		}

@@ -13,12 +13,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
-
-// dnsOptions make a lookup of an outside name, which the embedded resolver
-// of an internal network neither answers nor refuses, fail in about a
-// second instead of five.
-var dnsOptions = []string{"timeout:1", "attempts:1"}
 
 // containerSpec is a container object's attributes, decoded.
 type containerSpec struct {
@@ -167,7 +163,7 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 	hostCfg := &container.HostConfig{
 		Init:        &useInit,
 		NetworkMode: container.NetworkMode(spec.network),
-		DNSOptions:  dnsOptions,
+		DNSOptions:  gateway.DNSOptions,
 		Resources:   container.Resources{NanoCPUs: spec.nanoCPUs},
 	}
 	if hc := spec.Healthcheck; hc != nil {
@@ -408,7 +404,7 @@ func (d *Driver) replaceUnstartable(ctx context.Context, api dockerAPI, req driv
 	d.log.Warn("the container cannot be started (a task of it survived an engine crash); replacing it", "addr", addr, "id", shortID(id), "error", startErr)
 	var resp drivers.ApplyResponse
 	var err error
-	if req.Object.Kind == kindGateway {
+	if req.Object.Kind == gateway.Kind {
 		_, pool, perr := d.engine(ctx)
 		if perr != nil {
 			return resp, perr

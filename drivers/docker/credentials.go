@@ -21,6 +21,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 	"github.com/bottlefile/bottlefile/egress"
 
 	"github.com/bottlefile/bottlefile/atomicfile"
@@ -332,7 +333,7 @@ func wireCredentials(req drivers.ApplyRequest, cfg *container.Config) (bool, err
 		k, _, _ := strings.Cut(kv, "=")
 		set[k] = true
 	}
-	agent := agentOf(req.Object.Addr)
+	agent := gateway.AgentOf(req.Object.Addr)
 	for _, name := range sortedKeys(envs) {
 		if env := envs[name]; env != "" && !set[env] {
 			cfg.Env = append(cfg.Env, env+"="+placeholder(req.Lineage, agent, name))
@@ -384,7 +385,7 @@ func (d *Driver) copyCA(ctx context.Context, api dockerAPI, id string, req drive
 			return fmt.Errorf("ca_hosts: %w", err)
 		}
 	}
-	cert, _, err := d.bottleCA(req.Lineage, req.NamedAddr(agentOf(req.Object.Addr)), hosts)
+	cert, _, err := d.bottleCA(req.Lineage, req.NamedAddr(gateway.AgentOf(req.Object.Addr)), hosts)
 	if err != nil {
 		return err
 	}

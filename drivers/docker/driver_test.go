@@ -25,6 +25,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/engine"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
 const testLineage = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
@@ -448,7 +449,7 @@ func TestReadMapsObjects(t *testing.T) {
 				// Made and never started: an agent can be started, a gateway
 				// may lack its rules and egress connection.
 				{ID: "c4", Names: []string{"/bf-0f1e2d3c-c"}, State: "created", ImageID: "sha256:i1", Labels: lbl("agent.c")},
-				{ID: "g4", Names: []string{"/bf-0f1e2d3c-c-gw"}, State: "created", ImageID: "sha256:gw", Labels: withKind(lbl("agent.c.gateway"), kindGateway)},
+				{ID: "g4", Names: []string{"/bf-0f1e2d3c-c-gw"}, State: "created", ImageID: "sha256:gw", Labels: withKind(lbl("agent.c.gateway"), gateway.Kind)},
 			}, nil
 		},
 		NetworkListFn: func(o network.ListOptions) ([]network.Summary, error) {

@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 
 	"github.com/bottlefile/bottlefile/atomicfile"
 )
@@ -207,7 +208,7 @@ func (d *Driver) probeEngineHost(ctx context.Context, api dockerAPI, lineage str
 	}
 	cfg := &container.Config{
 		Cmd:    []string{"gateway", "-print-addrs"},
-		User:   gatewayUser,
+		User:   gateway.User,
 		Labels: map[string]string{drivers.LabelLineage: lineage, labelKind: kindHostProbe},
 	}
 	hostCfg := &container.HostConfig{

@@ -2,17 +2,14 @@ package docker
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"context"
 	"debug/elf"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
 	"net/netip"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,136 +23,44 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 	"github.com/bottlefile/bottlefile/egress"
 )
 
-// The egress gateway: one container per agent running "bottlefile gateway".
+// The egress gateway: one container per agent running "bottlefile gateway"
+// (drivers/gateway has what every driver shares of it).
 const (
-	kindGateway = "gateway"
-
 	// labelKind marks containers that are not plain containers, so Read
 	// reports them with their kind.
 	labelKind = drivers.LabelPrefix + "kind"
 
-	// GatewayImageLabel marks the gateway images the driver builds. They
-	// carry no lineage (every state on the engine shares one per binary);
-	// a run that deleted a gateway removes, as it ends, those no container
-	// uses any more (sweepGatewayImages).
-	GatewayImageLabel = drivers.LabelPrefix + "gateway-image"
-	// gatewayImageRepo is the repository of gateway images; the tag is the
-	// binary's SHA-256.
-	gatewayImageRepo = "bottlefile-gateway"
-
-	// GatewayPort is the proxy port.
-	GatewayPort = 3128
-	// gatewayAlias is the gateway's network alias on its bottle network.
-	gatewayAlias = "gateway"
-
-	rulesDir   = "/etc/bottlefile"
-	rulesName  = "rules.json"
-	forbidName = "forbid.json"
-
-	// gatewayStatePath is where the gateway reports the digests of the
-	// files it has in force (its -state): in the image's /tmp, the one
-	// place its unprivileged user may write.
-	gatewayStatePath = "/tmp/bottlefile-gateway-loaded.json"
-
-	// gatewayUser runs the gateway: it needs no privilege at all.
-	gatewayUser = "65534:65534"
-
-	// gatewayReady bounds how long create and update wait for the gateway
-	// to report that it listens, or that it loaded the new rules.
-	gatewayReady = 10 * time.Second
-)
-
-// Limits of a gateway container: an agent that abuses its gateway starves
-// only itself, never the docker host (issue 17). The gateway holds at most
-// egress.DefaultMaxConns client connections, each with at most one
-// upstream connection.
-const (
-	gatewayMemory  = 256 << 20
-	gatewayCPUs    = 1e9 // one core
-	gatewayPids    = 256
-	gatewayNoFile  = 4096
-	gatewayLogSize = "10m" // json-file rotation: at most 3 files of 10 MB
+	// Gateway container logs: json-file rotation, at most 3 files of 10 MB.
+	gatewayLogSize = "10m"
 	gatewayLogKeep = "3"
 )
 
 // gatewayResources are the gateway container's limits.
 func gatewayResources() container.Resources {
-	pids := int64(gatewayPids)
+	pids := int64(gateway.Pids)
 	return container.Resources{
-		Memory:     gatewayMemory,
-		MemorySwap: gatewayMemory, // no swap beyond the limit
-		NanoCPUs:   gatewayCPUs,
+		Memory:     gateway.Memory,
+		MemorySwap: gateway.Memory, // no swap beyond the limit
+		NanoCPUs:   gateway.CPUs,
 		PidsLimit:  &pids,
-		Ulimits:    []*container.Ulimit{{Name: "nofile", Soft: gatewayNoFile, Hard: gatewayNoFile}},
+		Ulimits:    []*container.Ulimit{{Name: "nofile", Soft: gateway.NoFile, Hard: gateway.NoFile}},
 	}
-}
-
-// gatewayAddr is the address of an agent's gateway object.
-func gatewayAddr(agentAddr string) string { return agentAddr + ".gateway" }
-
-// agentOf returns the agent address an object of a bottle belongs to:
-// "agent.coder" for agent.coder, agent.coder.gateway and
-// agent.coder.sidecar.web.
-func agentOf(addr string) string {
-	parts := strings.SplitN(addr, ".", 3)
-	if len(parts) < 2 {
-		return addr
-	}
-	return parts[0] + "." + parts[1]
 }
 
 // gatewayName is the engine name of an agent's gateway container, derived
 // from the lineage and the agent, so that the agent's proxy settings never
 // change.
 func gatewayName(lineage, agentAddr string) (string, error) {
-	return objectName(lineage, gatewayAddr(agentAddr), kindContainer)
-}
-
-// allowValue turns an agent's egress allow list into the gateway's "allow"
-// attribute: the rules in canonical form (egress.Rule.String), repeats
-// dropped, in the order written. No egress block, or an empty one, is the
-// empty list: the gateway denies everything. Unknown values stay unknown
-// and marks are kept.
-func allowValue(v cty.Value) (cty.Value, error) {
-	if v == cty.NilVal || v.IsNull() {
-		return cty.ListValEmpty(cty.String), nil
-	}
-	raw, marks := v.UnmarkDeep()
-	if raw.IsNull() {
-		return cty.ListValEmpty(cty.String).WithMarks(marks), nil
-	}
-	if !raw.IsWhollyKnown() {
-		return cty.UnknownVal(cty.List(cty.String)).WithMarks(marks), nil
-	}
-	strs, err := drivers.Strings(raw)
-	if err != nil {
-		return cty.NilVal, fmt.Errorf("egress allow: %w", err)
-	}
-	for i, s := range strs {
-		if _, err := egress.ParseRule(s); err != nil {
-			return cty.NilVal, &drivers.RuleError{Index: i, Rule: s, Err: err}
-		}
-	}
-	rules, err := egress.ParseRules(strs)
-	if err != nil {
-		return cty.NilVal, fmt.Errorf("egress allow: %w", err)
-	}
-	if len(rules) == 0 {
-		return cty.ListValEmpty(cty.String).WithMarks(marks), nil
-	}
-	vals := make([]cty.Value, len(rules))
-	for i, r := range rules {
-		vals[i] = cty.StringVal(r.String())
-	}
-	return cty.ListVal(vals).WithMarks(marks), nil
+	return objectName(lineage, gateway.Addr(agentAddr), kindContainer)
 }
 
 // planGateway is an agent's gateway object.
 func (d *Driver) planGateway(a drivers.AgentSpec, agentAddr, netAddr string, egressNet *drivers.Object) (drivers.Object, error) {
-	allow, err := allowValue(drivers.WorkloadAttr(a.Workload, "egress"))
+	allow, err := gateway.AllowValue(drivers.WorkloadAttr(a.Workload, "egress"))
 	if err != nil {
 		return drivers.Object{}, err
 	}
@@ -165,8 +70,8 @@ func (d *Driver) planGateway(a drivers.AgentSpec, agentAddr, netAddr string, egr
 	}
 	ec, _ := d.egressConf()
 	o := drivers.Object{
-		Addr:      gatewayAddr(agentAddr),
-		Kind:      kindGateway,
+		Addr:      gateway.Addr(agentAddr),
+		Kind:      gateway.Kind,
 		Workload:  true,
 		InPlace:   []string{"allow"},
 		DependsOn: []string{netAddr},
@@ -199,7 +104,7 @@ func (d *Driver) planGateway(a drivers.AgentSpec, agentAddr, netAddr string, egr
 	// A change of credentials (a rotated value) is written into the
 	// running gateway, as the allowlist is.
 	o.InPlace = append(o.InPlace, "credentials")
-	SetCeiling(&o, a.EgressCeiling)
+	gateway.SetCeiling(&o, a.EgressCeiling)
 	return o, nil
 }
 
@@ -219,7 +124,7 @@ type gatewaySpec struct {
 }
 
 func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
-	a, err := DecodeGatewayAttrs(req.Object)
+	a, err := gateway.DecodeAttrs(req.Object)
 	if err != nil {
 		return gatewaySpec{}, err
 	}
@@ -242,7 +147,7 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 }
 
 // rulesTar is a tar holding the gateway's forbid file and rules file, for
-// CopyToContainer into rulesDir.
+// CopyToContainer into gateway.RulesDir.
 func rulesTar(agent string, allow, sidecars []string, forbid []netip.Prefix, more ...tarFile) ([]byte, error) {
 	rules, err := rulesTarFile(agent, allow, sidecars)
 	if err != nil {
@@ -263,11 +168,11 @@ func rulesTarFile(agent string, allow, sidecars []string) (tarFile, error) {
 	if err != nil {
 		return tarFile{}, err
 	}
-	return tarFile{name: rulesName, data: data}, nil
+	return tarFile{name: gateway.RulesFile, data: data}, nil
 }
 
 // gatewayFiles writes a gateway's forbid, credentials and rules files
-// into its rulesDir (in that order: the gateway takes them so), and
+// into its gateway.RulesDir (in that order: the gateway takes them so), and
 // returns the computed values that record the digests of the rules and
 // credentials files (drivers.ComputedConfigPrefix): what the gateway
 // reports in force (gatewayLoaded) is compared with them.
@@ -280,7 +185,7 @@ func gatewayFiles(ctx context.Context, api dockerAPI, id, agent string, allow, s
 	if err != nil {
 		return nil, fmt.Errorf("rules: %w", err)
 	}
-	if err := api.CopyToContainer(ctx, id, rulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{}); err != nil {
+	if err := api.CopyToContainer(ctx, id, gateway.RulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{}); err != nil {
 		return nil, fmt.Errorf("writing its rules file: %w", err)
 	}
 	return map[string]string{
@@ -301,7 +206,7 @@ func forbidTar(forbid []netip.Prefix, more ...tarFile) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	files := append([]tarFile{{name: forbidName, data: fdata}}, more...)
+	files := append([]tarFile{{name: gateway.ForbidFile, data: fdata}}, more...)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, f := range files {
@@ -392,7 +297,7 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 		managed, _ = netip.ParsePrefix(out.IPAM.Config[0].Subnet)
 	}
 	forbid := d.gatewayForbid(ctx, api, req.Lineage, nets, pool, managed)
-	credFile, err := d.credentialsFile(req.Lineage, req.NamedAddr(agentOf(req.Object.Addr)), req.Object)
+	credFile, err := d.credentialsFile(req.Lineage, req.NamedAddr(gateway.AgentOf(req.Object.Addr)), req.Object)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -408,23 +313,23 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 		return fail("%v", err)
 	}
 
-	listen := netip.AddrPortFrom(ip, GatewayPort).String()
-	cmd := []string{"gateway", "-listen", listen, "-rules", rulesDir + "/" + rulesName, "-forbid-file", rulesDir + "/" + forbidName, "-credentials", rulesDir + "/" + credentialsName,
-		"-state", gatewayStatePath}
+	listen := netip.AddrPortFrom(ip, gateway.Port).String()
+	cmd := []string{"gateway", "-listen", listen, "-rules", gateway.RulesDir + "/" + gateway.RulesFile, "-forbid-file", gateway.RulesDir + "/" + gateway.ForbidFile, "-credentials", gateway.RulesDir + "/" + credentialsName,
+		"-state", gateway.StatePath}
 	for _, p := range forbid {
 		cmd = append(cmd, "-forbid", p.String())
 	}
 	// The ceiling on the command line: neither the agent nor an edit of
 	// the rules file can change it.
-	cmd = append(cmd, CeilingArgs(spec.ceiling)...)
+	cmd = append(cmd, gateway.CeilingArgs(spec.ceiling)...)
 	labels := req.Labels()
-	labels[labelKind] = kindGateway
+	labels[labelKind] = gateway.Kind
 	cfg := &container.Config{
 		Cmd:  cmd,
-		User: gatewayUser,
+		User: gateway.User,
 		// The Go runtime collects harder as it nears this, well before the
 		// container's memory limit.
-		Env:    []string{fmt.Sprintf("GOMEMLIMIT=%dMiB", gatewayMemory*5/8>>20)},
+		Env:    []string{fmt.Sprintf("GOMEMLIMIT=%dMiB", gateway.Memory*5/8>>20)},
 		Labels: labels,
 		Healthcheck: &container.HealthConfig{
 			Test:     []string{"CMD", "/bottlefile", "gateway", "-health", "-listen", listen},
@@ -445,7 +350,7 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 		}},
 	}
 	netCfg := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
-		spec.network: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: ip.String()}, Aliases: []string{gatewayAlias}},
+		spec.network: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: ip.String()}, Aliases: []string{gateway.Alias}},
 	}}
 	created, err := d.createGatewayContainer(ctx, api, path, sum, cfg, hostCfg, netCfg, spec.name)
 	if err != nil {
@@ -488,7 +393,7 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 	if err != nil {
 		return resp, err
 	}
-	resp.Computed["proxy"] = fmt.Sprintf("http://%s:%d", spec.name, GatewayPort)
+	resp.Computed["proxy"] = fmt.Sprintf("http://%s:%d", spec.name, gateway.Port)
 	maps.Copy(resp.Computed, applied)
 	return resp, nil
 }
@@ -547,7 +452,7 @@ func (d *Driver) updateGateway(ctx context.Context, api dockerAPI, req drivers.A
 	if err != nil {
 		return fail("sidecars: %v", err)
 	}
-	credFile, err := d.credentialsFile(req.Lineage, req.NamedAddr(agentOf(req.Object.Addr)), req.Object)
+	credFile, err := d.credentialsFile(req.Lineage, req.NamedAddr(gateway.AgentOf(req.Object.Addr)), req.Object)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -555,7 +460,7 @@ func (d *Driver) updateGateway(ctx context.Context, api dockerAPI, req drivers.A
 	if err != nil {
 		return fail("credentials: %v", err)
 	}
-	applied, err := gatewayFiles(ctx, api, id, agentOf(addr), allow, sidecars, forbid, credTar)
+	applied, err := gatewayFiles(ctx, api, id, gateway.AgentOf(addr), allow, sidecars, forbid, credTar)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -577,20 +482,10 @@ func (d *Driver) updateGateway(ctx context.Context, api dockerAPI, req drivers.A
 		resp.Notes = append(resp.Notes, fmt.Sprintf("closed %d open %s the new allowlist no longer allows", closed, plural(closed, "tunnel", "tunnels")))
 	}
 	if name := resp.Computed["name"]; name != "" {
-		resp.Computed["proxy"] = fmt.Sprintf("http://%s:%d", name, GatewayPort)
+		resp.Computed["proxy"] = fmt.Sprintf("http://%s:%d", name, gateway.Port)
 	}
 	maps.Copy(resp.Computed, applied)
 	return resp, nil
-}
-
-// gatewayEvent is one line a gateway writes on stderr (egress.RulesEvent
-// and the "listening" event).
-type gatewayEvent struct {
-	Event         string   `json:"event"`
-	Allow         []string `json:"allow"`
-	Error         string   `json:"error"`
-	TunnelsClosed int      `json:"tunnels_closed"`
-	Version       string   `json:"version"` // of the credentials file
 }
 
 // waitGateway reads the gateway's event log until the rules in force are
@@ -604,14 +499,11 @@ type gatewayEvent struct {
 // whose last rules event is the one that counts (an earlier one may name
 // the same rules).
 func (d *Driver) waitGateway(ctx context.Context, api dockerAPI, id string, allow []string, credVersion string, starting bool) (int, error) {
-	want := gatewayWant{allow: slices.Clone(allow), version: credVersion}
-	if rules, err := egress.ParseRules(allow); err == nil {
-		want.allow = egress.NewRulesFile("", rules).Allow
-	}
+	want := gateway.NewWant(allow, credVersion)
 	if starting {
 		return d.followGateway(ctx, api, id, want)
 	}
-	deadline := time.Now().Add(gatewayReady)
+	deadline := time.Now().Add(gateway.Ready)
 	var log string
 	for {
 		rc, err := api.ContainerLogs(ctx, id, container.LogsOptions{ShowStderr: true})
@@ -625,18 +517,18 @@ func (d *Driver) waitGateway(ctx context.Context, api dockerAPI, id string, allo
 			return 0, fmt.Errorf("reading its log: %w", err)
 		}
 		log = stderr.String()
-		var st gatewayLog
+		var st gateway.Log
 		for _, line := range strings.Split(log, "\n") {
-			st.add(line, want)
+			st.Add(line, want)
 		}
-		if st.ready(false) {
-			return st.closed, nil
+		if st.Ready(false) {
+			return st.Closed, nil
 		}
 		if time.Now().After(deadline) {
-			if st.lastErr != "" {
-				return 0, fmt.Errorf("the gateway did not take its rules: %s", st.lastErr)
+			if st.LastErr != "" {
+				return 0, fmt.Errorf("the gateway did not take its rules: %s", st.LastErr)
 			}
-			return 0, fmt.Errorf("the gateway did not report its rules in force within %v; its log:\n%s", gatewayReady, indent(log))
+			return 0, fmt.Errorf("the gateway did not report its rules in force within %v; its log:\n%s", gateway.Ready, gateway.Indent(log))
 		}
 		select {
 		case <-ctx.Done():
@@ -646,58 +538,12 @@ func (d *Driver) waitGateway(ctx context.Context, api dockerAPI, id string, allo
 	}
 }
 
-// gatewayWant is what a gateway must report in force: the allowlist and,
-// when version is set, the credentials file of that version.
-type gatewayWant struct {
-	allow   []string
-	version string
-}
-
-// gatewayLog is what a gateway's event log says so far.
-type gatewayLog struct {
-	listening, rulesOK, credsOK bool
-	lastErr                     string
-	closed, forbidClosed        int
-}
-
-// ready reports whether the gateway took what it was given (and, when
-// starting, listens).
-func (st *gatewayLog) ready(starting bool) bool {
-	return st.rulesOK && st.credsOK && (st.listening || !starting)
-}
-
-// add takes one line of the log.
-func (st *gatewayLog) add(line string, want gatewayWant) {
-	var ev gatewayEvent
-	if json.Unmarshal([]byte(line), &ev) != nil {
-		return
-	}
-	if want.version == "" {
-		st.credsOK = true
-	}
-	switch ev.Event {
-	case "listening":
-		st.listening = true
-	case "forbid-loaded":
-		st.forbidClosed = ev.TunnelsClosed
-	case "rules-loaded":
-		st.rulesOK, st.lastErr = slices.Equal(ev.Allow, want.allow), ""
-		st.closed, st.forbidClosed = ev.TunnelsClosed+st.forbidClosed, 0
-	case "rules-invalid", "rules-unreadable":
-		st.rulesOK, st.lastErr = false, ev.Error
-	case "credentials-loaded":
-		st.credsOK = want.version == "" || ev.Version == want.version
-	case "credentials-invalid", "credentials-unreadable":
-		st.credsOK, st.lastErr = false, ev.Error
-	}
-}
-
 // followGateway follows a new gateway's log until it listens with the
-// rules want, it exits, or gatewayReady passes. Following costs one stream
+// rules want, it exits, or gateway.Ready passes. Following costs one stream
 // per gateway where polling cost twenty calls a second, which at a hundred
 // gateways starting at once kept the engine busy answering them.
-func (d *Driver) followGateway(ctx context.Context, api dockerAPI, id string, want gatewayWant) (int, error) {
-	wctx, cancel := context.WithTimeout(ctx, gatewayReady)
+func (d *Driver) followGateway(ctx context.Context, api dockerAPI, id string, want gateway.Want) (int, error) {
+	wctx, cancel := context.WithTimeout(ctx, gateway.Ready)
 	defer cancel()
 	rc, err := api.ContainerLogs(wctx, id, container.LogsOptions{ShowStderr: true, Follow: true})
 	if err != nil {
@@ -710,45 +556,25 @@ func (d *Driver) followGateway(ctx context.Context, api dockerAPI, id string, wa
 		pw.CloseWithError(err)
 	}()
 	defer pr.Close()
-	var st gatewayLog
-	var log strings.Builder
-	sc := bufio.NewScanner(pr)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		log.WriteString(line + "\n")
-		st.add(line, want)
-		if st.ready(true) {
-			return st.closed, nil
-		}
+	st, log := gateway.Follow(pr, want)
+	if st.Ready(true) {
+		return st.Closed, nil
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	if wctx.Err() != nil {
-		if st.lastErr != "" {
-			return 0, fmt.Errorf("the gateway did not take its rules: %s", st.lastErr)
+		if st.LastErr != "" {
+			return 0, fmt.Errorf("the gateway did not take its rules: %s", st.LastErr)
 		}
-		return 0, fmt.Errorf("the gateway did not report its rules in force within %v; its log:\n%s", gatewayReady, indent(log.String()))
+		return 0, fmt.Errorf("the gateway did not report its rules in force within %v; its log:\n%s", gateway.Ready, gateway.Indent(log))
 	}
 	// The stream ended: the gateway exited.
 	info, err := api.ContainerInspect(ctx, id)
 	if err == nil && info.State != nil {
-		return 0, fmt.Errorf("the gateway exited (code %d); its log:\n%s", info.State.ExitCode, indent(log.String()))
+		return 0, fmt.Errorf("the gateway exited (code %d); its log:\n%s", info.State.ExitCode, gateway.Indent(log))
 	}
-	return 0, fmt.Errorf("the gateway's log ended before it was ready; its log:\n%s", indent(log.String()))
-}
-
-func indent(s string) string {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return "    (empty)"
-	}
-	lines := strings.Split(s, "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return "    " + strings.Join(lines, "\n    ")
+	return 0, fmt.Errorf("the gateway's log ended before it was ready; its log:\n%s", gateway.Indent(log))
 }
 
 // gatewayImageMu serializes building gateway images within the process.
@@ -800,7 +626,7 @@ const sweepTimeout = 30 * time.Second
 func (d *Driver) sweepGatewayImages(ctx context.Context, api dockerAPI) {
 	gatewayImageUse.Lock()
 	defer gatewayImageUse.Unlock()
-	list, err := api.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", GatewayImageLabel+"=1"))})
+	list, err := api.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", gateway.ImageLabel+"=1"))})
 	if err != nil {
 		d.log.Debug("listing gateway images", "error", err)
 		return
@@ -824,7 +650,7 @@ func (d *Driver) sweepGatewayImages(ctx context.Context, api dockerAPI) {
 // directory the rules file goes in. It is imported, not built, so no
 // builder and no registry are involved.
 func (d *Driver) ensureGatewayImage(ctx context.Context, api dockerAPI, path, sum string) (string, error) {
-	ref := gatewayImageRepo + ":" + sum
+	ref := gateway.ImageRepo + ":" + sum
 	gatewayImageMu.Lock()
 	defer gatewayImageMu.Unlock()
 	if _, err := api.ImageInspect(ctx, ref); err == nil {
@@ -859,8 +685,8 @@ func (d *Driver) ensureGatewayImage(ctx context.Context, api dockerAPI, path, su
 		Changes: []string{
 			`ENTRYPOINT ["/bottlefile"]`,
 			`CMD ["gateway"]`,
-			"USER " + gatewayUser,
-			fmt.Sprintf("LABEL %s=1 %sgateway-binary=%s", GatewayImageLabel, drivers.LabelPrefix, sum),
+			"USER " + gateway.User,
+			fmt.Sprintf("LABEL %s=1 %sgateway-binary=%s", gateway.ImageLabel, drivers.LabelPrefix, sum),
 		},
 	})
 	if err == nil {
@@ -1029,7 +855,7 @@ const pushParallelism = 8
 func (d *Driver) pushForbid(ctx context.Context, api dockerAPI, lineage string, forbid []netip.Prefix) {
 	list, err := api.ContainerList(ctx, container.ListOptions{Filters: filters.NewArgs(
 		filters.Arg("label", drivers.LabelLineage+"="+lineage),
-		filters.Arg("label", labelKind+"="+kindGateway),
+		filters.Arg("label", labelKind+"="+gateway.Kind),
 	)})
 	if err != nil {
 		d.log.Warn("listing gateways to update their forbidden prefixes", "error", err)
@@ -1056,7 +882,7 @@ func (d *Driver) pushForbid(ctx context.Context, api dockerAPI, lineage string, 
 		sem <- struct{}{}
 		go func(id string, starting bool) {
 			defer func() { <-sem; wg.Done() }()
-			err := api.CopyToContainer(ctx, id, rulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{})
+			err := api.CopyToContainer(ctx, id, gateway.RulesDir, bytes.NewReader(tarball), container.CopyToContainerOptions{})
 			if err == nil && !starting {
 				err = api.ContainerKill(ctx, id, "HUP")
 			}

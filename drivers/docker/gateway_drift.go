@@ -9,6 +9,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 	"github.com/bottlefile/bottlefile/egress"
 )
 
@@ -16,7 +17,7 @@ import (
 // changed in its container (docker cp, then SIGHUP) as it takes the
 // driver's, unless it lies outside its ceiling: the labels cannot tell.
 // So each gateway reports the digest of every file as it last read it,
-// taken or refused (-state gatewayStatePath), the driver records the
+// taken or refused (-state gateway.StatePath), the driver records the
 // digests of the files it wrote (gatewayFiles, as computed values), and
 // Read reports the gateway's as LiveObject.Config: the planner updates a
 // gateway whose files differ, which writes them again. The ceiling cannot
@@ -59,7 +60,7 @@ func (d *Driver) readGatewayReports(ctx context.Context, api dockerAPI, objs []d
 // nil when the engine cannot say (the report is then not judged).
 func (d *Driver) gatewayLoaded(ctx context.Context, api dockerAPI, id string) map[string]string {
 	missing := map[string]string{"rules": "missing", "credentials": "missing"}
-	rc, _, err := api.CopyFromContainer(ctx, id, gatewayStatePath)
+	rc, _, err := api.CopyFromContainer(ctx, id, gateway.StatePath)
 	if cerrdefs.IsNotFound(err) {
 		return missing
 	}

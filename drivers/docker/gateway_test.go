@@ -25,6 +25,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/engine"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 	"github.com/bottlefile/bottlefile/egress"
 )
 
@@ -166,14 +167,14 @@ func TestPlanGatewayCeiling(t *testing.T) {
 		if slices.Contains(gw.InPlace, "ceiling") {
 			t.Errorf("the ceiling changes in place: %v", gw.InPlace)
 		}
-		a, err := DecodeGatewayAttrs(gw)
+		a, err := gateway.DecodeAttrs(gw)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if (a.Ceiling == nil) != (tt.ceiling == nil) || !slices.Equal(a.Ceiling, tt.ceiling) {
 			t.Errorf("decoded ceiling %q, want %q", a.Ceiling, tt.ceiling)
 		}
-		if got := CeilingArgs(a.Ceiling); !slices.Equal(got, tt.args) {
+		if got := gateway.CeilingArgs(a.Ceiling); !slices.Equal(got, tt.args) {
 			t.Errorf("arguments %q, want %q", got, tt.args)
 		}
 	}
@@ -583,8 +584,8 @@ func TestEgressNetworkNames(t *testing.T) {
 			t.Errorf("%s taken for an egress network", addr)
 		}
 	}
-	if a := agentOf("agent.coder.sidecar.web"); a != "agent.coder" {
-		t.Errorf("agentOf = %s", a)
+	if a := gateway.AgentOf("agent.coder.sidecar.web"); a != "agent.coder" {
+		t.Errorf("gateway.AgentOf = %s", a)
 	}
 }
 
@@ -637,7 +638,7 @@ func TestDeleteGatewaySweepsImages(t *testing.T) {
 			return nil
 		},
 		ImageListFn: func(o image.ListOptions) ([]image.Summary, error) {
-			if got := o.Filters.Get("label"); !slices.Equal(got, []string{GatewayImageLabel + "=1"}) || o.Filters.Len() != 1 {
+			if got := o.Filters.Get("label"); !slices.Equal(got, []string{gateway.ImageLabel + "=1"}) || o.Filters.Len() != 1 {
 				t.Errorf("image list filters = %v, want only the gateway image label", o.Filters)
 			}
 			return []image.Summary{{ID: "sha256:inuse"}, {ID: "sha256:old"}}, nil
@@ -654,7 +655,7 @@ func TestDeleteGatewaySweepsImages(t *testing.T) {
 		},
 	}
 	d := egressDriver(t, api, nil)
-	if _, err := d.Apply(t.Context(), drivers.ApplyRequest{Op: drivers.OpDelete, Lineage: testLineage, ID: "g1", Object: drivers.Object{Addr: "agent.a.gateway", Kind: kindGateway}}); err != nil {
+	if _, err := d.Apply(t.Context(), drivers.ApplyRequest{Op: drivers.OpDelete, Lineage: testLineage, ID: "g1", Object: drivers.Object{Addr: "agent.a.gateway", Kind: gateway.Kind}}); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	if calls := api.calls(); !slices.Equal(calls, []string{"ContainerRemove"}) {
@@ -762,9 +763,9 @@ func TestGatewayVersion(t *testing.T) {
 // "missing", an older gateway without one is not asked.
 func TestReadGatewayReports(t *testing.T) {
 	lbl := func(addr string) map[string]string {
-		return withKind(map[string]string{drivers.LabelLineage: testLineage, drivers.LabelAddress: addr, drivers.LabelConfigHash: "h"}, kindGateway)
+		return withKind(map[string]string{drivers.LabelLineage: testLineage, drivers.LabelAddress: addr, drivers.LabelConfigHash: "h"}, gateway.Kind)
 	}
-	cmd := "/bottlefile gateway -listen 10.0.0.254:3128 -rules /etc/bottlefile/rules.json -state " + gatewayStatePath
+	cmd := "/bottlefile gateway -listen 10.0.0.254:3128 -rules /etc/bottlefile/rules.json -state " + gateway.StatePath
 	api := &fakeAPI{
 		ContainerListFn: func(container.ListOptions) ([]container.Summary, error) {
 			return []container.Summary{
@@ -775,7 +776,7 @@ func TestReadGatewayReports(t *testing.T) {
 			}, nil
 		},
 		CopyFromContainerFn: func(id, path string) ([]byte, error) {
-			if path != gatewayStatePath {
+			if path != gateway.StatePath {
 				t.Errorf("read %s of %s", path, id)
 			}
 			if id == "g3" {

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
 var _ drivers.EngineNamer = (*Driver)(nil)
@@ -19,7 +20,7 @@ func (d *Driver) EngineName(lineage string, o drivers.Object) string {
 		} else {
 			name, err = objectName(lineage, o.Addr, kindNetwork)
 		}
-	case kindContainer, kindGateway:
+	case kindContainer, gateway.Kind:
 		name, err = objectName(lineage, o.Addr, kindContainer)
 	case drivers.KindSnapshot:
 		agent, aerr := drivers.String(o.Attr("agent"))

@@ -11,6 +11,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
 var _ drivers.LogReader = (*Driver)(nil)
@@ -21,7 +22,7 @@ var _ drivers.LogReader = (*Driver)(nil)
 // (listening, rules loaded) on stderr. With Follow it copies until ctx is
 // done.
 func (d *Driver) Logs(ctx context.Context, lineage string, obj drivers.LiveObject, opts drivers.LogOptions, stdout, stderr io.Writer) error {
-	if obj.Kind != kindContainer && obj.Kind != kindGateway {
+	if obj.Kind != kindContainer && obj.Kind != gateway.Kind {
 		return fmt.Errorf("%s is a docker %s, which keeps no log; agents, sidecars and gateways do", obj.Addr, obj.Kind)
 	}
 	api, _, err := d.engine(ctx)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
 // Read lists the containers, networks and images of one lineage: one
@@ -53,15 +54,15 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 			name = strings.TrimPrefix(c.Names[0], "/")
 		}
 		kind := kindContainer
-		if c.Labels[labelKind] == kindGateway {
-			kind = kindGateway
+		if c.Labels[labelKind] == gateway.Kind {
+			kind = gateway.Kind
 		}
 		if o, ok := d.live(c.Labels, kind, c.ID, name); ok {
 			o.Running = c.State == container.StateRunning
 			// A gateway is connected to the egress network and given its
 			// rules between create and start: one never started may not
 			// have them. An agent or sidecar is started right after create.
-			o.Unfinished = kind == kindGateway && c.State == container.StateCreated
+			o.Unfinished = kind == gateway.Kind && c.State == container.StateCreated
 			o.ImageID = c.ImageID
 			runFacts(&o, c, time.Now())
 			if sizes {
@@ -87,7 +88,7 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 					o.Exit.At = o.Finished
 				}
 			}
-			if kind == kindGateway && o.Running && strings.Contains(c.Command, "-state "+gatewayStatePath) {
+			if kind == gateway.Kind && o.Running && strings.Contains(c.Command, "-state "+gateway.StatePath) {
 				reports = append(reports, gatewayReport{index: len(resp.Objects), id: c.ID})
 			}
 			resp.Objects = append(resp.Objects, o)

@@ -20,7 +20,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/bottlefile/bottlefile/drivers"
-	"github.com/bottlefile/bottlefile/drivers/docker"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 	"github.com/bottlefile/bottlefile/egress"
 )
 
@@ -43,7 +43,7 @@ type gatewaySpec struct {
 }
 
 func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
-	a, err := docker.DecodeGatewayAttrs(req.Object)
+	a, err := gateway.DecodeAttrs(req.Object)
 	if err != nil {
 		return gatewaySpec{}, err
 	}
@@ -130,24 +130,24 @@ func (d *Driver) createGateway(ctx context.Context, api swarmAPI, req drivers.Ap
 	cs := spec.TaskTemplate.ContainerSpec
 	cs.Image = ref
 	cs.Args = []string{"gateway",
-		"-listen", fmt.Sprintf(":%d", docker.GatewayPort), "-listen-in", subnet,
-		"-rules", docker.GatewayRulesDir + "/" + docker.GatewayRulesFile,
-		"-forbid-file", docker.GatewayRulesDir + "/" + docker.GatewayForbidFile}
+		"-listen", fmt.Sprintf(":%d", gateway.Port), "-listen-in", subnet,
+		"-rules", gateway.RulesDir + "/" + gateway.RulesFile,
+		"-forbid-file", gateway.RulesDir + "/" + gateway.ForbidFile}
 	// The ceiling in the service's arguments: a task's files cannot
 	// widen it.
-	cs.Args = append(cs.Args, docker.CeilingArgs(s.ceiling)...)
-	cs.User = docker.GatewayUser
-	cs.Env = []string{fmt.Sprintf("GOMEMLIMIT=%dMiB", docker.GatewayMemory*5/8>>20)}
+	cs.Args = append(cs.Args, gateway.CeilingArgs(s.ceiling)...)
+	cs.User = gateway.User
+	cs.Env = []string{fmt.Sprintf("GOMEMLIMIT=%dMiB", gateway.Memory*5/8>>20)}
 	cs.CapabilityDrop = []string{"ALL"}
 	cs.Configs = configs
 	if len(s.dns) > 0 {
 		cs.DNSConfig = &swarm.DNSConfig{Nameservers: s.dns}
 	}
 	spec.TaskTemplate.Resources = &swarm.ResourceRequirements{Limits: &swarm.Limit{
-		NanoCPUs: docker.GatewayCPUs, MemoryBytes: docker.GatewayMemory, Pids: docker.GatewayPids,
+		NanoCPUs: gateway.CPUs, MemoryBytes: gateway.Memory, Pids: gateway.Pids,
 	}}
 	spec.TaskTemplate.Networks = []swarm.NetworkAttachmentConfig{
-		{Target: s.network, Aliases: []string{docker.GatewayAlias}},
+		{Target: s.network, Aliases: []string{gateway.Alias}},
 		{Target: s.egressNetwork},
 	}
 	cs.Image = tagged(cs.Image)
@@ -168,7 +168,7 @@ func (d *Driver) createGateway(ctx context.Context, api swarmAPI, req drivers.Ap
 	if err != nil {
 		return resp, err
 	}
-	resp.Computed["proxy"] = fmt.Sprintf("http://%s:%d", s.name, docker.GatewayPort)
+	resp.Computed["proxy"] = fmt.Sprintf("http://%s:%d", s.name, gateway.Port)
 	made = true
 	return resp, nil
 }
@@ -228,7 +228,7 @@ func (d *Driver) waitGateway(ctx context.Context, api swarmAPI, id string, s gat
 		pw.CloseWithError(err)
 	}()
 	defer pr.Close()
-	if _, err := docker.FollowGateway(pr, s.allow); err != nil {
+	if _, err := gateway.Wait(pr, s.allow); err != nil {
 		if lctx.Err() != nil && ctx.Err() == nil {
 			return t, fmt.Errorf("the gateway did not report its rules in force within %v: %w", gatewayReady, err)
 		}
@@ -283,7 +283,7 @@ func (d *Driver) gatewayConfigs(ctx context.Context, api swarmAPI, req drivers.A
 	for _, f := range []struct {
 		file string
 		data []byte
-	}{{docker.GatewayRulesFile, rdata}, {docker.GatewayForbidFile, fdata}} {
+	}{{gateway.RulesFile, rdata}, {gateway.ForbidFile, fdata}} {
 		sum := sha256.Sum256(f.data)
 		name := s.name + "-" + strings.TrimSuffix(f.file, ".json") + "-" + hex.EncodeToString(sum[:6])
 		id, err := ensureConfig(ctx, api, name, f.data, labels)
@@ -292,7 +292,7 @@ func (d *Driver) gatewayConfigs(ctx context.Context, api swarmAPI, req drivers.A
 		}
 		out = append(out, &swarm.ConfigReference{
 			ConfigID: id, ConfigName: name,
-			File: &swarm.ConfigReferenceFileTarget{Name: docker.GatewayRulesDir + "/" + f.file, UID: "0", GID: "0", Mode: 0o444},
+			File: &swarm.ConfigReferenceFileTarget{Name: gateway.RulesDir + "/" + f.file, UID: "0", GID: "0", Mode: 0o444},
 		})
 	}
 	return out, nil
@@ -377,7 +377,7 @@ func (d *Driver) updateGateway(ctx context.Context, api swarmAPI, req drivers.Ap
 	if err != nil {
 		return resp, err
 	}
-	resp.Computed["proxy"] = fmt.Sprintf("http://%s:%d", s.name, docker.GatewayPort)
+	resp.Computed["proxy"] = fmt.Sprintf("http://%s:%d", s.name, gateway.Port)
 	resp.Notes = append(resp.Notes, "the gateway's task was replaced to read the new allowlist; the agent was not touched")
 	return resp, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
 // serviceAttrs are the workload attributes a service object records, as
@@ -84,10 +85,10 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 		switch {
 		case !clusterName.MatchString(sc.Name):
 			return drivers.PlanResponse{}, fmt.Errorf("%s: the sidecar name %q cannot be a name on the bottle's network (use letters, digits, '-' and '_')", scAddr, sc.Name)
-		case strings.EqualFold(sc.Name, docker.GatewayAlias), strings.EqualFold(sc.Name, "localhost"):
+		case strings.EqualFold(sc.Name, gateway.Alias), strings.EqualFold(sc.Name, "localhost"):
 			return drivers.PlanResponse{}, fmt.Errorf("%s: a sidecar cannot be named %q", scAddr, sc.Name)
 		}
-		if err := docker.CheckSidecarEgress(drivers.WorkloadAttr(a.Workload, "egress"), drivers.WorkloadAttr(sc.Workload, "egress")); err != nil {
+		if err := gateway.CheckSidecarEgress(drivers.WorkloadAttr(a.Workload, "egress"), drivers.WorkloadAttr(sc.Workload, "egress")); err != nil {
 			return drivers.PlanResponse{}, fmt.Errorf("%s: %w", scAddr, err)
 		}
 		objs, err := d.planWorkload(scAddr, netAddr, sc.Workload, placement, pinned)
@@ -107,7 +108,7 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 	}
 
 	if hasEgressBlock(drivers.WorkloadAttr(a.Workload, "egress")) {
-		allow, err := docker.AllowValue(drivers.WorkloadAttr(a.Workload, "egress"))
+		allow, err := gateway.AllowValue(drivers.WorkloadAttr(a.Workload, "egress"))
 		if err != nil {
 			return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, err)
 		}
@@ -145,7 +146,7 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 			gw.Attrs["sidecars"] = stringList(names)
 			gw.InPlace = append(gw.InPlace, "sidecars")
 		}
-		docker.SetCeiling(&gw, a.EgressCeiling)
+		gateway.SetCeiling(&gw, a.EgressCeiling)
 		objects = append(objects, gw)
 	}
 	return drivers.PlanResponse{Objects: objects}, nil

@@ -14,7 +14,7 @@ import (
 	"github.com/docker/docker/api/types/swarm"
 
 	"github.com/bottlefile/bottlefile/drivers"
-	"github.com/bottlefile/bottlefile/drivers/docker"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
 // Settings every agent and sidecar service runs with.
@@ -144,7 +144,7 @@ func (d *Driver) createService(ctx context.Context, api swarmAPI, req drivers.Ap
 	cs.Dir = s.Workdir
 	cs.User = s.User
 	cs.CapabilityDrop = []string{"CAP_NET_RAW"}
-	cs.DNSConfig = &swarm.DNSConfig{Options: docker.DNSOptions}
+	cs.DNSConfig = &swarm.DNSConfig{Options: gateway.DNSOptions}
 	if nanoCPUs > 0 || s.Memory > 0 {
 		spec.TaskTemplate.Resources = &swarm.ResourceRequirements{Limits: &swarm.Limit{NanoCPUs: nanoCPUs, MemoryBytes: s.Memory}}
 	}
@@ -216,19 +216,19 @@ func serviceBase(name string, labels map[string]string, placement []string) swar
 // proxyEnv is a workload's environment with its bottle's proxy settings,
 // as the docker driver sets them: a variable the configuration sets
 // itself is left as configured.
-func proxyEnv(env map[string]string, gateway string, sidecars []string) []string {
+func proxyEnv(env map[string]string, gw string, sidecars []string) []string {
 	var out []string
 	for _, k := range sortedKeys(env) {
 		out = append(out, k+"="+env[k])
 	}
-	proxy := fmt.Sprintf("http://%s:%d", gateway, docker.GatewayPort)
+	proxy := fmt.Sprintf("http://%s:%d", gw, gateway.Port)
 	noProxy := strings.Join(append([]string{"localhost", "127.0.0.1"}, sidecars...), ",")
-	for _, k := range docker.ProxyVars {
+	for _, k := range gateway.ProxyVars {
 		if _, ok := env[k]; !ok {
 			out = append(out, k+"="+proxy)
 		}
 	}
-	for _, k := range docker.NoProxyVars {
+	for _, k := range gateway.NoProxyVars {
 		if _, ok := env[k]; !ok {
 			out = append(out, k+"="+noProxy)
 		}
