@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/swarm"
+
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
 	"github.com/bottlefile/bottlefile/drivers/swarm/swarmtest"
@@ -57,6 +60,10 @@ agent "coder" {
 		r = mustRun(t, dir, "plan")
 		t.Logf("plan after %s came back:\n%s", f.Nodes[node].Name, r.stdout)
 		if strings.Contains(r.stdout, "stopped outside bottlefile") {
+			tasks, _ := f.Client(t, 0).TaskList(ctx, swarm.TaskListOptions{Filters: filters.NewArgs(filters.Arg("service", svc))})
+			for _, task := range tasks {
+				t.Logf("task %s node %s desired %s state %s (%s) created %s", task.ID, task.NodeID, task.DesiredState, task.Status.State, task.Status.Message, task.Meta.CreatedAt)
+			}
 			t.Fatalf("the plan calls the lost task a stop outside bottlefile:\n%s", r.stdout)
 		}
 		if strings.Contains(r.stdout, "is lost") || time.Now().After(deadline) {

@@ -189,7 +189,7 @@ func currentTask(tasks []swarm.Task) (swarm.Task, bool) {
 		switch {
 		case t.DesiredState == swarm.TaskStateRunning && t.Status.State == swarm.TaskStateRunning:
 			return 2
-		case t.DesiredState == swarm.TaskStateRunning:
+		case wanted(t):
 			return 1
 		}
 		return 0
@@ -209,6 +209,13 @@ func currentTask(tasks []swarm.Task) (swarm.Task, bool) {
 		}
 	}
 	return best, found
+}
+
+// wanted reports whether the cluster wants a task running: now, or once
+// its restart delay is over (a task replacing a failed one is made
+// wanting "ready", and wants "running" after the delay).
+func wanted(t swarm.Task) bool {
+	return t.DesiredState == swarm.TaskStateRunning || t.DesiredState == swarm.TaskStateReady
 }
 
 // taskProblem says why a task is not running, from what the cluster says

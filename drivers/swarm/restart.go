@@ -25,7 +25,7 @@ func restartFacts(o *drivers.LiveObject, tasks []swarm.Task, nodes []swarm.Node)
 	// being started: the one it replaced is gone with what it wrote,
 	// whether or not its node came back (the engine of a node that comes
 	// back does not start the old task's container again).
-	if !ok || t.DesiredState != swarm.TaskStateRunning {
+	if !ok || !wanted(t) {
 		return
 	}
 	o.Instance = t.ID

@@ -375,11 +375,22 @@ func (d *Driver) removeStale(ctx context.Context, api swarmAPI, lineage, addr, n
 		return fmt.Errorf("a service named %s already exists and is not this state's %s (lineage %s); remove or rename it", name, addr, lineage)
 	}
 	d.log.Info("removing the service of this lineage by this name before creating it again (one replaced, or left by an earlier run)", "addr", addr, "name", name, "id", shortID(old.ID))
+	copies := copiesOf(ctx, api, old.ID)
 	if err := api.ServiceRemove(ctx, old.ID); err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("removing the unrecorded service %s left by an earlier run: %w", shortID(old.ID), err)
 	}
 	if err := waitTasksGone(ctx, api, old.ID); err != nil {
 		d.log.Warn("the tasks of a removed service linger", "addr", addr, "id", shortID(old.ID), "error", err)
+	}
+	// Its containers gone from their nodes too (bounded), so that the
+	// delete of the image it ran, which follows a replace, finds none
+	// using it. The image stays: the new service may run the same.
+	for _, node := range copies.nodes {
+		if d.reaches(ctx, node) {
+			if err := d.removeCopyOn(ctx, lineage, nodeCopy{Node: node, Service: old.ID}, false); err != nil {
+				d.log.Info("the containers of a removed service linger on a node", "node", node, "error", err)
+			}
+		}
 	}
 	d.deleteCarried(ctx, lineage, old) // workspace.go
 	return nil
