@@ -80,15 +80,9 @@ func (d *Driver) planBottle(ctx context.Context, a drivers.AgentSpec, addr, netA
 		if err != nil {
 			return nil, fmt.Errorf("%s: egress network: %w", addr, err)
 		}
-		gw, err := d.planGateway(a, addr, netAddr, egressNet)
+		gw, err := d.planGateway(a, addr, netAddr, egressNet, names)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", addr, err)
-		}
-		if len(names) > 0 {
-			// So that the gateway tells a client that sent a sidecar's
-			// name through the proxy to connect to it directly.
-			gw.Attrs["sidecars"] = sidecarsValue(names)
-			gw.InPlace = append(gw.InPlace, "sidecars")
 		}
 		if egressNet != nil {
 			objects = append(objects, *egressNet)

@@ -59,53 +59,31 @@ func gatewayName(lineage, agentAddr string) (string, error) {
 }
 
 // planGateway is an agent's gateway object.
-func (d *Driver) planGateway(a drivers.AgentSpec, agentAddr, netAddr string, egressNet *drivers.Object) (drivers.Object, error) {
-	allow, err := gateway.AllowValue(drivers.WorkloadAttr(a.Workload, "egress"))
-	if err != nil {
-		return drivers.Object{}, err
-	}
+func (d *Driver) planGateway(a drivers.AgentSpec, agentAddr, netAddr string, egressNet *drivers.Object, sidecars []string) (drivers.Object, error) {
 	path, sum, err := d.gatewayBinary()
 	if err != nil {
 		return drivers.Object{}, err
 	}
 	ec, _ := d.egressConf()
-	o := drivers.Object{
-		Addr:      gateway.Addr(agentAddr),
-		Kind:      gateway.Kind,
-		Workload:  true,
-		InPlace:   []string{"allow"},
-		DependsOn: []string{netAddr},
-		Attrs: map[string]cty.Value{
-			"allow":          allow,
-			"version":        cty.StringVal(gatewayVersion(path, sum)),
-			"network":        cty.StringVal(netAddr),
-			"egress_network": cty.NullVal(cty.String),
-			"dns":            cty.NullVal(cty.List(cty.String)),
-		},
+	spec := gateway.Spec{
+		Agent: a, AgentAddr: agentAddr, Network: netAddr,
+		EgressNetwork: ec.network,
+		Version:       gatewayVersion(path, sum),
+		DNS:           cty.NullVal(cty.List(cty.String)),
+		Sidecars:      sidecars,
+		Credentials:   true,
 	}
 	if egressNet != nil {
-		o.DependsOn = append(o.DependsOn, egressNet.Addr)
-		o.Attrs["egress_network"] = cty.StringVal(egressNet.Addr)
-	} else {
-		o.Attrs["egress_network"] = cty.StringVal(ec.network)
+		spec.EgressNetwork, spec.EgressObject = egressNet.Addr, true
 	}
 	if len(ec.dns) > 0 {
 		vals := make([]cty.Value, len(ec.dns))
 		for i, s := range ec.dns {
 			vals[i] = cty.StringVal(s)
 		}
-		o.Attrs["dns"] = cty.ListVal(vals)
+		spec.DNS = cty.ListVal(vals)
 	}
-	if creds := drivers.WorkloadAttr(a.Workload, "credentials"); !creds.IsNull() {
-		// Only when set, so a gateway without credentials keeps its
-		// configuration hash. Sensitive: the core records its hash only.
-		o.Attrs["credentials"] = creds
-	}
-	// A change of credentials (a rotated value) is written into the
-	// running gateway, as the allowlist is.
-	o.InPlace = append(o.InPlace, "credentials")
-	gateway.SetCeiling(&o, a.EgressCeiling)
-	return o, nil
+	return gateway.Plan(spec)
 }
 
 // gatewaySpec is a gateway object's attributes, decoded.

@@ -8,6 +8,7 @@ import (
 	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
 // Kinds of object the driver makes.
@@ -15,7 +16,7 @@ const (
 	kindNetwork = docker.KindNetwork
 	kindImage   = docker.KindImage
 	kindService = "service"
-	kindGateway = "gateway"
+	kindGateway = gateway.Kind
 )
 
 // labelKind marks what is not a plain service: gateways, and the configs
@@ -89,9 +90,6 @@ func agentOf(addr string) string {
 	}
 	return a.String()
 }
-
-// gatewayAddr is the address of an agent's gateway.
-func gatewayAddr(agent string) string { return agent + ".gateway" }
 
 // shortID shortens engine ids for messages.
 func shortID(id string) string {

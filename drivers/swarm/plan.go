@@ -108,29 +108,16 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 	}
 
 	if hasEgressBlock(drivers.WorkloadAttr(a.Workload, "egress")) {
-		allow, err := gateway.AllowValue(drivers.WorkloadAttr(a.Workload, "egress"))
-		if err != nil {
-			return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, err)
-		}
 		version, err := d.eng.GatewayVersion()
 		if err != nil {
 			return drivers.PlanResponse{}, fmt.Errorf("%s: gateway: %w", addr, err)
 		}
-		gw := drivers.Object{
-			Addr:      gatewayAddr(addr),
-			Kind:      kindGateway,
-			Workload:  true,
-			InPlace:   []string{"allow"},
-			DependsOn: []string{netAddr},
-			Attrs: map[string]cty.Value{
-				"allow":          allow,
-				"version":        cty.StringVal(version),
-				"network":        cty.StringVal(netAddr),
-				"egress_network": cty.StringVal(egressNet),
-				"dns":            stringList(dns),
-				"placement":      stringList(pinned),
-				"registry":       optString(registry),
-			},
+		spec := gateway.Spec{
+			Agent: a, AgentAddr: addr, Network: netAddr,
+			EgressNetwork: egressNet,
+			Version:       version,
+			DNS:           stringList(dns),
+			Sidecars:      names,
 		}
 		if egressNet == "" {
 			egAddr := addrs.Runtime(runtime).Egress().String()
@@ -139,14 +126,14 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 				Kind:  kindNetwork,
 				Attrs: map[string]cty.Value{"internal": cty.False, "driver": cty.StringVal("overlay")},
 			})
-			gw.Attrs["egress_network"] = cty.StringVal(egAddr)
-			gw.DependsOn = append(gw.DependsOn, egAddr)
+			spec.EgressNetwork, spec.EgressObject = egAddr, true
 		}
-		if len(names) > 0 {
-			gw.Attrs["sidecars"] = stringList(names)
-			gw.InPlace = append(gw.InPlace, "sidecars")
+		gw, err := gateway.Plan(spec)
+		if err != nil {
+			return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, err)
 		}
-		gateway.SetCeiling(&gw, a.EgressCeiling)
+		gw.Attrs["placement"] = stringList(pinned)
+		gw.Attrs["registry"] = optString(registry)
 		objects = append(objects, gw)
 	}
 	return drivers.PlanResponse{Objects: objects}, nil
