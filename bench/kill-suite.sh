@@ -38,6 +38,9 @@
 #        BOTTLEFILE=path (default: built here) IMAGE=ref (default: imported
 #        from the static busybox) LOGDIR=dir (keeps the output of failed
 #        trials) TIMEOUT=120 (seconds any one command may take)
+#        WINDOW=100 (the kill moment's range, in percent of the warm-up
+#        time: lower it when the machine got quieter since the warm-up and
+#        commands finish before their kill)
 #
 # The last line is machine-readable:
 #   RESULT kills=K trials=N converged=C untracked=U lost=L seconds=S
@@ -56,6 +59,7 @@ docker=${DOCKER:-docker}
 image=${IMAGE:-bottlefile-bench/busybox:1}
 timeout=${TIMEOUT:-120}
 seed=${SEED:-$RANDOM}
+window=${WINDOW:-100}
 RANDOM=$seed
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -273,7 +277,7 @@ trial() {
   trials=$((trials + 1))
   trials_by[$kind]=$((${trials_by[$kind]:-0} + 1))
   after=$((RANDOM * 32768 + RANDOM))
-  after=$((after % (${dur[$kind]} + 1)))
+  after=$((after % (${dur[$kind]} * window / 100 + 1)))
   local how="killed at $after ms"
   if killed "$after" "${plain[@]}"; then
     kills_by[$kind]=$((${kills_by[$kind]:-0} + 1))
@@ -309,7 +313,7 @@ trial() {
   echo "trial $trials $kind: $how of ~${dur[$kind]}; converged $converged of $trials, untracked $untracked_total, lost $lost_total"
 }
 
-echo "kill-suite: $kills kills, $agents built agents with $sidecars sidecars, egress, a sensitive variable and a policy snapshot before replace and destroy; seed $seed; in $work"
+echo "kill-suite: $kills kills, $agents built agents with $sidecars sidecars, egress, a sensitive variable and a policy snapshot before replace and destroy; seed $seed, window $window%; in $work"
 start=$(date +%s)
 
 # Warm-up round, not killed: how long each command takes. The apply is
