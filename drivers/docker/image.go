@@ -218,6 +218,12 @@ func (d *Driver) deleteImage(ctx context.Context, api dockerAPI, req drivers.App
 		return drivers.ApplyResponse{}, fmt.Errorf("deleting image of %s: no image id", addr)
 	}
 	defer d.sweepSnapshots(ctx, api, req.Lineage)
+	// Not while this process builds: pruning the untagged parents of an
+	// image (a leftover of a cut-off build) can take a step image another
+	// build of the same context is using from the cache ("failed to get
+	// digest"). Deferred after the sweep, so it is released before it.
+	imageMaking.Lock()
+	defer imageMaking.Unlock()
 	_, err := api.ImageRemove(ctx, req.ID, image.RemoveOptions{Force: true, PruneChildren: true})
 	if err == nil {
 		d.log.Info("deleted image", "addr", addr, "id", shortID(req.ID))
