@@ -10,8 +10,10 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/google/uuid"
+	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
 	"github.com/bottlefile/bottlefile/drivers/swarm/swarmtest"
 )
 
@@ -21,7 +23,7 @@ import (
 // is gone from its node.
 func TestGatewayFailureAndDeleteLeaveNothing(t *testing.T) {
 	f := swarmtest.Start(t)
-	d := fixtureDriver(t, f, true, nil)
+	d := fixtureDriver(t, f, true, map[string]cty.Value{"gateway_binary": cty.StringVal(dockertest.GatewayBinary(t))})
 	mgr := f.Client(t, 0)
 	lineage := uuid.NewString()
 	f.Cleanup(t, lineage)
@@ -45,8 +47,9 @@ func TestGatewayFailureAndDeleteLeaveNothing(t *testing.T) {
 		t.Fatal("the plan has no gateway")
 	}
 	applyAll(t, d, lineage, before)
-	if _, err := d.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: lineage, Object: gw, Hash: "h"}); err == nil {
-		t.Fatal("a gateway no node can run was created")
+	_, err = d.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: lineage, Object: gw, Hash: "h"})
+	if err == nil || !strings.Contains(err.Error(), "no node can run its task") {
+		t.Fatalf("a gateway no node can run: %v", err)
 	}
 	configs, err := mgr.ConfigList(ctx, swarm.ConfigListOptions{Filters: byLineage(lineage)})
 	if err != nil {
