@@ -124,6 +124,10 @@ type ReadRequest struct {
 	// runtime more (docker measures every container's layer, and only on
 	// a storage driver that does so cheaply): status asks, plan does not.
 	Sizes bool
+	// NoConfig leaves out what each object holds in force
+	// (LiveObject.Config, read from inside a gateway): a destroy's
+	// refresh, which updates nothing, does not ask (issue 28).
+	NoConfig bool
 }
 
 // ReadResponse lists what is live on the runtime.

@@ -138,7 +138,7 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		live = p.assumeLive(records)
 	} else {
 		var moreDiags hcl.Diagnostics
-		live, moreDiags = p.refresh(ctx, plan.Lineage, records)
+		live, moreDiags = p.refresh(ctx, plan.Lineage, records, opts.Destroy)
 		diags = append(diags, moreDiags...)
 	}
 	records = p.moveRuntimes(records, moves, live)
@@ -414,7 +414,9 @@ func (ls liveSet) rest() []liveEntry {
 // record of its address. When a runtime holds two objects of one
 // address, the recorded one, else the first, is the address's; the
 // others are twins, which the plan removes.
-func (p *Planner) refresh(ctx context.Context, lineage string, records []state.Record) (liveSet, hcl.Diagnostics) {
+// A destroy's refresh does not ask what objects hold in force (drift of
+// files inside gateways): nothing is updated.
+func (p *Planner) refresh(ctx context.Context, lineage string, records []state.Record, destroy bool) (liveSet, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
 	ls := liveSet{}
 	p.engines = map[string]string{}
@@ -436,7 +438,7 @@ func (p *Planner) refresh(ctx context.Context, lineage string, records []state.R
 	for _, key := range order {
 		names := groups[key]
 		rt := p.Runtimes[names[0]]
-		resp, err := rt.Driver.Read(ctx, drivers.ReadRequest{Lineage: lineage})
+		resp, err := rt.Driver.Read(ctx, drivers.ReadRequest{Lineage: lineage, NoConfig: destroy})
 		var ue *drivers.UnreachableError
 		if errors.As(err, &ue) {
 			for _, name := range names {

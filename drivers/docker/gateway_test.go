@@ -810,4 +810,19 @@ func TestReadGatewayReports(t *testing.T) {
 	if want := []string{"ContainerList", "CopyFromContainer", "CopyFromContainer", "ImageList", "NetworkList"}; !slices.Equal(calls, want) {
 		t.Errorf("calls = %v, want %v", calls, want)
 	}
+
+	// A destroy's refresh (NoConfig) reads no report: every gateway goes.
+	api.Calls = nil
+	resp, err = d.Read(t.Context(), drivers.ReadRequest{Lineage: testLineage, NoConfig: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range resp.Objects {
+		if o.Config != "" {
+			t.Errorf("NoConfig: %s has config %q", o.Addr, o.Config)
+		}
+	}
+	if calls := api.calls(); slices.Contains(calls, "CopyFromContainer") {
+		t.Errorf("NoConfig: calls = %v, want no report read", calls)
+	}
 }

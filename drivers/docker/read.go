@@ -94,7 +94,9 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 			resp.Objects = append(resp.Objects, o)
 		}
 	}
-	d.readGatewayReports(ctx, api, resp.Objects, reports)
+	if !req.NoConfig {
+		d.readGatewayReports(ctx, api, resp.Objects, reports)
+	}
 
 	networks, err := api.NetworkList(ctx, network.ListOptions{Filters: byLineage})
 	if err != nil {
