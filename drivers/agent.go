@@ -74,6 +74,7 @@ var workloadAttrs = []struct {
 	{"user", cty.String, func(w *Workload, v cty.Value) (err error) { w.User, err = String(v); return }},
 	{"cpus", cty.Number, func(w *Workload, v cty.Value) (err error) { w.CPUs, err = Float(v); return }},
 	{"memory", cty.Number, func(w *Workload, v cty.Value) (err error) { w.Memory, err = Int(v); return }}, // bytes
+	{"pids", cty.Number, func(w *Workload, v cty.Value) (err error) { w.Pids, err = Int(v); return }},
 	{"labels", cty.Map(cty.String), func(w *Workload, v cty.Value) (err error) { w.Labels, err = StringMap(v); return }},
 	{"egress", cty.List(cty.String), func(w *Workload, v cty.Value) (err error) { w.Egress, err = stringsOrEmpty(v); return }},
 	{"healthcheck", HealthcheckType, func(w *Workload, v cty.Value) (err error) { w.Healthcheck, err = DecodeHealthcheck(v); return }},
@@ -222,6 +223,7 @@ type Workload struct {
 	User       string
 	CPUs       float64 // 0: no limit
 	Memory     int64   // bytes; 0: no limit
+	Pids       int64   // processes (and threads) at once; 0: no limit
 	Labels     map[string]string
 	// Egress is the allowlist, rule strings ("host", "host:port",
 	// "*.suffix:port"); nil when there is no egress block, non-nil and

@@ -315,7 +315,7 @@ func (c Capabilities) checkWorkload(driver, sidecar string, w cty.Value) []Refus
 			continue
 		}
 		out = append(out, Refusal{Sidecar: sidecar, Attr: name,
-			Message: fmt.Sprintf("%s cannot be honoured: %s has no %s setting, so %s would run without it; remove %s or run it on a runtime whose driver has one (docker)", name, driver, name, what, name)})
+			Message: fmt.Sprintf("%s is not supported by the %s driver: it has no %s setting, so %s would run without it; remove %s or run it on a runtime whose driver has one (docker)", name, driver, name, what, name)})
 	}
 	out = append(out, c.Egress.check(driver, sidecar, WorkloadAttr(w, "egress"))...)
 	if !c.Egress.Credentials {

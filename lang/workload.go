@@ -69,6 +69,9 @@ var workloadFields = []workloadField{
 	{name: "cpus", ty: cty.Number, check: checkCPUs},
 	// A size string or a number of bytes; evaluated, a number of bytes.
 	{name: "memory", ty: cty.DynamicPseudoType, checked: cty.Number, check: checkMemory},
+	// How many processes (threads included) may run at once: a fork bomb
+	// in the agent stops there.
+	{name: "pids", ty: cty.Number, check: checkPids},
 	{name: "labels", ty: mapOfString, check: checkElementsAttr("labels", func(k string) string {
 		if k == "" {
 			return "Label names cannot be empty."
@@ -544,6 +547,22 @@ func checkCPUs(_ *Scope, v cty.Value, expr hcl.Expression) (cty.Value, hcl.Diagn
 			Severity: hcl.DiagError,
 			Summary:  "Invalid cpus value",
 			Detail:   "cpus is the number of CPUs the workload may use, like 2 or 0.5; it must be more than zero.",
+			Subject:  expr.Range().Ptr(),
+		}}
+	}
+	return v, nil
+}
+
+func checkPids(_ *Scope, v cty.Value, expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
+	u, _ := v.Unmark()
+	if expr == nil || !u.IsKnown() || u.IsNull() {
+		return v, nil
+	}
+	if bf := u.AsBigFloat(); !bf.IsInt() || bf.Sign() <= 0 || bf.Cmp(big.NewFloat(1<<22)) > 0 {
+		return v, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid pids value",
+			Detail:   "pids is how many processes (threads included) the workload may run at once, a whole number from 1 to 4194304, like 512.",
 			Subject:  expr.Range().Ptr(),
 		}}
 	}

@@ -181,6 +181,9 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 		// No swap beyond the limit: memory means what it says.
 		hostCfg.Memory, hostCfg.MemorySwap = spec.Memory, spec.Memory
 	}
+	if spec.Pids > 0 {
+		hostCfg.PidsLimit = &spec.Pids
+	}
 	netCfg := &network.NetworkingConfig{
 		EndpointsConfig: map[string]*network.EndpointSettings{spec.network: {}},
 	}
@@ -294,9 +297,16 @@ func (d *Driver) updateContainer(ctx context.Context, api dockerAPI, req drivers
 	if err != nil {
 		return fail("inspecting: %v", err)
 	}
-	var curCPUs, curMem int64
+	pids, err := drivers.Int(req.Object.Attr("pids"))
+	if err != nil {
+		return fail("pids: %v", err)
+	}
+	var curCPUs, curMem, curPids int64
 	if cur.HostConfig != nil {
 		curCPUs, curMem = cur.HostConfig.NanoCPUs, cur.HostConfig.Memory
+		if cur.HostConfig.PidsLimit != nil {
+			curPids = *cur.HostConfig.PidsLimit
+		}
 	}
 	if (nanoCPUs == 0 && curCPUs != 0) || (memory == 0 && curMem != 0) {
 		info, err := api.Info(ctx)
@@ -314,6 +324,14 @@ func (d *Driver) updateContainer(ctx context.Context, api dockerAPI, req drivers
 	if memory > 0 {
 		res.Memory, res.MemorySwap = memory, memory
 	}
+	switch {
+	case pids > 0:
+		res.PidsLimit = &pids
+	case curPids > 0:
+		// -1 lifts the limit; nil (0 before API 1.41) leaves it as it is.
+		unlimited := int64(-1)
+		res.PidsLimit = &unlimited
+	}
 	upd, err := api.ContainerUpdate(ctx, id, container.UpdateConfig{Resources: res})
 	if err != nil {
 		return fail("%v", err)
@@ -321,7 +339,7 @@ func (d *Driver) updateContainer(ctx context.Context, api dockerAPI, req drivers
 	for _, w := range upd.Warnings {
 		d.log.Warn("engine warning", "addr", addr, "warning", w)
 	}
-	d.log.Info("updated container", "addr", addr, "id", shortID(id), "nano_cpus", nanoCPUs, "memory", memory)
+	d.log.Info("updated container", "addr", addr, "id", shortID(id), "nano_cpus", nanoCPUs, "memory", memory, "pids", pids)
 	return d.containerResponse(ctx, api, addr, id, "")
 }
 

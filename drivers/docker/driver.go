@@ -120,10 +120,10 @@ func Declaration() drivers.Declaration {
 			Sidecars:    true,
 			Build:       true,
 			Healthcheck: true,
-			Attributes:  drivers.WorkloadAttributes,
-			// Limits change on the live container; an allowlist on the
-			// live gateway.
-			InPlace: []string{"cpus", "memory", "egress"},
+			Attributes:  mappedAttrs,
+			// Limits change on the live container (ContainerUpdate); an
+			// allowlist on the live gateway.
+			InPlace: []string{"cpus", "memory", "pids", "egress"},
 			Egress: drivers.EgressCapabilities{
 				Names: true, Wildcards: true, Ports: true, Addresses: true, CIDRs: true,
 				Credentials: true,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/zclconf/go-cty/cty"
@@ -165,6 +166,12 @@ func checkLimits(cpus, memory cty.Value) error {
 // healthcheck only when there is one, see workloadObject.)
 var containerAttrs = []string{"image", "command", "entrypoint", "env", "workdir", "user", "cpus", "memory", "labels"}
 
+// mappedAttrs are the workload attributes the docker driver maps onto a
+// container (Capabilities.Attributes): containerAttrs, and pids, recorded
+// only when set (a fingerprint hashes null attributes too, and a container
+// without a pids limit keeps the hash it always had).
+var mappedAttrs = append(slices.Clone(containerAttrs), "pids")
+
 // workloadObject is the container object of an agent or a sidecar on the
 // bottle's network: its workload attributes as the configuration wrote
 // them (marks and unknowns kept), and the limits that change in place.
@@ -179,11 +186,16 @@ func workloadObject(addr, netAddr string, w cty.Value) drivers.Object {
 		// replaces the container.
 		attrs["healthcheck"] = hc
 	}
+	inPlace := []string{"cpus", "memory"}
+	if pids := drivers.WorkloadAttr(w, "pids"); !pids.IsNull() {
+		attrs["pids"] = pids
+		inPlace = append(inPlace, "pids")
+	}
 	return drivers.Object{
 		Addr:      addr,
 		Kind:      kindContainer,
 		Workload:  true,
-		InPlace:   []string{"cpus", "memory"},
+		InPlace:   inPlace,
 		DependsOn: []string{netAddr},
 		Attrs:     attrs,
 	}

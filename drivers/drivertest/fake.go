@@ -201,8 +201,8 @@ func FakeDeclaration() drivers.Declaration {
 			Sidecars:    true,
 			Build:       true,
 			Healthcheck: true,
-			Attributes:  drivers.WorkloadAttributes,
-			InPlace:     []string{"cpus", "memory"},
+			Attributes:  []string{"image", "command", "entrypoint", "env", "workdir", "user", "cpus", "memory", "pids", "labels"},
+			InPlace:     []string{"cpus", "memory", "pids"},
 			Egress: drivers.EgressCapabilities{
 				Names: true, Wildcards: true, Ports: true, Addresses: true, CIDRs: true,
 			},
@@ -326,6 +326,11 @@ func Expand(a drivers.AgentSpec) (drivers.PlanResponse, error) {
 		// the hash of a container without one is what it always was.
 		attrs["healthcheck"] = hc
 	}
+	inPlace := []string{"cpus", "memory"}
+	if pids := drivers.WorkloadAttr(a.Workload, "pids"); !pids.IsNull() {
+		attrs["pids"] = pids // likewise
+		inPlace = append(inPlace, "pids")
+	}
 	if !build.IsNull() {
 		w, err := drivers.DecodeWorkload(a.Workload)
 		if err != nil {
@@ -348,7 +353,7 @@ func Expand(a drivers.AgentSpec) (drivers.PlanResponse, error) {
 			Addr:      a.Addr,
 			Kind:      KindContainer,
 			Attrs:     attrs,
-			InPlace:   []string{"cpus", "memory"},
+			InPlace:   inPlace,
 			DependsOn: []string{network},
 			Workload:  true,
 		},

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,7 +119,9 @@ func Declaration() drivers.Declaration {
 			"binary": &hcldec.AttrSpec{Name: "binary", Type: cty.String},
 		}},
 		Capabilities: drivers.Capabilities{
-			Attributes: slices.DeleteFunc(slices.Clone(drivers.WorkloadAttributes), func(s string) bool { return s == "user" }),
+			// No user (the machine runs its command as root) and no
+			// pids (smolvm has no such limit).
+			Attributes: []string{"image", "command", "entrypoint", "env", "workdir", "cpus", "memory", "labels"},
 			Egress:     drivers.EgressCapabilities{Names: true, Addresses: true, CIDRs: true},
 			Snapshots:  drivers.SnapshotCapabilities{Take: true, Format: drivers.FormatSmolvmPack, Import: true},
 			Exec:       true,

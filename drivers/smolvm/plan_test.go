@@ -65,7 +65,7 @@ func TestPlanErrors(t *testing.T) {
 		}, "standard input"},
 		{"user", func(a *drivers.AgentSpec) {
 			a.Workload = drivers.WithWorkloadAttr(a.Workload, "user", cty.StringVal("agent"))
-		}, "user cannot be honoured: smolvm has no user setting"},
+		}, "user is not supported by the smolvm driver: it has no user setting"},
 		{"fractional cpus", func(a *drivers.AgentSpec) {
 			a.Workload = drivers.WithWorkloadAttr(a.Workload, "cpus", cty.NumberFloatVal(1.5))
 		}, "whole vCPUs from 1 to 255; 1.5"},

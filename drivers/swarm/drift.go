@@ -47,9 +47,14 @@ func specFingerprint(spec swarm.ServiceSpec) string {
 	if p := spec.TaskTemplate.Placement; p != nil {
 		constraints = slices.Sorted(slices.Values(p.Constraints))
 	}
-	var limits [2]int64
+	limits := []int64{0, 0}
 	if r := spec.TaskTemplate.Resources; r != nil && r.Limits != nil {
-		limits = [2]int64{r.Limits.NanoCPUs, r.Limits.MemoryBytes}
+		limits = []int64{r.Limits.NanoCPUs, r.Limits.MemoryBytes}
+		if r.Limits.Pids != 0 {
+			// Only when set: the fingerprint of a service without one
+			// stays what it was before pids existed.
+			limits = append(limits, r.Limits.Pids)
+		}
 	}
 	values := map[string]any{
 		"image": cs.Image, "command": cs.Command, "args": cs.Args,

@@ -85,7 +85,7 @@ func Declaration() drivers.Declaration {
 		Capabilities: drivers.Capabilities{
 			Sidecars:   true,
 			Build:      true,
-			Attributes: drivers.WorkloadAttributes,
+			Attributes: mappedAttrs,
 			// Any change to a service starts a new task, losing what the
 			// old one wrote: only the allowlist, which is the gateway's,
 			// changes without touching the agent.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/zclconf/go-cty/cty"
@@ -19,6 +20,12 @@ import (
 // the configuration wrote them (build is recorded as the image object and
 // the service's build_hash; egress as the gateway's allow list).
 var serviceAttrs = []string{"image", "command", "entrypoint", "env", "workdir", "user", "cpus", "memory", "labels"}
+
+// mappedAttrs are the workload attributes the swarm driver maps onto a
+// service (Capabilities.Attributes): serviceAttrs, and pids (the task's
+// Resources.Limits.Pids, API 1.41), recorded only when set so that a
+// service without one keeps the config hash it always had.
+var mappedAttrs = append(slices.Clone(serviceAttrs), "pids")
 
 // Plan expands one agent into its overlay network, its images when they
 // are built, its service and its sidecars' services, and, with an egress
@@ -156,6 +163,9 @@ func (d *Driver) planWorkload(addr, netAddr string, w cty.Value, placement, pinn
 	attrs["build_hash"] = cty.NullVal(cty.String)
 	attrs["network"] = cty.StringVal(netAddr)
 	attrs["placement"] = stringList(placement)
+	if pids := drivers.WorkloadAttr(w, "pids"); !pids.IsNull() {
+		attrs["pids"] = pids
+	}
 	svc := drivers.Object{
 		Addr:      addr,
 		Kind:      kindService,

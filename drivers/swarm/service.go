@@ -145,8 +145,8 @@ func (d *Driver) createService(ctx context.Context, api swarmAPI, req drivers.Ap
 	cs.User = s.User
 	cs.CapabilityDrop = []string{"CAP_NET_RAW"}
 	cs.DNSConfig = &swarm.DNSConfig{Options: gateway.DNSOptions}
-	if nanoCPUs > 0 || s.Memory > 0 {
-		spec.TaskTemplate.Resources = &swarm.ResourceRequirements{Limits: &swarm.Limit{NanoCPUs: nanoCPUs, MemoryBytes: s.Memory}}
+	if nanoCPUs > 0 || s.Memory > 0 || s.Pids > 0 {
+		spec.TaskTemplate.Resources = &swarm.ResourceRequirements{Limits: &swarm.Limit{NanoCPUs: nanoCPUs, MemoryBytes: s.Memory, Pids: s.Pids}}
 	}
 	att := swarm.NetworkAttachmentConfig{Target: s.network}
 	if s.alias != "" {
