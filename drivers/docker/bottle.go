@@ -11,6 +11,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
@@ -128,7 +129,7 @@ func (d *Driver) planSidecar(a drivers.AgentSpec, sc drivers.SidecarSpec, agentA
 		addr = agentAddr + ".sidecar." + sc.Name
 	}
 	switch {
-	case sc.Name == "" || !namePart.MatchString(sc.Name):
+	case sc.Name == "" || !engine.NamePart.MatchString(sc.Name):
 		return nil, fmt.Errorf("the sidecar name %q cannot be a network alias (use letters, digits, '_', '.', '-')", sc.Name)
 	case strings.EqualFold(sc.Name, gateway.Alias):
 		return nil, fmt.Errorf("a sidecar cannot be named %q: that name is the bottle's egress gateway", sc.Name)

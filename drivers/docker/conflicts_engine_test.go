@@ -12,6 +12,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 )
 
 // lateCreate runs before once, just before the next container create
@@ -46,7 +47,7 @@ func TestIntegrationNameConflictAdopted(t *testing.T) {
 	objs := e.plan(agent)
 	netObj, ctrObj := objs["agent.c.network"], objs["agent.c"]
 	e.apply(drivers.OpCreate, netObj, "")
-	name, err := objectName(e.lineage, "agent.c", kindContainer)
+	name, err := engine.ObjectName(e.lineage, "agent.c", kindContainer)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
@@ -41,7 +42,7 @@ func decodeContainer(req drivers.ApplyRequest) (containerSpec, error) {
 		return s, wrap("build_hash", err)
 	}
 	if buildHash != "" {
-		if s.Image, err = imageTag(req.Lineage, req.NamedAddr(o.Addr), buildHash); err != nil {
+		if s.Image, err = engine.ImageTag(req.Lineage, req.NamedAddr(o.Addr), buildHash); err != nil {
 			return s, err
 		}
 		s.built = true
@@ -68,7 +69,7 @@ func decodeContainer(req drivers.ApplyRequest) (containerSpec, error) {
 	if netAddr == "" {
 		netAddr = o.Addr + ".network"
 	}
-	if s.network, err = objectName(req.Lineage, req.NamedAddr(netAddr), kindNetwork); err != nil {
+	if s.network, err = engine.ObjectName(req.Lineage, req.NamedAddr(netAddr), kindNetwork); err != nil {
 		return s, wrap("network", err)
 	}
 	return s, nil
@@ -95,7 +96,7 @@ func decodeLimits(o drivers.Object) (nanoCPUs, memory int64, err error) {
 
 func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
 	addr := req.Object.Addr
-	name, err := objectName(req.Lineage, req.NamedAddr(addr), kindContainer)
+	name, err := engine.ObjectName(req.Lineage, req.NamedAddr(addr), kindContainer)
 	if err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("creating container for %s: %w", addr, err)
 	}
@@ -349,7 +350,7 @@ func (d *Driver) deleteContainer(ctx context.Context, api dockerAPI, req drivers
 	if id == "" {
 		// Nothing recorded: find ours by name, and touch it only if the
 		// lineage label says it is ours.
-		name, err := objectName(req.Lineage, req.NamedAddr(addr), kindContainer)
+		name, err := engine.ObjectName(req.Lineage, req.NamedAddr(addr), kindContainer)
 		if err != nil {
 			return drivers.ApplyResponse{}, fmt.Errorf("deleting container of %s: %w", addr, err)
 		}
@@ -380,7 +381,7 @@ func containerRef(req drivers.ApplyRequest) (string, error) {
 	if req.ID != "" {
 		return req.ID, nil
 	}
-	return objectName(req.Lineage, req.NamedAddr(req.Object.Addr), kindContainer)
+	return engine.ObjectName(req.Lineage, req.NamedAddr(req.Object.Addr), kindContainer)
 }
 
 // waitGone polls until a container being removed is gone (returning the

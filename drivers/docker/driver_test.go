@@ -783,27 +783,27 @@ func TestNames(t *testing.T) {
 		{"agent.coder.sidecar.gate", kindContainer, "bf-0f1e2d3c-coder-sidecar-gate"},
 	}
 	for _, tt := range tests {
-		got, err := objectName(testLineage, tt.addr, tt.kind)
+		got, err := engine.ObjectName(testLineage, tt.addr, tt.kind)
 		if err != nil || got != tt.want {
-			t.Errorf("objectName(%s) = %q, %v; want %q", tt.addr, got, err, tt.want)
+			t.Errorf("engine.ObjectName(%s) = %q, %v; want %q", tt.addr, got, err, tt.want)
 		}
 	}
-	if _, err := objectName("", "agent.x", kindContainer); err == nil {
+	if _, err := engine.ObjectName("", "agent.x", kindContainer); err == nil {
 		t.Error("no error for an empty lineage")
 	}
-	if _, err := objectName(testLineage, "snapshot.x", kindContainer); err == nil {
+	if _, err := engine.ObjectName(testLineage, "snapshot.x", kindContainer); err == nil {
 		t.Error("no error for an address outside agent.")
 	}
-	tag, err := imageTag(testLineage, "agent.coder.image", strings.Repeat("ab", 32))
+	tag, err := engine.ImageTag(testLineage, "agent.coder.image", strings.Repeat("ab", 32))
 	if err != nil || tag != "bf-0f1e2d3c-coder:abababababab" {
-		t.Errorf("imageTag = %q, %v", tag, err)
+		t.Errorf("engine.ImageTag = %q, %v", tag, err)
 	}
 	// Upper case and underscores fold into a valid repository, kept apart
 	// from an agent whose name already was the folded one.
-	a, _ := imageRepo(testLineage, "agent.My_Agent")
-	b, _ := imageRepo(testLineage, "agent.my-agent")
+	a, _ := engine.ImageRepo(testLineage, "agent.My_Agent")
+	b, _ := engine.ImageRepo(testLineage, "agent.my-agent")
 	if a == b || strings.ToLower(a) != a || b != "bf-0f1e2d3c-my-agent" {
-		t.Errorf("imageRepo: %q vs %q", a, b)
+		t.Errorf("engine.ImageRepo: %q vs %q", a, b)
 	}
 }
 

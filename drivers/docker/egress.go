@@ -16,6 +16,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 )
 
 // DefaultEgressSubnetPool is where a runtime's bottlefile-managed egress
@@ -68,7 +69,7 @@ func parseEgressConfig(cfg cty.Value) (egressConfig, error) {
 	if ec.network, err = drivers.ConfigString(cfg, "egress_network"); err != nil {
 		return ec, fmt.Errorf("egress_network: %w", err)
 	}
-	if ec.network != "" && !namePart.MatchString(ec.network) {
+	if ec.network != "" && !engine.NamePart.MatchString(ec.network) {
 		return ec, fmt.Errorf("egress_network %q is not a docker network name", ec.network)
 	}
 	pool, err := drivers.ConfigString(cfg, "egress_subnet_pool")
@@ -168,7 +169,7 @@ func egressNetworkName(lineage, addr string) (string, error) {
 		return "", fmt.Errorf("address %q is not a runtime's egress network", addr)
 	}
 	rt := a.Name()
-	if !namePart.MatchString(rt) {
+	if !engine.NamePart.MatchString(rt) {
 		return "", fmt.Errorf("runtime name %q cannot name a docker network", rt)
 	}
 	return "bf-" + prefix + "-" + rt + ".egress", nil

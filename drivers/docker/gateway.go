@@ -23,6 +23,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 	"github.com/bottlefile/bottlefile/drivers/gateway"
 	"github.com/bottlefile/bottlefile/egress"
 )
@@ -55,7 +56,7 @@ func gatewayResources() container.Resources {
 // from the lineage and the agent, so that the agent's proxy settings never
 // change.
 func gatewayName(lineage, agentAddr string) (string, error) {
-	return objectName(lineage, gateway.Addr(agentAddr), kindContainer)
+	return engine.ObjectName(lineage, gateway.Addr(agentAddr), kindContainer)
 }
 
 // planGateway is an agent's gateway object.
@@ -110,7 +111,7 @@ func decodeGateway(req drivers.ApplyRequest) (gatewaySpec, error) {
 	if s.name, err = gatewayName(req.Lineage, req.NamedAddr(s.agent)); err != nil {
 		return s, err
 	}
-	if s.network, err = objectName(req.Lineage, req.NamedAddr(a.Network), kindNetwork); err != nil {
+	if s.network, err = engine.ObjectName(req.Lineage, req.NamedAddr(a.Network), kindNetwork); err != nil {
 		return s, fmt.Errorf("network: %w", err)
 	}
 	if isEgressNetworkAddr(a.EgressNetwork) {

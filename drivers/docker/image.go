@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 )
 
 // buildImage builds an agent's image through the API with the classic
@@ -35,7 +36,7 @@ func (d *Driver) buildImage(ctx context.Context, api dockerAPI, req drivers.Appl
 			return drivers.ApplyResponse{}, fmt.Errorf("building image for %s: %s: %w", addr, e.name, e.err)
 		}
 	}
-	tag, err := imageTag(req.Lineage, req.NamedAddr(addr), planned)
+	tag, err := engine.ImageTag(req.Lineage, req.NamedAddr(addr), planned)
 	if err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("building image for %s: %w", addr, err)
 	}
@@ -239,7 +240,7 @@ func (d *Driver) deleteImage(ctx context.Context, api dockerAPI, req drivers.App
 	if !cerrdefs.IsConflict(err) || ierr != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("deleting image %s of %s: %w", shortID(req.ID), addr, err)
 	}
-	repo, rerr := imageRepo(req.Lineage, req.NamedAddr(addr))
+	repo, rerr := engine.ImageRepo(req.Lineage, req.NamedAddr(addr))
 	if rerr != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("deleting image %s of %s: %w", shortID(req.ID), addr, rerr)
 	}

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
@@ -18,10 +19,10 @@ func (d *Driver) EngineName(lineage string, o drivers.Object) string {
 		if isEgressNetworkAddr(o.Addr) {
 			name, err = egressNetworkName(lineage, o.Addr)
 		} else {
-			name, err = objectName(lineage, o.Addr, kindNetwork)
+			name, err = engine.ObjectName(lineage, o.Addr, kindNetwork)
 		}
 	case kindContainer, gateway.Kind:
-		name, err = objectName(lineage, o.Addr, kindContainer)
+		name, err = engine.ObjectName(lineage, o.Addr, kindContainer)
 	case drivers.KindSnapshot:
 		agent, aerr := drivers.String(o.Attr("agent"))
 		if aerr != nil || agent == "" {

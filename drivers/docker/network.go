@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 )
 
 // inhibitIPv4 gives the bridge no host address, so that a container on the
@@ -23,7 +24,7 @@ const inhibitIPv4 = "com.docker.network.bridge.inhibit_ipv4"
 
 func (d *Driver) createNetwork(ctx context.Context, api dockerAPI, pool netip.Prefix, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
 	addr := req.Object.Addr
-	name, err := objectName(req.Lineage, req.NamedAddr(addr), kindNetwork)
+	name, err := engine.ObjectName(req.Lineage, req.NamedAddr(addr), kindNetwork)
 	if err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("creating network for %s: %w", addr, err)
 	}
@@ -122,7 +123,7 @@ func (d *Driver) deleteNetwork(ctx context.Context, api dockerAPI, req drivers.A
 	addr := req.Object.Addr
 	id := req.ID
 	if id == "" {
-		name, err := objectName(req.Lineage, req.NamedAddr(addr), kindNetwork)
+		name, err := engine.ObjectName(req.Lineage, req.NamedAddr(addr), kindNetwork)
 		if err != nil {
 			return drivers.ApplyResponse{}, fmt.Errorf("deleting network of %s: %w", addr, err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 )
 
 // Plan expands one agent into its network, its image when it is built, its
@@ -29,7 +30,7 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 	if addr == "" {
 		addr = addrs.Agent(a.Name).String()
 	}
-	if a.Name == "" || !namePart.MatchString(a.Name) {
+	if a.Name == "" || !engine.NamePart.MatchString(a.Name) {
 		return drivers.PlanResponse{}, fmt.Errorf("%s: the agent name %q cannot name a docker container (use letters, digits, '_', '.', '-')", addr, a.Name)
 	}
 	netAddr := addr + ".network"
@@ -69,13 +70,13 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 // planWorkload expands an agent's or a sidecar's workload: its image when
 // it is built, and its container on the bottle's network, last.
 func (d *Driver) planWorkload(addr, netAddr string, w cty.Value) ([]drivers.Object, error) {
-	if _, err := addrPart(addr, kindContainer); err != nil {
+	if _, err := engine.AddrPart(addr, kindContainer); err != nil {
 		return nil, err
 	}
-	if err := checkLabels(drivers.WorkloadAttr(w, "labels")); err != nil {
+	if err := engine.CheckLabels(drivers.WorkloadAttr(w, "labels")); err != nil {
 		return nil, fmt.Errorf("labels: %w", err)
 	}
-	if err := checkLimits(drivers.WorkloadAttr(w, "cpus"), drivers.WorkloadAttr(w, "memory")); err != nil {
+	if err := engine.CheckLimits(drivers.WorkloadAttr(w, "cpus"), drivers.WorkloadAttr(w, "memory")); err != nil {
 		return nil, err
 	}
 	ctr := workloadObject(addr, netAddr, w)
@@ -114,50 +115,6 @@ func (d *Driver) planWorkload(addr, netAddr string, w cty.Value) ([]drivers.Obje
 		return nil, errors.New("image is empty")
 	}
 	return append(objects, ctr), nil
-}
-
-// checkLabels rejects agent labels that would shadow bottlefile's own.
-// Unknown values are left for apply.
-func checkLabels(v cty.Value) error {
-	if v == cty.NilVal {
-		return nil
-	}
-	m, err := drivers.StringMap(v)
-	if err != nil {
-		if !v.IsWhollyKnown() {
-			return nil
-		}
-		return err
-	}
-	for k := range m {
-		if strings.HasPrefix(k, drivers.LabelPrefix) {
-			return fmt.Errorf("label %q is reserved: %s* labels are set by bottlefile", k, drivers.LabelPrefix)
-		}
-	}
-	return nil
-}
-
-// checkLimits rejects negative or fractional limits that are known.
-func checkLimits(cpus, memory cty.Value) error {
-	if cpus != cty.NilVal && cpus.IsWhollyKnown() {
-		f, err := drivers.Float(cpus)
-		if err != nil {
-			return fmt.Errorf("cpus: %w", err)
-		}
-		if f < 0 {
-			return fmt.Errorf("cpus: must not be negative, got %g", f)
-		}
-	}
-	if memory != cty.NilVal && memory.IsWhollyKnown() {
-		m, err := drivers.Int(memory)
-		if err != nil {
-			return fmt.Errorf("memory: %w", err)
-		}
-		if m < 0 {
-			return fmt.Errorf("memory: must not be negative, got %d", m)
-		}
-	}
-	return nil
 }
 
 // containerAttrs are the workload attributes a container object records,

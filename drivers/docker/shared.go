@@ -18,9 +18,6 @@ import (
 // of an image object), and makes the gateway image. What every driver shares of the gateway
 // itself is drivers/gateway's.
 
-// KindImage is the kind of a built image object (Apply builds it).
-const KindImage = kindImage
-
 // Client is the engine client the configured driver uses, as the whole
 // Docker API, for calls this driver does not make (swarm services). The
 // first call checks that the engine answers (drivers/engine Connect).
@@ -63,20 +60,6 @@ func (d *Driver) PlanImage(addr string, w cty.Value) (*drivers.Object, string, e
 	return nil, "", errors.New("a build block planned no image")
 }
 
-// ImageTag is the tag Apply gives the image it builds for the image object
-// at addr (PlanImage's) from the context hashed as contextHash:
-// bf-<lineage[:8]>-<agent>:<contextHash[:12]>.
-func ImageTag(lineage, addr, contextHash string) (string, error) {
-	return imageTag(lineage, addr, contextHash)
-}
-
-// CheckLabels refuses workload labels that would shadow bottlefile's own
-// (io.bottlefile.*); unknown values pass.
-func CheckLabels(v cty.Value) error { return checkLabels(v) }
-
-// CheckLimits refuses cpus or memory that are negative or not numbers.
-func CheckLimits(cpus, memory cty.Value) error { return checkLimits(cpus, memory) }
-
 // GatewayVersion is the gateway binary's version as plans show it
 // ("v0.2.0 (3f2a9c1d4e5f)"); it only reads the binary.
 func (d *Driver) GatewayVersion() (string, error) {
@@ -104,20 +87,6 @@ func (d *Driver) GatewayImage(ctx context.Context) (ref, version string, err err
 	ref, err = d.ensureGatewayImage(ctx, api, path, sum)
 	return ref, gatewayVersion(path, sum), err
 }
-
-// ObjectName is the engine name this driver gives the object at addr of
-// kind "container" or "network" (KindNetwork):
-// bf-<lineage[:8]>-<agent>, deeper addresses joined by dashes
-// (agent.coder.sidecar.db gives bf-<lineage[:8]>-coder-sidecar-db).
-func ObjectName(lineage, addr, kind string) (string, error) {
-	return objectName(lineage, addr, kind)
-}
-
-// KindNetwork and KindContainer are the kinds ObjectName names.
-const (
-	KindNetwork   = kindNetwork
-	KindContainer = kindContainer
-)
 
 // EgressNetworkName is the engine name of a runtime's managed egress
 // network at addr (runtime.R.egress): bf-<lineage[:8]>-R.egress.

@@ -28,6 +28,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 )
 
 // Snapshots (drivers.KindSnapshot) are images of the agent container's
@@ -150,7 +151,7 @@ var allDigits = regexp.MustCompile(`^[0-9]+$`)
 
 // snapshotRepo is the repository snapshots of an agent are tagged into.
 func snapshotRepo(lineage, agentAddr string) (string, error) {
-	repo, err := imageRepo(lineage, agentAddr)
+	repo, err := engine.ImageRepo(lineage, agentAddr)
 	if err != nil {
 		return "", err
 	}
@@ -263,7 +264,7 @@ func (d *Driver) commitSnapshot(ctx context.Context, req drivers.ApplyRequest, n
 		return fail("%v", err)
 	}
 	if name == "" {
-		if name, err = objectName(req.Lineage, req.NamedAddr(agentAddr), kindContainer); err != nil {
+		if name, err = engine.ObjectName(req.Lineage, req.NamedAddr(agentAddr), kindContainer); err != nil {
 			return fail("%v", err)
 		}
 	}
@@ -790,7 +791,7 @@ func (d *Driver) Written(ctx context.Context, lineage string, obj drivers.LiveOb
 	}
 	ref := obj.ID
 	if ref == "" {
-		if ref, err = objectName(lineage, obj.Addr, kindContainer); err != nil {
+		if ref, err = engine.ObjectName(lineage, obj.Addr, kindContainer); err != nil {
 			return drivers.Written{}, err
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 
 	"github.com/bottlefile/bottlefile/drivers"
-	"github.com/bottlefile/bottlefile/drivers/docker"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 )
 
 // createImage builds an image on the manager's engine (the docker driver
@@ -115,7 +115,7 @@ func (d *Driver) deleteBuiltFromRegistry(ctx context.Context, api swarmAPI, req 
 // builtRef is what a service of a built image runs: the image's tag in
 // the registry, or on the manager without one.
 func builtRef(lineage, addr, buildHash, registry string) (string, error) {
-	tag, err := docker.ImageTag(lineage, addr+".image", buildHash)
+	tag, err := engine.ImageTag(lineage, addr+".image", buildHash)
 	if err != nil {
 		return "", err
 	}

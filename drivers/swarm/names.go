@@ -7,14 +7,14 @@ import (
 
 	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
-	"github.com/bottlefile/bottlefile/drivers/docker"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
 // Kinds of object the driver makes.
 const (
-	kindNetwork = docker.KindNetwork
-	kindImage   = docker.KindImage
+	kindNetwork = engine.KindNetwork
+	kindImage   = engine.KindImage
 	kindService = "service"
 	kindGateway = gateway.Kind
 )
@@ -35,7 +35,7 @@ func lineageLabel(lineage string) string { return drivers.LabelLineage + "=" + l
 // serviceName is the cluster-wide name of the service at addr (an agent,
 // sidecar or gateway): the docker driver's container name for it.
 func serviceName(lineage, addr string) (string, error) {
-	name, err := docker.ObjectName(lineage, addr, docker.KindContainer)
+	name, err := engine.ObjectName(lineage, addr, engine.KindContainer)
 	if err != nil {
 		return "", err
 	}
@@ -70,7 +70,7 @@ func networkName(lineage, addr string) (string, error) {
 			return "", fmt.Errorf("no lineage to name %s by", addr)
 		}
 		name = "bf-" + prefix + "_egress-" + a.Name()
-	} else if name, err = docker.ObjectName(lineage, addr, docker.KindNetwork); err != nil {
+	} else if name, err = engine.ObjectName(lineage, addr, engine.KindNetwork); err != nil {
 		return "", err
 	}
 	return name, checkClusterName(name)

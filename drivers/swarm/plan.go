@@ -12,7 +12,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
-	"github.com/bottlefile/bottlefile/drivers/docker"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
@@ -150,10 +150,10 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 // it is built, then its service on the bottle's network. A service of a
 // built image without a registry is pinned to the manager, which has it.
 func (d *Driver) planWorkload(addr, netAddr string, w cty.Value, placement, pinned []string) ([]drivers.Object, error) {
-	if err := docker.CheckLabels(drivers.WorkloadAttr(w, "labels")); err != nil {
+	if err := engine.CheckLabels(drivers.WorkloadAttr(w, "labels")); err != nil {
 		return nil, fmt.Errorf("labels: %w", err)
 	}
-	if err := docker.CheckLimits(drivers.WorkloadAttr(w, "cpus"), drivers.WorkloadAttr(w, "memory")); err != nil {
+	if err := engine.CheckLimits(drivers.WorkloadAttr(w, "cpus"), drivers.WorkloadAttr(w, "memory")); err != nil {
 		return nil, err
 	}
 	if _, err := serviceName("x", addr); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 )
 
 // exec and logs reach a workload's task container on whichever node runs
@@ -75,7 +76,7 @@ func (d *Driver) Exec(ctx context.Context, lineage string, obj drivers.LiveObjec
 	if err != nil {
 		return 0, err
 	}
-	code, err := eng.Exec(ctx, lineage, drivers.LiveObject{Addr: obj.Addr, Kind: docker.KindContainer, ID: ctr}, req)
+	code, err := eng.Exec(ctx, lineage, drivers.LiveObject{Addr: obj.Addr, Kind: engine.KindContainer, ID: ctr}, req)
 	if err != nil {
 		return code, nodeFailed(node.name, node.host, err)
 	}
@@ -93,7 +94,7 @@ func (d *Driver) Logs(ctx context.Context, lineage string, obj drivers.LiveObjec
 	if err != nil {
 		return err
 	}
-	if err := eng.Logs(ctx, lineage, drivers.LiveObject{Addr: obj.Addr, Kind: docker.KindContainer, ID: ctr}, opts, stdout, stderr); err != nil {
+	if err := eng.Logs(ctx, lineage, drivers.LiveObject{Addr: obj.Addr, Kind: engine.KindContainer, ID: ctr}, opts, stdout, stderr); err != nil {
 		return nodeFailed(node.name, node.host, err)
 	}
 	return nil

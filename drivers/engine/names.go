@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/drivers"
+)
+
+// How bottlefile names what it makes on a Docker engine, and the workload
+// checks every Docker-engine driver makes, so that docker, swarm and a
+// later driver name the same object alike.
+
+// Kinds of the objects a Docker-engine driver names.
+const (
+	KindNetwork   = "network"
+	KindImage     = "image"
+	KindContainer = "container"
+)
+
+// NamePart is what the engine accepts after the "bf-<lineage>-" prefix of a
+// container or network name.
+var NamePart = regexp.MustCompile(`^[a-zA-Z0-9_.-]+$`)
+
+// AddrPart turns an object address into the agent-specific part of its
+// engine name: "agent.coder", "agent.coder.network" and "agent.coder.image"
+// all give "coder"; deeper addresses keep their path, joined by dashes.
+func AddrPart(addr, kind string) (string, error) {
+	rest, ok := strings.CutPrefix(addr, "agent.")
+	if !ok || rest == "" {
+		return "", fmt.Errorf("address %q is not below %q", addr, "agent")
+	}
+	switch kind {
+	case KindNetwork:
+		rest = strings.TrimSuffix(rest, ".network")
+	case KindImage:
+		rest = strings.TrimSuffix(rest, ".image")
+	}
+	part := strings.ReplaceAll(rest, ".", "-")
+	if !NamePart.MatchString(part) {
+		return "", fmt.Errorf("address %q gives the name part %q, which the engine does not accept (use letters, digits, '_', '.', '-')", addr, part)
+	}
+	return part, nil
+}
+
+// ObjectName is the engine name of a container or network (or a
+// service) of kind KindContainer or KindNetwork:
+// bf-<lineage[:8]>-<agent>.
+func ObjectName(lineage, addr, kind string) (string, error) {
+	prefix := drivers.LineagePrefix(lineage)
+	if prefix == "" {
+		return "", fmt.Errorf("no lineage to name %s by", addr)
+	}
+	part, err := AddrPart(addr, kind)
+	if err != nil {
+		return "", err
+	}
+	return "bf-" + prefix + "-" + part, nil
+}
+
+// ImageRepo is the repository a built image is tagged into. Repository
+// names must be lower case with single separators, so the agent part is
+// folded; when folding changed it, a short hash of the original keeps two
+// agents ("Coder" and "coder") apart.
+func ImageRepo(lineage, addr string) (string, error) {
+	prefix := drivers.LineagePrefix(lineage)
+	if prefix == "" {
+		return "", fmt.Errorf("no lineage to name %s by", addr)
+	}
+	part, err := AddrPart(addr, KindImage)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(part) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+			dash = false
+			continue
+		}
+		if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	folded := strings.TrimSuffix(b.String(), "-")
+	if folded != part {
+		sum := sha256.Sum256([]byte(part))
+		if folded != "" {
+			folded += "-"
+		}
+		folded += hex.EncodeToString(sum[:3])
+	}
+	return "bf-" + prefix + "-" + folded, nil
+}
+
+// ImageTag is the reference a built image is tagged with:
+// bf-<lineage[:8]>-<agent>:<context_hash[:12]>.
+func ImageTag(lineage, addr, contextHash string) (string, error) {
+	repo, err := ImageRepo(lineage, addr)
+	if err != nil {
+		return "", err
+	}
+	if len(contextHash) < 12 {
+		return "", fmt.Errorf("context hash %q of %s is too short", contextHash, addr)
+	}
+	return repo + ":" + contextHash[:12], nil
+}
+
+// CheckLabels rejects agent labels that would shadow bottlefile's own.
+// Unknown values are left for apply.
+func CheckLabels(v cty.Value) error {
+	if v == cty.NilVal {
+		return nil
+	}
+	m, err := drivers.StringMap(v)
+	if err != nil {
+		if !v.IsWhollyKnown() {
+			return nil
+		}
+		return err
+	}
+	for k := range m {
+		if strings.HasPrefix(k, drivers.LabelPrefix) {
+			return fmt.Errorf("label %q is reserved: %s* labels are set by bottlefile", k, drivers.LabelPrefix)
+		}
+	}
+	return nil
+}
+
+// CheckLimits rejects negative or fractional limits that are known.
+func CheckLimits(cpus, memory cty.Value) error {
+	if cpus != cty.NilVal && cpus.IsWhollyKnown() {
+		f, err := drivers.Float(cpus)
+		if err != nil {
+			return fmt.Errorf("cpus: %w", err)
+		}
+		if f < 0 {
+			return fmt.Errorf("cpus: must not be negative, got %g", f)
+		}
+	}
+	if memory != cty.NilVal && memory.IsWhollyKnown() {
+		m, err := drivers.Int(memory)
+		if err != nil {
+			return fmt.Errorf("memory: %w", err)
+		}
+		if m < 0 {
+			return fmt.Errorf("memory: must not be negative, got %d", m)
+		}
+	}
+	return nil
+}
