@@ -297,6 +297,38 @@ func report(w io.Writer, calls []*call, first, last time.Time) {
 		fmt.Fprintf(w, "after the last container start ended: %s (engine calls in flight for %s of it)\n", sec(last.Sub(lastStart)), sec(union(after)))
 	}
 
+	// By call: how many of each and their summed time, the most first:
+	// what the engine was asked to do besides the creates and starts.
+	type verbSum struct {
+		verb string
+		n    int
+		sum  time.Duration
+	}
+	verbs := map[string]*verbSum{}
+	for _, c := range calls {
+		v := verbs[c.verb]
+		if v == nil {
+			v = &verbSum{verb: c.verb}
+			verbs[c.verb] = v
+		}
+		v.n++
+		v.sum += c.end.Sub(c.start)
+	}
+	vlist := make([]*verbSum, 0, len(verbs))
+	for _, v := range verbs {
+		vlist = append(vlist, v)
+	}
+	sort.Slice(vlist, func(i, j int) bool {
+		if vlist[i].n != vlist[j].n {
+			return vlist[i].n > vlist[j].n
+		}
+		return vlist[i].verb < vlist[j].verb
+	})
+	fmt.Fprintf(w, "\n%-40s %5s %10s\n", "call", "count", "summed")
+	for _, v := range vlist {
+		fmt.Fprintf(w, "%-40s %5d %10s\n", v.verb, v.n, sec(v.sum))
+	}
+
 	// Per object: the span from its first call to its last, and its
 	// slowest call.
 	type objSpan struct {
