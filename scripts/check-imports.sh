@@ -22,7 +22,8 @@ declare -A allowed=(
   [state]=""
   [egress]=""
   # engine is how the Docker-engine drivers (docker, swarm) reach an
-  # engine: the connection attributes, the dialer, the errors.
+  # engine: the connection attributes, the dialer, the errors; and how they
+  # name what they make on it.
   [drivers/engine]="drivers"
   [drivers/engine/enginetest]=""
   # gateway is the egress gateway every driver that runs one shares: its

@@ -28,7 +28,7 @@ func (d *Driver) EngineName(lineage string, o drivers.Object) string {
 		if aerr != nil || agent == "" {
 			return ""
 		}
-		name, err = snapshotRef(lineage, o.Addr, agent)
+		name, err = engine.SnapshotRef(lineage, o.Addr, agent)
 	}
 	if err != nil {
 		return ""

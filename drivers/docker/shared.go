@@ -107,12 +107,6 @@ func (d *Driver) CommitSnapshot(ctx context.Context, req drivers.ApplyRequest, c
 	return d.commitSnapshot(ctx, req, ctr)
 }
 
-// SnapshotRef is the reference this driver tags the snapshot at addr of
-// the agent agentAddr with: bf-<lineage[:8]>-<agent>-snap:<N or NAME>.
-func SnapshotRef(lineage, addr, agentAddr string) (string, error) {
-	return snapshotRef(lineage, addr, agentAddr)
-}
-
 // SweepSnapshots removes what making snapshots of the lineage left on
 // this driver's engine that nothing records (untagged images of the
 // lineage, intermediates a crash left), unless an image of the lineage
@@ -124,11 +118,3 @@ func (d *Driver) SweepSnapshots(ctx context.Context, lineage string) {
 	}
 	d.sweepSnapshots(ctx, api, lineage)
 }
-
-// The labels a snapshot image carries besides the lineage, address and
-// config-hash ones: the agent it is a snapshot of, and the container it
-// was committed from.
-const (
-	LabelSnapshotOf     = labelSnapshotOf
-	LabelSnapshotSource = labelSnapshotSource
-)

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,7 +25,6 @@ import (
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/engine"
 )
@@ -47,7 +45,7 @@ import (
 // inherits the image's labels, and io.bottlefile.kind on a container means
 // what Read reports it as.
 const (
-	labelSnapshotOf     = drivers.LabelPrefix + "snapshot-of"
+	labelSnapshotOf     = engine.LabelSnapshotOf
 	labelSnapshotSource = drivers.LabelPrefix + "snapshot-source"
 )
 
@@ -144,45 +142,6 @@ func (d *Driver) snapshotConf() snapshotConfig {
 	return d.snap
 }
 
-// validTag is what the engine accepts as an image tag.
-var validTag = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
-
-var allDigits = regexp.MustCompile(`^[0-9]+$`)
-
-// snapshotRepo is the repository snapshots of an agent are tagged into.
-func snapshotRepo(lineage, agentAddr string) (string, error) {
-	repo, err := engine.ImageRepo(lineage, agentAddr)
-	if err != nil {
-		return "", err
-	}
-	return repo + "-snap", nil
-}
-
-// snapshotTag is the tag of one snapshot: N for agent.X.snapshot.N, NAME
-// for snapshot.NAME, else (or when NAME is no valid tag, or all digits and
-// so could be taken for a policy snapshot) a short hash of the address.
-func snapshotTag(addr, agentAddr string) string {
-	a, err := addrs.Parse(addr)
-	if n, ok := a.PolicySnapshotNumber(); err == nil && ok && a.AgentAddr().String() == agentAddr {
-		return strconv.Itoa(n)
-	}
-	if err == nil && a.IsSnapshotBlock() && validTag.MatchString(a.Name()) && !allDigits.MatchString(a.Name()) {
-		return a.Name()
-	}
-	sum := sha256.Sum256([]byte(addr))
-	return "s-" + hex.EncodeToString(sum[:6])
-}
-
-// snapshotRef is the reference of a snapshot image:
-// bf-<lineage[:8]>-<agent>-snap:<tag>.
-func snapshotRef(lineage, addr, agentAddr string) (string, error) {
-	repo, err := snapshotRepo(lineage, agentAddr)
-	if err != nil {
-		return "", err
-	}
-	return repo + ":" + snapshotTag(addr, agentAddr), nil
-}
-
 // isSnapshotTag reports whether a repo:tag is a snapshot reference of the
 // lineage.
 func isSnapshotTag(lineage, tag string) bool {
@@ -259,7 +218,7 @@ func (d *Driver) commitSnapshot(ctx context.Context, req drivers.ApplyRequest, n
 	if err != nil {
 		return fail("%v", err)
 	}
-	ref, err := snapshotRef(req.Lineage, req.NamedAddr(addr), req.NamedAddr(agentAddr))
+	ref, err := engine.SnapshotRef(req.Lineage, req.NamedAddr(addr), req.NamedAddr(agentAddr))
 	if err != nil {
 		return fail("%v", err)
 	}

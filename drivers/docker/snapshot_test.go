@@ -41,7 +41,7 @@ func TestSnapshotRef(t *testing.T) {
 		{"snapshot.7", "agent.coder", "bf-0f1e2d3c-coder-snap:s-", "hash"},
 		{"snapshot.-x", "agent.coder", "bf-0f1e2d3c-coder-snap:s-", "hash"},
 	} {
-		got, err := snapshotRef(lineage, c.addr, c.agent)
+		got, err := engine.SnapshotRef(lineage, c.addr, c.agent)
 		if err != nil {
 			t.Errorf("%s: %v", c.addr, err)
 			continue
@@ -67,7 +67,7 @@ func TestSnapshotRef(t *testing.T) {
 	if isSnapshotTag(lineage, "bf-0f1e2d3c-coder:abc") || isSnapshotTag(lineage, "bf-99999999-coder-snap:1") {
 		t.Error("isSnapshotTag accepts a built image or another lineage's snapshot")
 	}
-	if _, err := snapshotRef(lineage, "agent.coder.snapshot.1", "coder"); err == nil {
+	if _, err := engine.SnapshotRef(lineage, "agent.coder.snapshot.1", "coder"); err == nil {
 		t.Error("an agent address not below agent. was accepted")
 	}
 }

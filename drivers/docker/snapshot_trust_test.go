@@ -19,6 +19,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 )
 
 // Real-engine tests of what issue 11 asks of snapshots: no secret in any
@@ -302,7 +303,7 @@ func TestIntegrationBuiltImageGoesWithKeptSnapshots(t *testing.T) {
 	dockertest.Sh(t, e.cli, ctrID, "echo work > /workspace/f")
 	s1 := e.snapshot(a, "agent.built.snapshot.1")
 	// The old way: a commit tagged as a snapshot, a child of the built image.
-	legacyRef, _ := snapshotRef(e.lineage, "agent.built.snapshot.2", a.Addr)
+	legacyRef, _ := engine.SnapshotRef(e.lineage, "agent.built.snapshot.2", a.Addr)
 	legacy, err := e.cli.ContainerCommit(t.Context(), ctrID, container.CommitOptions{Reference: legacyRef, Config: &container.Config{Labels: map[string]string{
 		drivers.LabelLineage: e.lineage, drivers.LabelAddress: "agent.built.snapshot.2", labelSnapshotOf: a.Addr,
 	}}})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/dockersave"
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 )
 
 // ExportSnapshot writes one snapshot image as a docker-save tar stream
@@ -79,7 +80,7 @@ func (d *Driver) ImportSnapshot(ctx context.Context, req drivers.ImportRequest, 
 	if err != nil {
 		return fail("%v", err)
 	}
-	ref, err := snapshotRef(req.Lineage, addr, agentAddr)
+	ref, err := engine.SnapshotRef(req.Lineage, addr, agentAddr)
 	if err != nil {
 		return fail("%v", err)
 	}

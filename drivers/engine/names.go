@@ -5,10 +5,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
@@ -155,4 +157,47 @@ func CheckLimits(cpus, memory cty.Value) error {
 		}
 	}
 	return nil
+}
+
+// LabelSnapshotOf is the label of a snapshot image that names the agent it
+// is a snapshot of (its address).
+const LabelSnapshotOf = drivers.LabelPrefix + "snapshot-of"
+
+// validTag is what the engine accepts as an image tag.
+var validTag = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+
+var allDigits = regexp.MustCompile(`^[0-9]+$`)
+
+// snapshotRepo is the repository snapshots of an agent are tagged into.
+func snapshotRepo(lineage, agentAddr string) (string, error) {
+	repo, err := ImageRepo(lineage, agentAddr)
+	if err != nil {
+		return "", err
+	}
+	return repo + "-snap", nil
+}
+
+// snapshotTag is the tag of one snapshot: N for agent.X.snapshot.N, NAME
+// for snapshot.NAME, else (or when NAME is no valid tag, or all digits and
+// so could be taken for a policy snapshot) a short hash of the address.
+func snapshotTag(addr, agentAddr string) string {
+	a, err := addrs.Parse(addr)
+	if n, ok := a.PolicySnapshotNumber(); err == nil && ok && a.AgentAddr().String() == agentAddr {
+		return strconv.Itoa(n)
+	}
+	if err == nil && a.IsSnapshotBlock() && validTag.MatchString(a.Name()) && !allDigits.MatchString(a.Name()) {
+		return a.Name()
+	}
+	sum := sha256.Sum256([]byte(addr))
+	return "s-" + hex.EncodeToString(sum[:6])
+}
+
+// SnapshotRef is the reference of a snapshot image:
+// bf-<lineage[:8]>-<agent>-snap:<tag>.
+func SnapshotRef(lineage, addr, agentAddr string) (string, error) {
+	repo, err := snapshotRepo(lineage, agentAddr)
+	if err != nil {
+		return "", err
+	}
+	return repo + ":" + snapshotTag(addr, agentAddr), nil
 }

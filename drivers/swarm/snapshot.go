@@ -18,7 +18,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/bottlefile/bottlefile/drivers"
-	"github.com/bottlefile/bottlefile/drivers/docker"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 )
 
 // Snapshots (drivers.KindSnapshot) of an agent on a swarm live in the
@@ -27,7 +27,7 @@ import (
 //	REGISTRY/bf-<lineage[:8]>-<agent>-snap:<N>     agent.<agent>.snapshot.N
 //	REGISTRY/bf-<lineage[:8]>-<agent>-snap:<NAME>  snapshot.NAME
 //
-// the repository and tags the docker driver gives them (docker.SnapshotRef),
+// the repository and tags the docker driver gives them (engine.SnapshotRef),
 // under the registry. A snapshot's id, and what a workload boots from, is
 // its reference by digest, REGISTRY/bf-...-snap@sha256:...: exactly what
 // was taken, whatever happens to the tag.
@@ -296,7 +296,7 @@ const kindSnapshotIndex = "snapshot"
 // indexName is the name of the config indexing the snapshot at addr:
 // bf-<lineage[:8]>-<agent>-snap_<N or NAME>.
 func indexName(lineage, addr, agentAddr string) (string, error) {
-	ref, err := docker.SnapshotRef(lineage, addr, agentAddr)
+	ref, err := engine.SnapshotRef(lineage, addr, agentAddr)
 	if err != nil {
 		return "", err
 	}
@@ -320,7 +320,7 @@ func (d *Driver) indexSnapshot(ctx context.Context, api swarmAPI, req drivers.Ap
 	}
 	labels := map[string]string{
 		drivers.LabelLineage: lineage, drivers.LabelAddress: addr, drivers.LabelConfigHash: hash,
-		labelKind: kindSnapshotIndex, docker.LabelSnapshotOf: agentAddr,
+		labelKind: kindSnapshotIndex, engine.LabelSnapshotOf: agentAddr,
 	}
 	if req.Runtime != "" {
 		labels[drivers.LabelRuntime] = req.Runtime
