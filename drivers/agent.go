@@ -7,6 +7,8 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/convert"
+
+	"github.com/bottlefile/bottlefile/workloadattr"
 )
 
 // AgentSpec is one evaluated agent block. Values are cty values so that
@@ -52,33 +54,45 @@ type SidecarSpec struct {
 // leaves it out.
 var WorkloadType = func() cty.Type {
 	types := map[string]cty.Type{}
-	for _, a := range workloadAttrs {
-		types[a.name] = a.ty
+	for _, r := range workloadattr.Rows {
+		types[r.Name] = r.Type
+	}
+	for name, ty := range workloadBlockTypes {
+		types[name] = ty
 	}
 	return cty.Object(types)
 }()
 
-// workloadAttrs are the attributes of a workload object: each one's type,
-// and how DecodeWorkload decodes it (the value unmarked).
+// workloadBlockTypes are the workload's nested blocks, as drivers receive
+// them; the plain attributes are workloadattr's rows.
+var workloadBlockTypes = map[string]cty.Type{
+	"build":       buildType,
+	"egress":      cty.List(cty.String),
+	"healthcheck": HealthcheckType,
+	"credentials": cty.List(CredentialType),
+}
+
+// workloadAttrs are how DecodeWorkload decodes each attribute of a
+// workload object into Workload (the value unmarked); the types are
+// WorkloadType's.
 var workloadAttrs = []struct {
 	name   string
-	ty     cty.Type
 	decode func(w *Workload, v cty.Value) error
 }{
-	{"image", cty.String, func(w *Workload, v cty.Value) (err error) { w.Image, err = String(v); return }}, // or null when build is set
-	{"build", buildType, func(w *Workload, v cty.Value) (err error) { w.Build, err = DecodeBuild(v); return }},
-	{"command", cty.List(cty.String), func(w *Workload, v cty.Value) (err error) { w.Command, err = Strings(v); return }},
-	{"entrypoint", cty.List(cty.String), func(w *Workload, v cty.Value) (err error) { w.Entrypoint, err = stringsOrEmpty(v); return }},
-	{"env", cty.Map(cty.String), func(w *Workload, v cty.Value) (err error) { w.Env, err = StringMap(v); return }},
-	{"workdir", cty.String, func(w *Workload, v cty.Value) (err error) { w.Workdir, err = String(v); return }},
-	{"user", cty.String, func(w *Workload, v cty.Value) (err error) { w.User, err = String(v); return }},
-	{"cpus", cty.Number, func(w *Workload, v cty.Value) (err error) { w.CPUs, err = Float(v); return }},
-	{"memory", cty.Number, func(w *Workload, v cty.Value) (err error) { w.Memory, err = Int(v); return }}, // bytes
-	{"pids", cty.Number, func(w *Workload, v cty.Value) (err error) { w.Pids, err = Int(v); return }},
-	{"labels", cty.Map(cty.String), func(w *Workload, v cty.Value) (err error) { w.Labels, err = StringMap(v); return }},
-	{"egress", cty.List(cty.String), func(w *Workload, v cty.Value) (err error) { w.Egress, err = stringsOrEmpty(v); return }},
-	{"healthcheck", HealthcheckType, func(w *Workload, v cty.Value) (err error) { w.Healthcheck, err = DecodeHealthcheck(v); return }},
-	{"credentials", cty.List(CredentialType), func(w *Workload, v cty.Value) (err error) { w.Credentials, err = DecodeCredentials(v); return }},
+	{"image", func(w *Workload, v cty.Value) (err error) { w.Image, err = String(v); return }}, // or null when build is set
+	{"build", func(w *Workload, v cty.Value) (err error) { w.Build, err = DecodeBuild(v); return }},
+	{"command", func(w *Workload, v cty.Value) (err error) { w.Command, err = Strings(v); return }},
+	{"entrypoint", func(w *Workload, v cty.Value) (err error) { w.Entrypoint, err = stringsOrEmpty(v); return }},
+	{"env", func(w *Workload, v cty.Value) (err error) { w.Env, err = StringMap(v); return }},
+	{"workdir", func(w *Workload, v cty.Value) (err error) { w.Workdir, err = String(v); return }},
+	{"user", func(w *Workload, v cty.Value) (err error) { w.User, err = String(v); return }},
+	{"cpus", func(w *Workload, v cty.Value) (err error) { w.CPUs, err = Float(v); return }},
+	{"memory", func(w *Workload, v cty.Value) (err error) { w.Memory, err = Int(v); return }}, // bytes
+	{"pids", func(w *Workload, v cty.Value) (err error) { w.Pids, err = Int(v); return }},
+	{"labels", func(w *Workload, v cty.Value) (err error) { w.Labels, err = StringMap(v); return }},
+	{"egress", func(w *Workload, v cty.Value) (err error) { w.Egress, err = stringsOrEmpty(v); return }},
+	{"healthcheck", func(w *Workload, v cty.Value) (err error) { w.Healthcheck, err = DecodeHealthcheck(v); return }},
+	{"credentials", func(w *Workload, v cty.Value) (err error) { w.Credentials, err = DecodeCredentials(v); return }},
 }
 
 // CredentialType is one credential of an egress block: the gateway puts

@@ -10,6 +10,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/egress"
+	"github.com/bottlefile/bottlefile/workloadattr"
 )
 
 // Declaration is what a driver says about itself before it is configured:
@@ -109,18 +110,10 @@ const (
 )
 
 // WorkloadAttributes are the attributes of an agent or sidecar block that
-// Capabilities.Attributes may name: the workload's (WorkloadType) but its
-// blocks, build, egress and healthcheck, which capabilities name
-// otherwise.
-var WorkloadAttributes = func() []string {
-	var out []string
-	for _, a := range workloadAttrs {
-		if a.name != "build" && a.name != "egress" && a.name != "healthcheck" && a.name != "credentials" {
-			out = append(out, a.name)
-		}
-	}
-	return out
-}()
+// Capabilities.Attributes may name: workloadattr's rows (the blocks,
+// build, egress, healthcheck and credential, have capabilities of their
+// own). A row no driver lists is refused by every driver.
+var WorkloadAttributes = workloadattr.Names()
 
 // Refusal is one thing an agent asks for that its runtime's driver
 // cannot do. The fields say where it is asked, so that the planner and

@@ -10,6 +10,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/workloadattr"
 )
 
 // The workload schema: what agents and sidecars share, what runs and how.
@@ -44,7 +46,12 @@ type workloadBlock struct {
 	value  func(attrs map[string]cty.Value, present bool) cty.Value
 }
 
-var workloadFields = []workloadField{
+// workloadFieldChecks are how lang decodes and checks the plain
+// attributes that need more than their row's type (workloadattr.Rows):
+// the type as written and the check. workloadFields has one field per
+// row, in the rows' order; a row with no entry here is decoded as its
+// type, unchecked.
+var workloadFieldChecks = []workloadField{
 	{name: "image", ty: cty.String, check: checkStringAttr("image", func(s string) string {
 		if strings.TrimSpace(s) == "" || strings.ContainsAny(s, " \t\n") {
 			return "An image is a reference like \"alpine:3.20\" or \"ghcr.io/acme/agent@sha256:...\", without spaces."
@@ -79,6 +86,20 @@ var workloadFields = []workloadField{
 		return ""
 	})},
 }
+
+// workloadFields are the plain attributes: one per workloadattr row.
+var workloadFields = func() []workloadField {
+	var out []workloadField
+	for _, r := range workloadattr.Rows {
+		i := slices.IndexFunc(workloadFieldChecks, func(f workloadField) bool { return f.name == r.Name })
+		if i < 0 {
+			out = append(out, workloadField{name: r.Name, ty: r.Type})
+			continue
+		}
+		out = append(out, workloadFieldChecks[i])
+	}
+	return out
+}()
 
 var workloadBlocks = []workloadBlock{
 	{

@@ -5,12 +5,15 @@ set -euo pipefail
 mod=$(go list -m)
 # Leaves any package may import: they import no bottlefile package.
 # addrs spells the object addresses (agent.NAME, snapshot.NAME, ...).
-anyone="addrs atomicfile"
+anyone="addrs atomicfile workloadattr"
 declare -A allowed=(
   [addrs]=""
   # atomicfile replaces a file atomically and durably (synced file and
   # directory): the one way any package writes a file in place.
   [atomicfile]=""
+  # workloadattr is the one table of workload attributes lang and drivers
+  # derive from.
+  [workloadattr]=""
   # lang reports reference cycles with the one cycle finder, planner/dag's:
   # a leaf, so the direction holds.
   [lang]="egress units planner/dag"

@@ -10,6 +10,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/workloadattr"
 )
 
 // checkDeclaration checks that what a driver declares matches what it
@@ -96,21 +97,12 @@ func checkRefusals(t *testing.T, d drivers.Driver, caps drivers.Capabilities, im
 			}))
 		}})
 	}
-	values := map[string]cty.Value{
-		"image": cty.StringVal(image), "command": cty.ListVal([]cty.Value{cty.StringVal("true")}),
-		"entrypoint": cty.ListVal([]cty.Value{cty.StringVal("/bin/sh")}), "env": cty.MapVal(map[string]cty.Value{"A": cty.StringVal("b")}),
-		"workdir": cty.StringVal("/tmp"), "user": cty.StringVal("nobody"), "cpus": cty.NumberIntVal(1),
-		"memory": cty.NumberIntVal(64 << 20), "pids": cty.NumberIntVal(64), "labels": cty.MapVal(map[string]cty.Value{"a": cty.StringVal("b")}),
-	}
 	for _, attr := range drivers.WorkloadAttributes {
 		if slices.Contains(caps.Attributes, attr) {
 			continue
 		}
-		v, ok := values[attr]
-		if !ok {
-			t.Errorf("attribute %s has no example value here: add one to test its refusal", attr)
-			continue
-		}
+		row, _ := workloadattr.Lookup(attr)
+		v := row.Example
 		refused = append(refused, feature{"attribute " + attr, func(a *drivers.AgentSpec) { a.Workload = drivers.WithWorkloadAttr(a.Workload, attr, v) }})
 	}
 	for _, k := range egressKinds {
