@@ -22,6 +22,9 @@ const (
 	SnapshotKind
 	RuntimeKind
 	EgressNetworkKind
+	// OwnedKind is an object of a kind a driver declares (RegisterOwned)
+	// under an agent: agent.NAME.WORD.
+	OwnedKind
 )
 
 // The words of the textual form.
@@ -40,7 +43,7 @@ const (
 type Addr struct {
 	kind Kind
 	name string // the agent's, snapshot block's or runtime's name
-	sub  string // the sidecar's name
+	sub  string // the sidecar's name; an owned object's word
 	n    int    // the policy snapshot's number
 }
 
@@ -104,6 +107,69 @@ func (a Addr) Egress() Addr {
 	return Addr{kind: EgressNetworkKind, name: a.name}
 }
 
+// owned words are the object kinds drivers declared under an agent
+// (RegisterOwned), by word.
+var ownedWords = map[string]bool{}
+
+// RegisterOwned lets a driver name objects of its own kind under an
+// agent, agent.NAME.WORD (a host probe, a policy object), which Parse
+// then accepts. Drivers call it from init, before any address is parsed.
+// It panics on a word that is not one label or that is one of addrs' own
+// (network, image, gateway, sidecar, snapshot): a programming error.
+func RegisterOwned(word string) {
+	switch {
+	case word == "" || strings.ContainsAny(word, ". \t\n"):
+		panic(fmt.Sprintf("addrs: owned kind %q is not one label", word))
+	case word == networkWord || word == imageWord || word == gatewayWord || word == sidecarWord || word == snapshotWord:
+		panic(fmt.Sprintf("addrs: owned kind %q is addrs' own", word))
+	}
+	ownedWords[word] = true
+}
+
+// Owned is the agent's object of a driver's own kind word (RegisterOwned):
+// agent.NAME.WORD; the zero Addr when a is below no agent or word is not
+// registered.
+func (a Addr) Owned(word string) Addr {
+	if !ownedWords[word] {
+		return Addr{}
+	}
+	b := a.owned(OwnedKind)
+	b.sub = word
+	return b
+}
+
+// NetworkOf is the textual address of the network of the agent the
+// textual address s is below ("" when it is below none): what drivers
+// use instead of appending ".network".
+func NetworkOf(s string) string {
+	a, ok := AgentOf(s)
+	if !ok {
+		return ""
+	}
+	return a.Network().String()
+}
+
+// ImageOf is the textual address of the image a build block makes for
+// the workload s (agent.NAME or agent.NAME.sidecar.S); "" for anything
+// else.
+func ImageOf(s string) string {
+	a, err := Parse(s)
+	if err != nil {
+		return ""
+	}
+	return a.Image().String()
+}
+
+// SidecarOf is the textual address of sidecar name of the agent the
+// textual address s is below; "" when it is below none.
+func SidecarOf(s, name string) string {
+	a, ok := AgentOf(s)
+	if !ok {
+		return ""
+	}
+	return a.Sidecar(name).String()
+}
+
 // owned is the object of the given kind owned by a's agent, or the zero
 // Addr when a is not below an agent.
 func (a Addr) owned(k Kind) Addr {
@@ -123,7 +189,7 @@ func (a Addr) IsValid() bool { return a.kind != Invalid }
 // below it), or "".
 func (a Addr) Agent() string {
 	switch a.kind {
-	case AgentKind, NetworkKind, ImageKind, GatewayKind, SidecarKind, SidecarImageKind, PolicySnapshotKind:
+	case AgentKind, NetworkKind, ImageKind, GatewayKind, SidecarKind, SidecarImageKind, PolicySnapshotKind, OwnedKind:
 		return a.name
 	}
 	return ""
@@ -201,6 +267,8 @@ func (a Addr) String() string {
 		return runtimeWord + "." + a.name
 	case EgressNetworkKind:
 		return runtimeWord + "." + a.name + "." + egressWord
+	case OwnedKind:
+		return agentWord + "." + a.name + "." + a.sub
 	}
 	return ""
 }
@@ -281,6 +349,8 @@ func Parse(s string) (Addr, error) {
 			return a.PolicySnapshot(n), nil
 		case parts[2] == snapshotWord && len(parts) == 3:
 			return fail("it names no snapshot; write agent.%s.snapshot.N", parts[1])
+		case len(parts) == 3 && ownedWords[parts[2]]:
+			return a.Owned(parts[2]), nil
 		}
 		return fail("%q is not something an agent owns; below agent.%s come .network, .image, .gateway, .sidecar.NAME, .sidecar.NAME.image and .snapshot.N", strings.Join(parts[2:], "."), parts[1])
 	case snapshotWord:

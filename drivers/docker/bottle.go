@@ -10,6 +10,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/engine"
 	"github.com/bottlefile/bottlefile/drivers/gateway"
@@ -126,7 +127,7 @@ func sidecarsValue(names []string) cty.Value {
 func (d *Driver) planSidecar(a drivers.AgentSpec, sc drivers.SidecarSpec, agentAddr, netAddr string, names []string) ([]drivers.Object, error) {
 	addr := sc.Addr
 	if addr == "" {
-		addr = agentAddr + ".sidecar." + sc.Name
+		addr = addrs.SidecarOf(agentAddr, sc.Name)
 	}
 	switch {
 	case sc.Name == "" || !engine.NamePart.MatchString(sc.Name):

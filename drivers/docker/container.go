@@ -12,6 +12,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/engine"
 	"github.com/bottlefile/bottlefile/drivers/gateway"
@@ -67,7 +68,7 @@ func decodeContainer(req drivers.ApplyRequest) (containerSpec, error) {
 		return s, wrap("network", err)
 	}
 	if netAddr == "" {
-		netAddr = o.Addr + ".network"
+		netAddr = addrs.NetworkOf(o.Addr)
 	}
 	if s.network, err = engine.ObjectName(req.Lineage, req.NamedAddr(netAddr), kindNetwork); err != nil {
 		return s, wrap("network", err)

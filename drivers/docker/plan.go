@@ -33,7 +33,7 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 	if a.Name == "" || !engine.NamePart.MatchString(a.Name) {
 		return drivers.PlanResponse{}, fmt.Errorf("%s: the agent name %q cannot name a docker container (use letters, digits, '_', '.', '-')", addr, a.Name)
 	}
-	netAddr := addr + ".network"
+	netAddr := addrs.NetworkOf(addr)
 	network := drivers.Object{
 		Addr:  netAddr,
 		Kind:  kindNetwork,
@@ -95,7 +95,7 @@ func (d *Driver) planWorkload(addr, netAddr string, w cty.Value) ([]drivers.Obje
 		if err != nil {
 			return nil, fmt.Errorf("build: %w", err)
 		}
-		imgAddr := addr + ".image"
+		imgAddr := addrs.ImageOf(addr)
 		objects = append(objects, drivers.Object{
 			Addr: imgAddr,
 			Kind: kindImage,

@@ -8,6 +8,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
@@ -47,7 +48,7 @@ func (d *Driver) PlanImage(addr string, w cty.Value) (*drivers.Object, string, e
 	if build.IsNull() {
 		return nil, "", nil
 	}
-	objs, err := d.planWorkload(addr, addr+".network", w)
+	objs, err := d.planWorkload(addr, addrs.NetworkOf(addr), w)
 	if err != nil {
 		return nil, "", err
 	}

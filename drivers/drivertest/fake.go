@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
@@ -318,7 +319,7 @@ func Expand(a drivers.AgentSpec) (drivers.PlanResponse, error) {
 	if build.IsNull() && drivers.WorkloadAttr(a.Workload, "image").IsNull() {
 		return drivers.PlanResponse{}, fmt.Errorf("fake: plan: %s has neither an image nor a build", a.Addr)
 	}
-	network := a.Addr + ".network"
+	network := addrs.NetworkOf(a.Addr)
 	attrs := drivers.WorkloadAttrs(a.Workload, containerAttrs...)
 	attrs["network"] = cty.StringVal(network)
 	if hc := drivers.WorkloadAttr(a.Workload, "healthcheck"); !hc.IsNull() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/egress"
 )
@@ -197,7 +198,7 @@ func DecodeAttrs(o drivers.Object) (Attrs, error) {
 		return a, fmt.Errorf("network: %w", err)
 	}
 	if a.Network == "" {
-		a.Network = a.Agent + ".network"
+		a.Network = addrs.NetworkOf(a.Agent)
 	}
 	if a.EgressNetwork, err = drivers.String(o.Attr("egress_network")); err != nil {
 		return a, fmt.Errorf("egress_network: %w", err)

@@ -69,7 +69,7 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 		pinned = append(append([]string{}, placement...), "node.id=="+manager.ID)
 	}
 
-	netAddr := addr + ".network"
+	netAddr := addrs.NetworkOf(addr)
 	objects := []drivers.Object{{
 		Addr:  netAddr,
 		Kind:  kindNetwork,
@@ -87,7 +87,7 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 	for _, sc := range a.Sidecars {
 		scAddr := sc.Addr
 		if scAddr == "" {
-			scAddr = addr + ".sidecar." + sc.Name
+			scAddr = addrs.SidecarOf(addr, sc.Name)
 		}
 		switch {
 		case !clusterName.MatchString(sc.Name):

@@ -13,6 +13,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
@@ -75,7 +76,7 @@ func decodeService(req drivers.ApplyRequest, registry string) (serviceSpec, erro
 		return s, fmt.Errorf("network: %w", err)
 	}
 	if netAddr == "" {
-		netAddr = agentOf(o.Addr) + ".network"
+		netAddr = addrs.NetworkOf(o.Addr)
 	}
 	if s.network, err = networkName(req.Lineage, req.NamedAddr(netAddr)); err != nil {
 		return s, fmt.Errorf("network: %w", err)
