@@ -3,11 +3,8 @@ package docker
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -18,8 +15,6 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/gateway"
-
-	"github.com/bottlefile/bottlefile/atomicfile"
 )
 
 // kindHostProbe marks the short-lived container that reads the engine
@@ -55,7 +50,7 @@ type engineHost struct {
 // networking) is logged, and the other sources still count.
 func (d *Driver) engineHostOwnAddrs(ctx context.Context, api dockerAPI, lineage string) []netip.Addr {
 	d.mu.RLock()
-	h, stateDir := d.host, d.stateDir
+	h := d.host
 	d.mu.RUnlock()
 	if h == nil {
 		h = &engineHost{}
@@ -67,19 +62,13 @@ func (d *Driver) engineHostOwnAddrs(ctx context.Context, api dockerAPI, lineage 
 	}
 	var addrs []netip.Addr
 	start := time.Now()
-	// The probe's answer is kept per engine (its identity) for an hour:
-	// one container run per engine, not per apply (issue 28).
-	engineID, _ := d.EngineID(ctx)
-	cache := hostCacheFile(stateDir)
-	probed, cached := readHostCache(cache, engineID, time.Now())
-	var err error
-	if !cached {
-		probed, err = d.probeEngineHost(ctx, api, lineage)
-		if err != nil {
-			d.log.Warn("cannot learn the engine host's addresses from the engine to forbid them to gateways; only the addresses bottlefile sees itself are forbidden", "error", err)
-		} else if werr := writeHostCache(cache, engineID, probed, time.Now()); werr != nil {
-			d.log.Debug("could not keep the engine host's addresses", "file", cache, "error", werr)
-		}
+	// Probed at every run that makes or updates a gateway, never kept
+	// between runs: an address the engine host gained since (a VM's new
+	// interface, a namespace's veth) must be refused at once, and the
+	// probe runs in the background from the egress network's create.
+	probed, err := d.probeEngineHost(ctx, api, lineage)
+	if err != nil {
+		d.log.Warn("cannot learn the engine host's addresses from the engine to forbid them to gateways; only the addresses bottlefile sees itself are forbidden", "error", err)
 	}
 	addrs = append(addrs, probed...)
 	if info, err := api.Info(ctx); err == nil {
@@ -88,7 +77,7 @@ func (d *Driver) engineHostOwnAddrs(ctx context.Context, api dockerAPI, lineage 
 		}
 	}
 	h.done, h.addrs = true, hostAddrsOnly(addrs)
-	d.log.Debug("engine host addresses", "addrs", h.addrs, "probed", err == nil, "cached", cached, "took", time.Since(start).Round(time.Millisecond))
+	d.log.Debug("engine host addresses", "addrs", h.addrs, "probed", err == nil, "took", time.Since(start).Round(time.Millisecond))
 	return h.addrs
 }
 
@@ -103,89 +92,6 @@ func (d *Driver) prefetchEngineHost(ctx context.Context, api dockerAPI, lineage 
 		defer d.hostWG.Done()
 		d.engineHostOwnAddrs(context.WithoutCancel(ctx), api, lineage)
 	}()
-}
-
-// hostCacheMaxAge bounds how long a probe's answer is used: an engine
-// host's addresses change rarely (a new interface, a DHCP lease; for a
-// local engine this machine's own addresses, read at each gateway, cover
-// those), and an hour bounds how long a new one goes unseen by the probe.
-const hostCacheMaxAge = time.Hour
-
-// hostCache is the file of probe answers: per engine ID, the addresses
-// and when they were probed.
-type hostCache map[string]hostCacheEntry
-
-type hostCacheEntry struct {
-	Addrs  []string  `json:"addrs"`
-	Probed time.Time `json:"probed"`
-}
-
-// hostCacheFile is where probe answers are kept: the user's cache
-// directory (XDG_CACHE_HOME, ~/.cache), as the engine host is the same for
-// every project on the engine and a new project's first apply should not
-// pay for it; the state directory when there is no such directory.
-func hostCacheFile(stateDir string) string {
-	if dir, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(dir, "bottlefile", "engine-hosts.json")
-	}
-	if stateDir == "" {
-		return ""
-	}
-	return filepath.Join(stateDir, "engine-hosts.json")
-}
-
-// readHostCache is the engine's cached probe answer, when there is one
-// younger than hostCacheMaxAge; anything unreadable is no answer.
-func readHostCache(file, engineID string, now time.Time) ([]netip.Addr, bool) {
-	if file == "" || engineID == "" {
-		return nil, false
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, false
-	}
-	var c hostCache
-	if json.Unmarshal(b, &c) != nil {
-		return nil, false
-	}
-	e, ok := c[engineID]
-	if !ok || len(e.Addrs) == 0 || now.Sub(e.Probed) > hostCacheMaxAge || e.Probed.After(now) {
-		return nil, false
-	}
-	addrs := make([]netip.Addr, 0, len(e.Addrs))
-	for _, s := range e.Addrs {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return nil, false
-		}
-		addrs = append(addrs, a)
-	}
-	return addrs, true
-}
-
-// writeHostCache records a successful probe's answer for the engine,
-// keeping the other engines' (0600 in a 0700 directory, replaced whole).
-func writeHostCache(file, engineID string, addrs []netip.Addr, now time.Time) error {
-	if file == "" || engineID == "" {
-		return nil
-	}
-	c := hostCache{}
-	if b, err := os.ReadFile(file); err == nil {
-		_ = json.Unmarshal(b, &c)
-	}
-	e := hostCacheEntry{Probed: now.UTC()}
-	for _, a := range addrs {
-		e.Addrs = append(e.Addrs, a.String())
-	}
-	c[engineID] = e
-	b, err := json.MarshalIndent(c, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		return err
-	}
-	return atomicfile.Write(file, append(b, '\n'), 0o600)
 }
 
 // probeEngineHost runs the gateway binary with -print-addrs in the engine
