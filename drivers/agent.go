@@ -98,15 +98,7 @@ var workloadAttrs = []struct {
 // CredentialType is one credential of an egress block: the gateway puts
 // prefix+value into header of the requests to host:port, and the workload
 // sees a placeholder in env (when set). value is sensitive.
-var CredentialType = cty.Object(map[string]cty.Type{
-	"name":   cty.String,
-	"host":   cty.String,
-	"port":   cty.Number,
-	"header": cty.String, // lower case
-	"prefix": cty.String, // "" for none
-	"value":  cty.String,
-	"env":    cty.String, // "" for none
-})
+var CredentialType = workloadattr.CredentialType
 
 // Credential is one decoded credential. Value is the secret: never log it.
 type Credential struct {
@@ -162,13 +154,7 @@ func DecodeCredentials(v cty.Value) ([]Credential, error) {
 // HealthcheckType is the type of a workload's healthcheck: the block as
 // the configuration language evaluated it, every attribute set, the
 // durations in Go's syntax.
-var HealthcheckType = cty.Object(map[string]cty.Type{
-	"command":      cty.List(cty.String), // the argv, run without a shell
-	"interval":     cty.String,
-	"timeout":      cty.String,
-	"retries":      cty.Number,
-	"start_period": cty.String,
-})
+var HealthcheckType = workloadattr.HealthcheckType
 
 // Healthcheck is a workload's healthcheck decoded: Command runs in the
 // workload every Interval (given Timeout to finish), the first time one
@@ -221,10 +207,7 @@ func DecodeHealthcheck(v cty.Value) (*Healthcheck, error) {
 	return &out, nil
 }
 
-var buildType = cty.Object(map[string]cty.Type{
-	"context":    cty.String, // absolute path
-	"dockerfile": cty.String, // relative to context
-})
+var buildType = workloadattr.BuildType // context: absolute; dockerfile: relative to it
 
 // Workload is a workload decoded into Go values.
 type Workload struct {

@@ -8,6 +8,8 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/egress"
+
+	"github.com/bottlefile/bottlefile/workloadattr"
 )
 
 // A credential block in an egress block: a secret the gateway puts into
@@ -30,15 +32,7 @@ import (
 // value marked sensitive whatever it came from.
 
 // CredentialType is the type of one evaluated credential.
-var CredentialType = cty.Object(map[string]cty.Type{
-	"name":   cty.String,
-	"host":   cty.String,
-	"port":   cty.Number,
-	"header": cty.String,
-	"prefix": cty.String,
-	"value":  cty.String,
-	"env":    cty.String,
-})
+var CredentialType = workloadattr.CredentialType
 
 var credentialSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 	{Name: "host", Required: true},

@@ -141,7 +141,7 @@ var workloadBlocks = []workloadBlock{
 	healthcheckBlock,
 }
 
-var buildType = cty.Object(map[string]cty.Type{"context": cty.String, "dockerfile": cty.String})
+var buildType = workloadattr.BuildType
 
 // healthcheckBlock is how the workload tells it is ready: a command run
 // in it every interval, healthy when it exits 0. Evaluated: an object
@@ -171,10 +171,7 @@ var healthcheckBlock = workloadBlock{
 }
 
 // HealthcheckType is the type of an evaluated healthcheck block.
-var HealthcheckType = cty.Object(map[string]cty.Type{
-	"command": listOfString, "interval": cty.String, "timeout": cty.String,
-	"retries": cty.Number, "start_period": cty.String,
-})
+var HealthcheckType = workloadattr.HealthcheckType
 
 // healthcheckDefaults are the values of the attributes a healthcheck
 // block leaves out. The interval is short (docker's own default is 30s,

@@ -59,3 +59,32 @@ func Lookup(name string) (Row, bool) {
 	}
 	return Row{}, false
 }
+
+// The types of the nested blocks, as drivers receive them, each spelled
+// once here for lang (which makes these values) and drivers (which
+// decode them).
+var (
+	// BuildType is a build block: the absolute context directory and the
+	// Dockerfile's name in it.
+	BuildType = cty.Object(map[string]cty.Type{"context": cty.String, "dockerfile": cty.String})
+	// HealthcheckType is a healthcheck block with its defaults filled in,
+	// durations in Go's canonical form.
+	HealthcheckType = cty.Object(map[string]cty.Type{
+		"command":      cty.List(cty.String), // the argv, run without a shell
+		"interval":     cty.String,
+		"timeout":      cty.String,
+		"retries":      cty.Number,
+		"start_period": cty.String,
+	})
+	// CredentialType is one credential of an egress block; value is
+	// sensitive.
+	CredentialType = cty.Object(map[string]cty.Type{
+		"name":   cty.String,
+		"host":   cty.String,
+		"port":   cty.Number,
+		"header": cty.String, // lower case
+		"prefix": cty.String, // "" for none
+		"value":  cty.String,
+		"env":    cty.String, // "" for none
+	})
+)
