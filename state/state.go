@@ -583,19 +583,25 @@ func (s *Store) Put(r Record) error {
 				r.CreatedAt = prev.CreatedAt
 			}
 		}
-		if r.CreatedAt.IsZero() {
-			r.CreatedAt = now
-		}
-		r.UpdatedAt = now
-		data, err := json.Marshal(r)
-		if err != nil {
-			return err
-		}
-		if err := objects.Put([]byte(r.Addr), data); err != nil {
+		if err := putRecord(objects, r, now); err != nil {
 			return err
 		}
 		return resolveIntent(objects.Tx(), r.Addr) // the result is recorded
 	})
+}
+
+// putRecord writes r at its address, stamped now (and created now, when it
+// has no creation time yet).
+func putRecord(objects *bolt.Bucket, r Record, now time.Time) error {
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = now
+	}
+	r.UpdatedAt = now
+	data, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return objects.Put([]byte(r.Addr), data)
 }
 
 // Move writes the records moves gives, each in place of the record at its
@@ -627,16 +633,7 @@ func (s *Store) Move(moves map[string]Record) error {
 			}
 		}
 		for _, from := range slices.Sorted(maps.Keys(moves)) {
-			r := moves[from]
-			if r.CreatedAt.IsZero() {
-				r.CreatedAt = now
-			}
-			r.UpdatedAt = now
-			data, err := json.Marshal(r)
-			if err != nil {
-				return err
-			}
-			if err := objects.Put([]byte(r.Addr), data); err != nil {
+			if err := putRecord(objects, moves[from], now); err != nil {
 				return err
 			}
 		}
