@@ -31,52 +31,43 @@ func (d *Driver) apply(ctx context.Context, req drivers.ApplyRequest) (drivers.A
 	if req.Op == drivers.OpDelete && strings.HasPrefix(req.ID, nodeCopyID) {
 		return d.removeNodeCopy(ctx, api, req) // nodecopy.go
 	}
-	switch req.Object.Kind {
-	case kindNetwork:
-		switch req.Op {
-		case drivers.OpCreate:
-			return d.createNetwork(ctx, api, req)
-		case drivers.OpDelete:
-			return d.deleteNetwork(ctx, api, req)
-		}
-	case kindImage:
-		switch req.Op {
-		case drivers.OpCreate:
-			return d.createImage(ctx, api, req)
-		case drivers.OpDelete:
-			return d.deleteImage(ctx, api, req)
-		}
-	case kindService:
-		switch req.Op {
-		case drivers.OpCreate:
-			return d.createService(ctx, api, req)
-		case drivers.OpStart:
-			return d.startService(ctx, api, req)
-		case drivers.OpDelete:
-			return d.deleteService(ctx, api, req)
-		}
-	case kindGateway:
-		switch req.Op {
-		case drivers.OpCreate:
-			return d.createGateway(ctx, api, req)
-		case drivers.OpUpdate:
-			return d.updateGateway(ctx, api, req)
-		case drivers.OpStart:
-			return d.startService(ctx, api, req)
-		case drivers.OpDelete:
-			return d.deleteGateway(ctx, api, req)
-		}
-	case drivers.KindSnapshot:
-		switch req.Op {
-		case drivers.OpCreate:
-			return d.createSnapshot(ctx, api, req)
-		case drivers.OpUpdate:
-			return drivers.ApplyResponse{ID: req.ID}, nil // only the description changes, in state
-		case drivers.OpDelete:
-			return d.deleteSnapshot(ctx, req)
-		}
-	default:
+	ops, ok := applyOps[req.Object.Kind]
+	if !ok {
 		return drivers.ApplyResponse{}, fmt.Errorf("%s: the swarm driver has no object kind %q", req.Object.Addr, req.Object.Kind)
 	}
+	if op := ops[req.Op]; op != nil {
+		return op(d, ctx, api, req)
+	}
 	return drivers.ApplyResponse{}, fmt.Errorf("%s: cannot %s a swarm %s", req.Object.Addr, req.Op, req.Object.Kind)
+}
+
+// applyOp performs one operation on an object of one kind.
+type applyOp func(d *Driver, ctx context.Context, api swarmAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error)
+
+// applyOps is what Apply does, by object kind and operation; an operation
+// a kind lacks is refused. A gateway starts as a service does.
+var applyOps = map[string]map[drivers.Op]applyOp{
+	kindNetwork: {drivers.OpCreate: (*Driver).createNetwork, drivers.OpDelete: (*Driver).deleteNetwork},
+	kindImage:   {drivers.OpCreate: (*Driver).createImage, drivers.OpDelete: (*Driver).deleteImage},
+	kindService: {
+		drivers.OpCreate: (*Driver).createService,
+		drivers.OpStart:  (*Driver).startService,
+		drivers.OpDelete: (*Driver).deleteService,
+	},
+	kindGateway: {
+		drivers.OpCreate: (*Driver).createGateway,
+		drivers.OpUpdate: (*Driver).updateGateway,
+		drivers.OpStart:  (*Driver).startService,
+		drivers.OpDelete: (*Driver).deleteGateway,
+	},
+	drivers.KindSnapshot: {
+		drivers.OpCreate: (*Driver).createSnapshot,
+		// Only the description changes, in state.
+		drivers.OpUpdate: func(_ *Driver, _ context.Context, _ swarmAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+			return drivers.ApplyResponse{ID: req.ID}, nil
+		},
+		drivers.OpDelete: func(d *Driver, ctx context.Context, _ swarmAPI, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+			return d.deleteSnapshot(ctx, req)
+		},
+	},
 }
