@@ -78,24 +78,7 @@ func TestValidateStatic(t *testing.T) {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			want := expectedErrors(t, filepath.Join(dir, "Bottlefile"))
 			_, diags := Validate(ValidateRequest{LoadDir: dir, Registry: guardedRegistry(t)})
-			var got []string
-			for _, d := range diags {
-				if d.Severity != hcl.DiagError {
-					continue
-				}
-				got = append(got, describe(d))
-			}
-			for _, w := range want {
-				i := slices.IndexFunc(got, func(g string) bool { return matches(g, w) })
-				if i < 0 {
-					t.Errorf("missing error %s", w)
-					continue
-				}
-				got = slices.Delete(got, i, i+1)
-			}
-			for _, g := range got {
-				t.Errorf("unexpected error %s", g)
-			}
+			checkErrors(t, want, diags)
 		})
 	}
 }
@@ -169,23 +152,30 @@ func TestValidatePolicy(t *testing.T) {
 			}
 			t.Setenv(policy.EnvVar, pol)
 			_, diags := Validate(ValidateRequest{LoadDir: dir, Registry: guardedRegistry(t)})
-			var got []string
-			for _, d := range diags {
-				if d.Severity == hcl.DiagError {
-					got = append(got, describe(d))
-				}
-			}
-			for _, w := range want {
-				i := slices.IndexFunc(got, func(g string) bool { return matches(g, w) })
-				if i < 0 {
-					t.Errorf("missing error %s", w)
-					continue
-				}
-				got = slices.Delete(got, i, i+1)
-			}
-			for _, g := range got {
-				t.Errorf("unexpected error %s", g)
-			}
+			checkErrors(t, want, diags)
 		})
+	}
+}
+
+// checkErrors fails the test for each wanted error (# ERROR: markers) that
+// diags lacks and for each error diags has that no marker wants.
+func checkErrors(t *testing.T, want []expectation, diags hcl.Diagnostics) {
+	t.Helper()
+	var got []string
+	for _, d := range diags {
+		if d.Severity == hcl.DiagError {
+			got = append(got, describe(d))
+		}
+	}
+	for _, w := range want {
+		i := slices.IndexFunc(got, func(g string) bool { return matches(g, w) })
+		if i < 0 {
+			t.Errorf("missing error %s", w)
+			continue
+		}
+		got = slices.Delete(got, i, i+1)
+	}
+	for _, g := range got {
+		t.Errorf("unexpected error %s", g)
 	}
 }
