@@ -73,6 +73,15 @@ func mustRun(t *testing.T, dir string, args ...string) result {
 	return r
 }
 
+// wantNoChanges runs plan in dir and fails the test unless it says
+// "No changes.": what converged stays converged.
+func wantNoChanges(t *testing.T, dir, when string) {
+	t.Helper()
+	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
+		t.Errorf("%s: the plan is not empty:\n%s", when, r)
+	}
+}
+
 // writeBottlefile writes a Bottlefile into dir.
 func writeBottlefile(t *testing.T, dir, format string, args ...any) {
 	t.Helper()

@@ -128,13 +128,9 @@ func TestE2EMovedBlock(t *testing.T) {
 		t.Errorf("the state still records agent.old:\n%s", list)
 	}
 	movesWant(t, "snapshot list", mustRun(t, dir, "snapshot", "list").stdout, "agent.new.snapshot.1")
-	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
-		t.Errorf("plan with the moved block still there:\n%s", r)
-	}
+	wantNoChanges(t, dir, "plan with the moved block still there")
 	movesWrite(t, dir, movesAgentConfig("new", "", img))
-	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
-		t.Errorf("plan after removing the moved block:\n%s", r)
-	}
+	wantNoChanges(t, dir, "plan after removing the moved block")
 
 	// The old name again: a bottle of its own, named apart.
 	movesWrite(t, dir, movesAgentConfig("new", "", img), movesAgentConfig("old", "", img))
@@ -154,9 +150,7 @@ func TestE2EMovedBlock(t *testing.T) {
 	if len(ids) != 2 || !ids[agentID] {
 		t.Errorf("want the moved agent's container %s and a new one labelled agent.old, got %v", agentID, ids)
 	}
-	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
-		t.Errorf("plan after the new agent.old:\n%s", r)
-	}
+	wantNoChanges(t, dir, "plan after the new agent.old")
 	mustRun(t, dir, "destroy", "-auto-approve", "-include-snapshots")
 	if left := containersWith(t, cli, drivers.LabelLineage+"="+lineage); len(left) != 0 {
 		t.Errorf("containers left after destroy: %+v", left)
@@ -179,9 +173,7 @@ func TestE2EStateMv(t *testing.T) {
 	r := mustRun(t, dir, "state", "mv", "agent.before", "agent.after")
 	movesWant(t, "state mv", r.stdout, "Moved agent.before to agent.after")
 	movesWrite(t, dir, movesAgentConfig("after", "", img))
-	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
-		t.Errorf("plan after state mv:\n%s", r)
-	}
+	wantNoChanges(t, dir, "plan after state mv")
 	if got := movesContainer(t, cli, lineage, "agent.before"); got != id {
 		t.Errorf("the container is %s after state mv, was %s", got, id)
 	}
@@ -233,9 +225,7 @@ func TestE2ENameTheDefaultRuntime(t *testing.T) {
 	if got := movesRecorded(t, dir, "agent.x", "runtime"); got != "local" {
 		t.Errorf("state show agent.x: runtime = %q, want local", got)
 	}
-	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
-		t.Errorf("plan after naming the runtime:\n%s", r)
-	}
+	wantNoChanges(t, dir, "plan after naming the runtime")
 	mustRun(t, dir, "destroy", "-auto-approve", "-include-snapshots")
 }
 
@@ -291,9 +281,7 @@ func TestE2ETwoRuntimesOneEngine(t *testing.T) {
 	if r := mustRun(t, dir, "exec", "agent.a1", "--", "cat", "/workspace/f"); r.stdout != "one\n" {
 		t.Errorf("/workspace/f = %q", r.stdout)
 	}
-	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
-		t.Errorf("plan after the move:\n%s", r)
-	}
+	wantNoChanges(t, dir, "plan after the move")
 	mustRun(t, dir, "destroy", "-auto-approve", "-include-snapshots")
 	if left := containersWith(t, cli, drivers.LabelLineage+"="+lineage); len(left) != 0 {
 		t.Errorf("containers left after destroy: %+v", left)
@@ -333,8 +321,6 @@ func TestE2ESavedMigrationBetweenEngines(t *testing.T) {
 	if left := containersWith(t, cli, drivers.LabelAddress+"=agent.coder", drivers.LabelLineage+"="+lineage); len(left) != 0 {
 		t.Errorf("the old container is still on the first engine: %+v", left)
 	}
-	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
-		t.Errorf("not converged after the saved migration:\n%s", r)
-	}
+	wantNoChanges(t, dir, "not converged after the saved migration")
 	mustRun(t, dir, "destroy", "-auto-approve", "-include-snapshots")
 }

@@ -82,9 +82,7 @@ func upgradeWorkspace(t *testing.T, dir, base, wantPlan, kind string) {
 		t.Errorf("/tmp/scratch, outside the workspace, survived: the agent booted the old filesystem")
 	}
 	mustRun(t, dir, "exec", "agent.coder", "--", "touch", "/workspace/after-upgrade")
-	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
-		t.Errorf("plan after the upgrade: %s", r)
-	}
+	wantNoChanges(t, dir, "plan after the upgrade")
 }
 
 // TestE2EWorkspaceImageUpgrade: the agent's Dockerfile changes (a marker
@@ -211,9 +209,7 @@ func TestE2EWorkspaceCutOff(t *testing.T) {
 	if len(left) != 1 || left[0].Names[0] != "/"+name {
 		t.Errorf("containers of the lineage: %+v", left)
 	}
-	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
-		t.Errorf("plan after: %s", r)
-	}
+	wantNoChanges(t, dir, "plan after the apply that followed the cut-off")
 	mustRun(t, dir, "destroy", "-auto-approve", "-include-snapshots")
 }
 
@@ -247,9 +243,7 @@ func TestE2EWorkspaceMigrateUpgrade(t *testing.T) {
 	if r := bottlefile(t, dir, "exec", "agent.coder", "--", "test", "-e", "/tmp/scratch"); r.code == 0 {
 		t.Errorf("/tmp/scratch, outside the workspace, moved too: the agent booted the snapshot, not the new image")
 	}
-	if r := mustRun(t, dir, "plan"); !strings.Contains(r.stdout, "No changes.") {
-		t.Errorf("the plan after the move: %s", r)
-	}
+	wantNoChanges(t, dir, "the plan after the move")
 	mustRun(t, dir, "destroy", "-auto-approve", "-include-snapshots")
 	for _, tag := range registryTags(t, f, lineage) {
 		t.Errorf("left in the registry: %s", tag)
