@@ -63,6 +63,7 @@ window=${WINDOW:-100}
 RANDOM=$seed
 
 here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/bench/lib.sh"
 tmp=$(mktemp -d /tmp/bottlefile-killsuite.XXXXXX)
 work=$tmp/bottle
 mkdir -p "$work"
@@ -83,14 +84,7 @@ cleanup() {
     fi
   fi
   if [ -n "$l" ]; then
-    local f="label=io.bottlefile.lineage=$l" left
-    $docker rm -f $($docker ps -aq --filter "$f") >/dev/null 2>&1
-    $docker network rm $($docker network ls -q --filter "$f") >/dev/null 2>&1
-    for _ in 1 2 3 4 5; do # children before parents
-      $docker rmi -f $($docker image ls -aq --filter "$f") >/dev/null 2>&1
-    done
-    left=$( ($docker ps -aq --filter "$f"; $docker network ls -q --filter "$f"; $docker image ls -aq --filter "$f") | wc -l)
-    [ "$left" -eq 0 ] || echo "cleanup: $left objects with lineage $l are left" >&2
+    bench_remove_lineage "$docker" "$l"
   fi
   rm -rf "$tmp"
 }
@@ -104,17 +98,7 @@ if [ -z "$bf" ]; then
 fi
 
 # The image is imported from a rootfs of the static busybox: no registry.
-if ! $docker image inspect "$image" >/dev/null 2>&1; then
-  [ -x /bin/busybox ] || die "needs the static /bin/busybox (apt-get install -y busybox-static)"
-  root=$tmp/rootfs
-  mkdir -p "$root/bin" "$root/etc" "$root/tmp"
-  chmod 1777 "$root/tmp"
-  cp /bin/busybox "$root/bin/busybox"
-  for a in $(/bin/busybox --list); do [ "$a" = busybox ] || ln -sf busybox "$root/bin/$a"; done
-  printf 'root:x:0:0:root:/root:/bin/sh\n' >"$root/etc/passwd"
-  printf 'root:x:0:\n' >"$root/etc/group"
-  tar -C "$root" -c . | $docker import -c 'CMD ["sh"]' -c 'ENV PATH=/bin' - "$image" >/dev/null || die "importing $image failed"
-fi
+bench_busybox_image "$docker" "$image" "$tmp" || die "cannot make $image"
 
 mkdir -p "$work/agent"
 printf 'FROM %s\nCOPY motd /etc/motd\n' "$image" >"$work/agent/Dockerfile"

@@ -38,6 +38,7 @@ docker=${DOCKER:-docker}
 image=bottlefile-bench/busybox:1
 
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 work=$(mktemp -d /tmp/bottlefile-one.XXXXXX)
 run=bfone-$$
 label="bench.bottlefile.run=$run"
@@ -54,17 +55,8 @@ echo "building bottlefile and bench/tracesum..."
 if [ -n "${BOTTLEFILE:-}" ]; then cp "$BOTTLEFILE" "$work/bottlefile"; else CGO_ENABLED=0 go build -trimpath -o "$work/bottlefile" ./cmd/bottlefile; fi
 go build -o "$work/tracesum" ./bench/tracesum
 
-if ! $docker image inspect "$image" >/dev/null 2>&1; then
-  [ -x /bin/busybox ] || die "needs the static /bin/busybox (apt-get install -y busybox-static)"
-  root=$work/rootfs
-  mkdir -p "$root/bin" "$root/etc" "$root/tmp" "$root/root"
-  chmod 1777 "$root/tmp"
-  cp /bin/busybox "$root/bin/busybox"
-  for a in $(/bin/busybox --list); do [ "$a" = busybox ] || ln -sf busybox "$root/bin/$a"; done
-  printf 'root:x:0:0:root:/root:/bin/sh\n' >"$root/etc/passwd"
-  printf 'root:x:0:\n' >"$root/etc/group"
-  tar -C "$root" -c . | $docker import -c 'CMD ["sh"]' -c 'ENV PATH=/bin' - "$image" >/dev/null
-fi
+# The image is imported from a rootfs of the static busybox: no registry.
+bench_busybox_image "$docker" "$image" "$work" || die "cannot make $image"
 
 now() { echo "${EPOCHREALTIME/./}"; } # microseconds
 measure() { # measure NAME CMD...: appends CMD's wall time (µs) to NAME

@@ -37,6 +37,7 @@ docker=${DOCKER:-docker}
 image=bottlefile-bench/busybox:1
 
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 work=$(mktemp -d /tmp/bottlefile-bench.XXXXXX)
 run=bfbench-$$
 label="bench.bottlefile.run=$run"
@@ -59,17 +60,7 @@ go build -o "$work/rawapi" ./bench/rawapi
 go build -o "$work/tracesum" ./bench/tracesum
 
 # The image is imported from a rootfs of the static busybox: no registry.
-if ! $docker image inspect "$image" >/dev/null 2>&1; then
-  [ -x /bin/busybox ] || die "needs the static /bin/busybox (apt-get install -y busybox-static)"
-  root=$work/rootfs
-  mkdir -p "$root/bin" "$root/etc" "$root/tmp"
-  chmod 1777 "$root/tmp"
-  cp /bin/busybox "$root/bin/busybox"
-  for a in $(/bin/busybox --list); do [ "$a" = busybox ] || ln -sf busybox "$root/bin/$a"; done
-  printf 'root:x:0:0:root:/root:/bin/sh\n' >"$root/etc/passwd"
-  printf 'root:x:0:\n' >"$root/etc/group"
-  tar -C "$root" -c . | $docker import -c 'CMD ["sh"]' -c 'ENV PATH=/bin' - "$image" >/dev/null
-fi
+bench_busybox_image "$docker" "$image" "$work" || die "cannot make $image"
 
 now() { echo "${EPOCHREALTIME/./}"; } # microseconds
 
