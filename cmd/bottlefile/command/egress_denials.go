@@ -70,6 +70,7 @@ Options:
 func (c *EgressDenialsCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("egress denials")
+	m.noColorFlag(fs)
 	asJSON := fs.Bool("json", false, "")
 	since := fs.Duration("since", operations.DecisionsKept, "")
 	lockTimeout := fs.Duration("lock-timeout", 0, "")

@@ -50,6 +50,7 @@ Options:
 func (c *ExecCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("exec")
+	m.noColorFlag(fs)
 	noTTY := fs.Bool("T", false, "")
 	in := registerInputs(fs)
 	// Options come before the address; everything after it is the command.

@@ -34,6 +34,7 @@ Options:
 func (c *GraphCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("graph")
+	m.noColorFlag(fs)
 	planFile := fs.String("plan", "", "")
 	in := registerInputs(fs)
 	if m.showDiags(nil, finishParse(fs, args, 0)) {

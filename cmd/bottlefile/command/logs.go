@@ -64,6 +64,7 @@ Options:
 func (c *LogsCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("logs")
+	m.noColorFlag(fs)
 	var follow bool
 	fs.BoolVar(&follow, "f", false, "")
 	fs.BoolVar(&follow, "follow", false, "")

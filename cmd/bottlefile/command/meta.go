@@ -66,7 +66,9 @@ func (m *Meta) showDiags(files map[string]*hcl.File, diags hcl.Diagnostics) bool
 }
 
 // noColorFlag registers -no-color, which turns color off for the rest of
-// the command (plan, apply and destroy take it with their other options).
+// the command. Every command that prints diagnostics takes it (plan,
+// apply, destroy and status with their other options);
+// TestEveryCommandTakesNoColor walks them all.
 func (m *Meta) noColorFlag(fs *flag.FlagSet) {
 	fs.BoolFunc("no-color", "", func(v string) error {
 		off, err := strconv.ParseBool(v)
@@ -75,6 +77,14 @@ func (m *Meta) noColorFlag(fs *flag.FlagSet) {
 		}
 		return err
 	})
+}
+
+// noColorFlags is the flag set of a command whose only option is
+// -no-color.
+func (m *Meta) noColorFlags(name string) *flag.FlagSet {
+	fs := newFlagSet(name)
+	m.noColorFlag(fs)
+	return fs
 }
 
 // fail prints one error and returns the exit code for it.

@@ -37,6 +37,7 @@ Options:
 func (c *OutputCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("output")
+	m.noColorFlag(fs)
 	asJSON := fs.Bool("json", false, "")
 	in := registerInputs(fs)
 	if m.showDiags(nil, finishParse(fs, args, 1)) {

@@ -37,6 +37,7 @@ Options:
 func (c *PolicyCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("policy")
+	m.noColorFlag(fs)
 	asJSON := fs.Bool("json", false, "")
 	if m.showDiags(nil, finishParse(fs, args, 0)) {
 		return 1

@@ -76,6 +76,7 @@ Options:
 func (c *SnapshotExportCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("snapshot export")
+	m.noColorFlag(fs)
 	out := fs.String("o", "", "")
 	lockTimeout := fs.Duration("lock-timeout", 0, "")
 	in := registerInputs(fs)
@@ -159,6 +160,7 @@ Options:
 func (c *SnapshotImportCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("snapshot import")
+	m.noColorFlag(fs)
 	agentFlag := fs.String("agent", "", "")
 	lockTimeout := fs.Duration("lock-timeout", 0, "")
 	in := registerInputs(fs)

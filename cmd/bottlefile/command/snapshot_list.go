@@ -42,6 +42,7 @@ Options:
 func (c *SnapshotListCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("snapshot list")
+	m.noColorFlag(fs)
 	asJSON := fs.Bool("json", false, "")
 	lockTimeout := fs.Duration("lock-timeout", 0, "")
 	pos, err := parseInterleaved(fs, args)

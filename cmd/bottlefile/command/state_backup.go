@@ -35,6 +35,7 @@ Usage: bottlefile [global options] state restore-backup [-auto-approve] [-lock-t
 func (c *StateRestoreBackupCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("state restore-backup")
+	m.noColorFlag(fs)
 	autoApprove := fs.Bool("auto-approve", false, "")
 	lockTimeout := fs.Duration("lock-timeout", 0, "")
 	if err := fs.Parse(args); err != nil {
@@ -103,6 +104,7 @@ Usage: bottlefile [global options] state relocate [-lock-timeout=DUR]
 func (c *StateRelocateCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("state relocate")
+	m.noColorFlag(fs)
 	lockTimeout := fs.Duration("lock-timeout", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return m.fail("Invalid command line", err)

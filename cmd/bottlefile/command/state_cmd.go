@@ -47,7 +47,7 @@ func (c *StateListCommand) Help() string {
 
 func (c *StateListCommand) Run(args []string) int {
 	m := c.Meta
-	if m.showDiags(nil, finishParse(newFlagSet("state list"), args, 0)) {
+	if m.showDiags(nil, finishParse(m.noColorFlags("state list"), args, 0)) {
 		return 1
 	}
 	dir, err := m.dir()
@@ -75,6 +75,7 @@ func (c *StateShowCommand) Help() string {
 func (c *StateShowCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("state show")
+	m.noColorFlag(fs)
 	if m.showDiags(nil, finishParse(fs, args, 1)) {
 		return 1
 	}
@@ -109,6 +110,7 @@ Usage: bottlefile [global options] state rm [-lock-timeout=DUR] ADDR...
 func (c *StateRmCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("state rm")
+	m.noColorFlag(fs)
 	lockTimeout := fs.Duration("lock-timeout", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return m.fail("Invalid command line", err)
@@ -153,6 +155,7 @@ Options:
 func (c *StateMvCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("state mv")
+	m.noColorFlag(fs)
 	lockTimeout := fs.Duration("lock-timeout", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return m.fail("Invalid command line", err)
@@ -184,7 +187,7 @@ func (c *StatePullCommand) Help() string {
 
 func (c *StatePullCommand) Run(args []string) int {
 	m := c.Meta
-	if m.showDiags(nil, finishParse(newFlagSet("state pull"), args, 0)) {
+	if m.showDiags(nil, finishParse(m.noColorFlags("state pull"), args, 0)) {
 		return 1
 	}
 	dir, err := m.dir()

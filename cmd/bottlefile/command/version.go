@@ -27,6 +27,7 @@ Options:
 func (c *VersionCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("version")
+	m.noColorFlag(fs)
 	asJSON := fs.Bool("json", false, "")
 	if m.showDiags(nil, finishParse(fs, args, 0)) {
 		return 1
