@@ -46,15 +46,22 @@ func run(args []string) int {
 		Abandon:  abandon,
 		Color:    colorWanted(),
 	}
+	commands := Commands(meta)
+	// gateway is what the egress gateway container runs, not a command for
+	// people.
+	hidden := []string{"gateway"}
+	// The CLI would print the usage for a command it does not know, and
+	// exit 127, without saying which word it did not know.
+	if code, unknown := command.UnknownCommand(meta, commands, hidden, args); unknown {
+		return code
+	}
 	c := &cli.CLI{
-		Name:     "bottlefile",
-		Version:  command.Version,
-		Args:     args,
-		Commands: Commands(meta),
-		HelpFunc: helpFunc,
-		// gateway is what the egress gateway container runs, not a command
-		// for people.
-		HiddenCommands: []string{"gateway"},
+		Name:           "bottlefile",
+		Version:        command.Version,
+		Args:           args,
+		Commands:       commands,
+		HelpFunc:       helpFunc,
+		HiddenCommands: hidden,
 		HelpWriter:     os.Stdout,
 		ErrorWriter:    os.Stderr,
 		Autocomplete:   false,

@@ -61,3 +61,63 @@ func TestDidYouMean(t *testing.T) {
 		t.Errorf("a far-off address got a suggestion:\n%s", errs)
 	}
 }
+
+// TestUnknownCommand: a command line whose command is not registered says
+// so, with the closest command among those beside it, and exits 1, for a
+// subcommand too; one naming a command, or none, is left to the CLI. The
+// errors are golden files in testdata/did-you-mean.
+func TestUnknownCommand(t *testing.T) {
+	m := &Meta{}
+	commands := Commands(m)
+	commands["gateway"] = commands["version"] // hidden, as main registers it
+	hidden := []string{"gateway"}
+
+	cases := []struct {
+		name string
+		args []string
+		want string // "" for no suggestion
+	}{
+		{"unknown-frobnicate", []string{"frobnicate"}, ""},
+		{"unknown-stauts", []string{"stauts", "agent.coder"}, `Did you mean "status"?`},
+		{"unknown-aply", []string{"aply", "-auto-approve"}, `Did you mean "apply"?`},
+		{"unknown-snapshot-frob", []string{"snapshot", "frob"}, ""},
+		{"unknown-snapshot-tkae", []string{"snapshot", "tkae", "agent.coder"}, `Did you mean "snapshot take"?`},
+		{"unknown-state-restore", []string{"state", "restore"}, `Did you mean "state restore-backup"?`},
+		{"unknown-egress-denial", []string{"egress", "denial"}, `Did you mean "egress denials"?`},
+		{"unknown-gatewy", []string{"gatewy"}, ""}, // a hidden command is never suggested
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var errb strings.Builder
+			m.Stderr = &errb
+			code, ok := UnknownCommand(m, commands, hidden, tc.args)
+			if !ok || code != 1 {
+				t.Fatalf("%v: answered %t with exit %d, want the unknown command's exit 1", tc.args, ok, code)
+			}
+			errs := strings.Join(strings.Fields(errb.String()), " ")
+			if !strings.Contains(errs, "Unknown command") {
+				t.Errorf("%v does not say the command is unknown:\n%s", tc.args, errb.String())
+			}
+			if tc.want == "" && strings.Contains(errs, "Did you mean") {
+				t.Errorf("%v got a suggestion:\n%s", tc.args, errb.String())
+			}
+			if tc.want != "" && !strings.Contains(errs, tc.want) {
+				t.Errorf("%v does not suggest the command: want %q in\n%s", tc.args, tc.want, errb.String())
+			}
+			golden(t, filepath.Join("testdata", "did-you-mean", tc.name+".txt"), errb.String())
+		})
+	}
+
+	// What names a command, or none, is the CLI's to run.
+	for _, args := range [][]string{
+		{}, {"-version"}, {"-help"}, {"plan", "-out=x"}, {"logs", "agent.coder"},
+		{"state"}, {"state", "list"}, {"snapshot", "-help"}, {"exec", "agent.coder", "--", "ls"},
+		{"gateway", "serve"},
+	} {
+		var errb strings.Builder
+		m.Stderr = &errb
+		if code, ok := UnknownCommand(m, commands, hidden, args); ok {
+			t.Errorf("%v was answered as unknown (exit %d):\n%s", args, code, errb.String())
+		}
+	}
+}
