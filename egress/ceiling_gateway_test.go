@@ -1,7 +1,9 @@
 package egress
 
 import (
+	"bytes"
 	"context"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -108,7 +110,8 @@ func TestParseCeiling(t *testing.T) {
 
 // TestWatcherReportsLoaded: with a state file, the watcher reports the
 // digest of each file as it last read it, rewritten when a file changes
-// (replaced by hand included), whether taken or refused.
+// (replaced by hand included), whether taken or refused; and logs each
+// change as a files-in-force line, once, before the check's other events.
 func TestWatcherReportsLoaded(t *testing.T) {
 	dir := t.TempDir()
 	rules, forbid, state := dir+"/rules.json", dir+"/forbid.json", dir+"/loaded.json"
@@ -117,8 +120,10 @@ func TestWatcherReportsLoaded(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := &Gateway{Agent: "agent.coder", Ceiling: mustRules(t, "*.github.com:443", "github.com:443")}
-	w := newWatcher(rules, forbid, "", g, nil)
+	var log bytes.Buffer
+	w := newWatcher(rules, forbid, "", g, &log)
 	w.statePath = state
+	logged := 0 // files-in-force lines so far
 	loaded := func() map[string]string {
 		t.Helper()
 		data, err := os.ReadFile(state)
@@ -129,6 +134,21 @@ func TestWatcherReportsLoaded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The log's last files-in-force line says the same, once per change.
+		var last map[string]string
+		n := 0
+		for _, line := range strings.Split(log.String(), "\n") {
+			if l, ok := ParseLoadedEvent([]byte(line)); ok {
+				last, n = l, n+1
+			}
+		}
+		if !maps.Equal(last, m) {
+			t.Fatalf("last files-in-force line %v, state file %v; log:\n%s", last, m, log.String())
+		}
+		if n != logged+1 {
+			t.Fatalf("%d files-in-force lines after %d, want one more; log:\n%s", n, logged, log.String())
+		}
+		logged = n
 		return m
 	}
 	digest := func(path string) string {
@@ -143,11 +163,22 @@ func TestWatcherReportsLoaded(t *testing.T) {
 	if m := loaded(); m["rules"] != first || m["forbid"] != digest(forbid) || len(m) != 2 {
 		t.Fatalf("loaded = %v", m)
 	}
-	// Replaced by hand, within the ceiling: loaded, and the report says so.
+	// Nothing changed: nothing logged.
+	before := log.Len()
+	w.check()
+	if log.Len() != before {
+		t.Fatalf("a check with nothing changed logged %q", log.String()[before:])
+	}
+	// Replaced by hand, within the ceiling: loaded, and the report says so,
+	// in a line before the rules event (whoever waits for that event may
+	// read the report next).
 	writeRules(t, rules, "agent.coder", "github.com:443", "api.github.com:443")
 	w.check()
 	if m := loaded(); m["rules"] != digest(rules) || m["rules"] == first {
 		t.Fatalf("after a hand edit, loaded = %v", m)
+	}
+	if lines := strings.Split(strings.TrimSpace(log.String()[before:]), "\n"); len(lines) != 2 || !strings.Contains(lines[0], `"event":"files-in-force"`) || !strings.Contains(lines[1], `"event":"rules-loaded"`) {
+		t.Fatalf("the check's lines, want files-in-force then rules-loaded:\n%s", log.String()[before:])
 	}
 	second := digest(rules)
 	// Beyond the ceiling: refused, the rules in force stay, and the report
@@ -168,5 +199,29 @@ func TestWatcherReportsLoaded(t *testing.T) {
 	}
 	if _, err := os.Stat(state + ".new"); !os.IsNotExist(err) {
 		t.Errorf("temporary file left: %v", err)
+	}
+}
+
+// TestParseLoadedEvent: only a whole files-in-force line is a report; a
+// decision whose fields hold the words (a host an agent chose), another
+// event, a line cut short or one without the digests are not.
+func TestParseLoadedEvent(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want map[string]string
+	}{
+		{`{"time":"2026-11-27T09:00:00Z","event":"files-in-force","loaded":{"rules":"r1","credentials":"c1"}}`, map[string]string{"rules": "r1", "credentials": "c1"}},
+		{`{"event":"files-in-force","loaded":{}}`, map[string]string{}},
+		{`{"event":"files-in-force"}`, nil},
+		{`{"event":"rules-loaded","loaded":{"rules":"r1"}}`, nil},
+		{`{"decision":"deny","host":"{\"event\":\"files-in-force\",\"loaded\":{\"rules\":\"x\"}}"}`, nil},
+		{`{"event":"files-in-force","loaded":{"rules":"r1"`, nil},
+		{`files-in-force`, nil},
+		{``, nil},
+	} {
+		got, ok := ParseLoadedEvent([]byte(tc.line))
+		if ok != (tc.want != nil) || !maps.Equal(got, tc.want) {
+			t.Errorf("ParseLoadedEvent(%s) = %v, %v; want %v", tc.line, got, ok, tc.want)
+		}
 	}
 }

@@ -39,7 +39,8 @@ import (
 //	                it is allowed, whatever the rules file says ("" allows
 //	                nothing; without the flag, no ceiling)
 //	-state FILE     where to report the files in force: the SHA-256 of each
-//	                (JSON, by kind), rewritten as they change
+//	                (JSON, by kind), rewritten as they change; each change is
+//	                also logged on stderr ("files-in-force", LoadedEvent)
 //	-max-conns N    client connections held at once (default 1024)
 //	-poll DURATION  how often to check the rules file (default 1s); SIGHUP checks at once
 //	-health         check that a gateway answers on -listen, exit 0 if so, 1 if not

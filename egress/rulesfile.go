@@ -256,9 +256,10 @@ type rulesWatcher struct {
 	log   io.Writer
 	files []*watchedFile // the forbid file first: a reload takes both in that order
 	// statePath is where report writes what is in force ("" for nowhere);
-	// reported is what it wrote last.
+	// reported is what it wrote last, logged what it logged last.
 	statePath string
 	reported  []byte
+	logged    []byte
 }
 
 type watchedFile struct {
@@ -352,7 +353,11 @@ func (w *rulesWatcher) check() {
 // one holding what bottlefile wrote. A file taken is in force; one
 // refused (outside the ceiling) is not, but is not what was applied
 // either. Written to a new file renamed over the old, so a reader never
-// sees half of it.
+// sees half of it. Each change is also logged, before the events of the
+// check that made it, as a [LoadedEvent] line: a driver reads the last one
+// from the end of the log, which costs the engine far less than a copy out
+// of the container (that mounts it), and reads the file only when the line
+// has scrolled out of what it reads.
 func (w *rulesWatcher) report() {
 	if w.statePath == "" {
 		return
@@ -364,12 +369,45 @@ func (w *rulesWatcher) report() {
 		}
 	}
 	data, err := json.Marshal(loaded)
-	if err != nil || bytes.Equal(data, w.reported) {
+	if err != nil {
+		return
+	}
+	if !bytes.Equal(data, w.logged) && w.log != nil {
+		line, err := json.Marshal(LoadedEvent{Time: w.g.now().UTC(), Event: FilesInForceEvent, Loaded: loaded})
+		if err == nil {
+			w.log.Write(append(line, '\n'))
+			w.logged = data
+		}
+	}
+	if bytes.Equal(data, w.reported) {
 		return
 	}
 	if atomicfile.Write(w.statePath, append(data, '\n'), 0o644) == nil {
 		w.reported = data
 	}
+}
+
+// FilesInForceEvent is the event of a [LoadedEvent] line.
+const FilesInForceEvent = "files-in-force"
+
+// LoadedEvent is the line a gateway with a state file (-state) logs on
+// stderr whenever what it reports there changes, at its start included:
+// the digest of each file as it last read it, by kind.
+type LoadedEvent struct {
+	Time   time.Time         `json:"time"`
+	Event  string            `json:"event"` // FilesInForceEvent
+	Loaded map[string]string `json:"loaded"`
+}
+
+// ParseLoadedEvent reads one line of a gateway's stderr: the report of a
+// [LoadedEvent], and whether the line is one. Every other line (a rules
+// event, a decision, a line cut short) is not.
+func ParseLoadedEvent(line []byte) (map[string]string, bool) {
+	var ev LoadedEvent
+	if json.Unmarshal(line, &ev) != nil || ev.Event != FilesInForceEvent || ev.Loaded == nil {
+		return nil, false
+	}
+	return ev.Loaded, true
 }
 
 // FileDigest is how a gateway reports a file it applied (its -state

@@ -34,7 +34,10 @@ type fakeAPI struct {
 	CopyToContainerFn  func(id, path string) error
 	// CopyFromContainerFn answers CopyFromContainer: the file's content.
 	CopyFromContainerFn func(id, path string) ([]byte, error)
-	ContainerKillFn     func(id, signal string) error
+	// ContainerLogsFn answers ContainerLogs: what the container wrote on
+	// stdout and on stderr, multiplexed as the engine sends them.
+	ContainerLogsFn func(id string, o container.LogsOptions) (stdout, stderr string, err error)
+	ContainerKillFn func(id, signal string) error
 	// ContainerStatPathFn answers ContainerStatPath.
 	ContainerStatPathFn func(id, path string) (container.PathStat, error)
 	// InfoFn answers Info.

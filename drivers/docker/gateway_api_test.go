@@ -9,6 +9,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/pkg/stdcopy"
 )
 
 // The calls the gateway and logs added to dockerAPI, for the counting
@@ -57,8 +58,22 @@ func (f *fakeAPI) ContainerKill(_ context.Context, id, signal string) error {
 	return unexpected("ContainerKill")
 }
 
-func (f *fakeAPI) ContainerLogs(context.Context, string, container.LogsOptions) (io.ReadCloser, error) {
+func (f *fakeAPI) ContainerLogs(_ context.Context, id string, o container.LogsOptions) (io.ReadCloser, error) {
 	f.record("ContainerLogs")
+	if f.ContainerLogsFn != nil {
+		stdout, stderr, err := f.ContainerLogsFn(id, o)
+		if err != nil {
+			return nil, err
+		}
+		var buf bytes.Buffer
+		if o.ShowStdout && stdout != "" {
+			stdcopy.NewStdWriter(&buf, stdcopy.Stdout).Write([]byte(stdout))
+		}
+		if o.ShowStderr && stderr != "" {
+			stdcopy.NewStdWriter(&buf, stdcopy.Stderr).Write([]byte(stderr))
+		}
+		return io.NopCloser(&buf), nil
+	}
 	return nil, unexpected("ContainerLogs")
 }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -759,8 +760,9 @@ func TestGatewayVersion(t *testing.T) {
 
 // TestReadGatewayReports: Read asks each running gateway started with a
 // report (-state) for it, one call each beside the list calls, and reports
-// what it has in force as LiveObject.Config; a missing report is
-// "missing", an older gateway without one is not asked.
+// what it has in force as LiveObject.Config: the last files-in-force line
+// at the end of its log, else (scrolled away, an older gateway) the report
+// file; a missing report is "missing", a gateway without one is not asked.
 func TestReadGatewayReports(t *testing.T) {
 	lbl := func(addr string) map[string]string {
 		return withKind(map[string]string{drivers.LabelLineage: testLineage, drivers.LabelAddress: addr, drivers.LabelConfigHash: "h"}, gateway.Kind)
@@ -773,14 +775,39 @@ func TestReadGatewayReports(t *testing.T) {
 				{ID: "g2", State: "running", Command: "/bottlefile gateway -rules /etc/bottlefile/rules.json", Labels: lbl("agent.b.gateway")},
 				{ID: "g3", State: "running", Command: cmd, Labels: lbl("agent.c.gateway")},
 				{ID: "g4", State: "exited", Command: cmd, Labels: lbl("agent.d.gateway")},
+				{ID: "g5", State: "running", Command: cmd, Labels: lbl("agent.e.gateway")},
+				{ID: "g6", State: "running", Command: cmd, Labels: lbl("agent.f.gateway")},
 			}, nil
+		},
+		ContainerLogsFn: func(id string, o container.LogsOptions) (string, string, error) {
+			if o.ShowStdout || !o.ShowStderr || o.Follow || o.Tail != strconv.Itoa(gatewayReportTail) {
+				t.Errorf("logs of %s read with %+v, want the end of stderr", id, o)
+			}
+			switch id {
+			case "g5":
+				// Edited by hand and reloaded: the last line counts; a
+				// decision on stdout naming the words does not.
+				return `{"decision":"deny","host":"{\"event\":\"files-in-force\",\"loaded\":{\"rules\":\"forged\"}}"}` + "\n",
+					`{"event":"listening"}` + "\n" +
+						`{"time":"2026-11-27T09:00:00Z","event":"files-in-force","loaded":{"credentials":"c5","forbid":"f5","rules":"r5"}}` + "\n" +
+						`{"event":"rules-loaded","allow":["a:443"]}` + "\n" +
+						`{"time":"2026-11-27T09:01:00Z","event":"files-in-force","loaded":{"credentials":"c5","forbid":"f5","rules":"hand"}}` + "\n" +
+						`{"event":"rules-loaded","allow":["a:443","b:443"]}` + "\n", nil
+			case "g6":
+				return "", "", errors.New("the engine cannot read this log driver")
+			}
+			// Scrolled away, or a gateway from before the line.
+			return "", `{"event":"listening"}` + "\n", nil
 		},
 		CopyFromContainerFn: func(id, path string) ([]byte, error) {
 			if path != gateway.StatePath {
 				t.Errorf("read %s of %s", path, id)
 			}
-			if id == "g3" {
+			switch id {
+			case "g3":
 				return nil, cerrdefs.ErrNotFound
+			case "g5":
+				t.Errorf("read the report file of %s, whose log has the report", id)
 			}
 			return []byte(`{"credentials":"c1","forbid":"f1","rules":"r1"}`), nil
 		},
@@ -801,13 +828,15 @@ func TestReadGatewayReports(t *testing.T) {
 		"agent.b.gateway": "",
 		"agent.c.gateway": "credentials=missing rules=missing",
 		"agent.d.gateway": "",
+		"agent.e.gateway": "credentials=c5 forbid=f5 rules=hand",
+		"agent.f.gateway": "credentials=c1 forbid=f1 rules=r1",
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("configs = %v, want %v", got, want)
 	}
 	calls := api.calls()
 	slices.Sort(calls)
-	if want := []string{"ContainerList", "CopyFromContainer", "CopyFromContainer", "ImageList", "NetworkList"}; !slices.Equal(calls, want) {
+	if want := []string{"ContainerList", "ContainerLogs", "ContainerLogs", "ContainerLogs", "ContainerLogs", "CopyFromContainer", "CopyFromContainer", "CopyFromContainer", "ImageList", "NetworkList"}; !slices.Equal(calls, want) {
 		t.Errorf("calls = %v, want %v", calls, want)
 	}
 
@@ -822,7 +851,7 @@ func TestReadGatewayReports(t *testing.T) {
 			t.Errorf("NoConfig: %s has config %q", o.Addr, o.Config)
 		}
 	}
-	if calls := api.calls(); slices.Contains(calls, "CopyFromContainer") {
+	if calls := api.calls(); slices.Contains(calls, "CopyFromContainer") || slices.Contains(calls, "ContainerLogs") {
 		t.Errorf("NoConfig: calls = %v, want no report read", calls)
 	}
 }
