@@ -23,6 +23,8 @@ declare -A allowed=(
   # drivers classifies egress rules with the one grammar (capabilities.go).
   [drivers]="egress"
   [state]=""
+  # pgtest starts a PostgreSQL server of a test's own.
+  [state/pgtest]=""
   [egress]=""
   # engine is how the Docker-engine drivers (docker, swarm) reach an
   # engine: the connection attributes, the dialer, the errors; and how they

@@ -114,8 +114,8 @@ func safeUpdate(db *bolt.DB, fn func(*bolt.Tx) error) (err error) {
 // the backup is written over with a copy of it: bbolt's own consistency
 // check, then every record's bytes (checked to be JSON, not decoded: the
 // planner decodes them).
-func (s *Store) verify() error {
-	err := safeView(s.db, func(tx *bolt.Tx) error {
+func (s *Store) verify(db *bolt.DB) error {
+	err := safeView(db, func(tx *bolt.Tx) error {
 		for err := range tx.Check() {
 			return fmt.Errorf("%w: %s: a page bbolt's consistency check reads is damaged (%v). It is refused rather than written to, which would spread the damage", ErrDamaged, s.path, err)
 		}
@@ -140,10 +140,10 @@ func (s *Store) verify() error {
 // a consistent snapshot (one read transaction), written to a temporary
 // file, synced, and renamed over the old backup, so a crash or a full
 // disk leaves the old backup or the new one, never half of one.
-func (s *Store) writeBackup() error {
+func (s *Store) writeBackup(db *bolt.DB) error {
 	dst := s.path + BackupSuffix
 	err := writeFileAtomic(dst, func(w io.Writer) error {
-		return safeView(s.db, func(tx *bolt.Tx) error {
+		return safeView(db, func(tx *bolt.Tx) error {
 			_, err := tx.WriteTo(w)
 			return err
 		})

@@ -436,14 +436,15 @@ func TestWriteErrIsKept(t *testing.T) {
 	if _, err := s.Init(); err != nil {
 		t.Fatal(err)
 	}
-	s.db.Close() // what a write that cannot reach the disk looks like to the caller
+	fst := s.st.(*fileStorage)
+	fst.db.Close() // what a write that cannot reach the disk looks like to the caller
 	if err := s.Put(Record{Addr: "agent.a"}); err == nil {
 		t.Fatal("a write to a closed database succeeded")
 	}
 	if err := s.WriteErr(); err == nil || !strings.Contains(err.Error(), "writing state") {
 		t.Fatalf("WriteErr: %v", err)
 	}
-	os.Remove(s.lockInfo)
+	os.Remove(fst.lockInfo)
 }
 
 // leafPage is the offset of a page of records that is not the root.

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // bucketIntents holds one Intent per address: an engine create that was
@@ -46,43 +44,41 @@ func (s *Store) PutIntent(in Intent) error {
 	if err != nil {
 		return err
 	}
-	return s.writeIntents(func(b *bolt.Bucket) error { return b.Put([]byte(in.Addr), data) })
+	return s.writeIntents(func(tx txn) error { return tx.put(bucketIntents, []byte(in.Addr), data) })
 }
 
 // ClearIntent removes the intent of an address, if any: the action's
 // result is recorded, or refresh resolved what it left.
 func (s *Store) ClearIntent(addr string) error {
-	return s.writeIntents(func(b *bolt.Bucket) error {
-		if b.Get([]byte(addr)) == nil {
+	return s.writeIntents(func(tx txn) error {
+		if v, err := tx.get(bucketIntents, []byte(addr)); err != nil || v == nil {
+			if err != nil {
+				return err
+			}
 			return errNoChange
 		}
-		return b.Delete([]byte(addr))
+		return tx.del(bucketIntents, []byte(addr))
 	})
 }
 
 // resolveIntent removes the intent of addr, if any, in the transaction
 // that records (or forgets) the object: the intent and the record of its
 // result never both stand, and no write is spent on it alone.
-func resolveIntent(tx *bolt.Tx, addr string) error {
-	b := tx.Bucket(bucketIntents)
-	if b == nil || b.Get([]byte(addr)) == nil {
-		return nil
+func resolveIntent(tx txn, addr string) error {
+	if v, err := tx.get(bucketIntents, []byte(addr)); err != nil || v == nil {
+		return err
 	}
-	return b.Delete([]byte(addr))
+	return tx.del(bucketIntents, []byte(addr))
 }
 
 // Intents returns every recorded intent, sorted by address.
 func (s *Store) Intents() ([]Intent, error) {
-	if s.db == nil {
+	if s.st == nil {
 		return nil, nil
 	}
 	var out []Intent
-	err := safeView(s.db, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketIntents)
-		if b == nil {
-			return nil
-		}
-		return b.ForEach(func(k, v []byte) error {
+	err := s.st.view(func(tx txn) error {
+		return tx.each(bucketIntents, func(k, v []byte) error {
 			var in Intent
 			if err := json.Unmarshal(v, &in); err != nil {
 				return fmt.Errorf("%w: intent %q is not valid: %v", ErrDamaged, k, err)
@@ -104,17 +100,11 @@ var errNoChange = errors.New("no change")
 // writeIntents changes the intents bucket in one transaction, through
 // the same update path as records. The serial stays: it dates the records
 // a saved plan was made against, and intents change none.
-func (s *Store) writeIntents(fn func(b *bolt.Bucket) error) error {
-	if s.db == nil {
+func (s *Store) writeIntents(fn func(tx txn) error) error {
+	if s.st == nil {
 		return errors.New("state is open read-only")
 	}
-	err := safeUpdate(s.db, func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(bucketIntents)
-		if err != nil {
-			return err
-		}
-		return fn(b)
-	})
+	err := s.st.update(fn)
 	if errors.Is(err, errNoChange) {
 		return nil
 	}

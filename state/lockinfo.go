@@ -199,10 +199,14 @@ func LockHolders(path string) []LockInfo {
 // Information left by processes that are gone is set apart, never shown
 // as a holder: it is what a killed command left behind, and the next
 // command that takes the lock removes it.
-func describeHolders(path string) string {
+func describeHolders(path string) string { return describeLockInfos(LockHolders(path)) }
+
+// describeLockInfos names the holders a lock's records give, setting
+// apart those whose process is gone.
+func describeLockInfos(holders []LockInfo) string {
 	var live, stale strings.Builder
 	nLive, nStale := 0, 0
-	for _, h := range LockHolders(path) {
+	for _, h := range holders {
 		kind := "reading"
 		if h.Write {
 			kind = "writing"

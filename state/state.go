@@ -79,6 +79,9 @@ type Options struct {
 	// AcceptMove opens for writing a state recorded as belonging to
 	// another directory (state relocate uses it, then records this one).
 	AcceptMove bool
+	// PG keeps the state in a PostgreSQL database instead of the file in
+	// the directory (a backend "pg" block); nil is the file.
+	PG *PG
 }
 
 // Errors Open returns, wrapped with what is wrong and what to do.
@@ -91,14 +94,16 @@ var (
 	ErrMoved = errors.New("state belongs to another directory")
 )
 
-// Store is an open state database. A nil db means no state file exists yet
-// (read-only open of a fresh directory): it reads as empty.
+// Store is an open state. A nil st means no state exists yet (read-only
+// open of a fresh directory): it reads as empty.
 type Store struct {
-	path     string
-	dir      string
-	db       *bolt.DB
-	lockInfo string // this holder's lock information file, removed on Close
-	warnings []string
+	path string // the file, or the PostgreSQL state named as messages name it
+	dir  string
+	st   storage
+	// recordsDir: the state records the directory it belongs to (a file
+	// does; a database state is shared by every directory naming it).
+	recordsDir bool
+	warnings   []string
 
 	mu       sync.Mutex // guards writeErr
 	writeErr error
@@ -116,6 +121,9 @@ func Path(dir string) string { return filepath.Join(dir, Dir, File) }
 func Open(dir string, opts Options) (*Store, error) {
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
+	}
+	if opts.PG != nil {
+		return openPG(dir, opts)
 	}
 	path := Path(dir)
 	s := &Store{path: path, dir: dir}
@@ -158,14 +166,15 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, s.openError(err)
 	}
-	s.db = db
+	fst := &fileStorage{s: s, db: db}
+	s.st, s.recordsDir = fst, true
 	if !opts.ReadOnly {
 		makePrivate(filepath.Dir(path))
-		s.lockInfo = writeLockInfo(path, true)
+		fst.lockInfo = writeLockInfo(path, true)
 	} else if _, err := os.Stat(filepath.Dir(path)); err == nil {
-		s.lockInfo = writeLockInfo(path, false)
+		fst.lockInfo = writeLockInfo(path, false)
 	}
-	if err := s.check(opts); err != nil {
+	if err := s.check(db, opts); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -250,10 +259,10 @@ func createFresh(path string) error {
 // all, one that went back behind its backup, and, for writing, one that
 // belongs to another directory; for reading that is a warning. Opening for
 // writing then keeps the state as it is as the backup.
-func (s *Store) check(opts Options) error {
+func (s *Store) check(db *bolt.DB, opts Options) error {
 	var lineage, recorded string
 	var serial uint64
-	err := safeView(s.db, func(tx *bolt.Tx) error {
+	err := safeView(db, func(tx *bolt.Tx) error {
 		var foreign []string
 		tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
 			if n := string(name); n != string(bucketMeta) && n != string(bucketObjects) && n != string(bucketIntents) {
@@ -299,12 +308,12 @@ func (s *Store) check(opts Options) error {
 		}
 	}
 	if lineage != "" {
-		if err := s.verify(); err != nil {
+		if err := s.verify(db); err != nil {
 			return err
 		}
 	}
 	if !opts.ReadOnly && lineage != "" {
-		if err := s.writeBackup(); err != nil {
+		if err := s.writeBackup(db); err != nil {
 			return err
 		}
 	}
@@ -391,17 +400,14 @@ func (s *Store) WriteErr() error {
 // Relocate records the state's directory as the one it was opened from
 // (Options.AcceptMove), after the directory was moved.
 func (s *Store) Relocate() (previous string, err error) {
-	if s.db == nil {
+	if s.st == nil {
 		return "", errors.New("state is open read-only")
 	}
+	if !s.recordsDir {
+		return "", fmt.Errorf("the state %s belongs to no directory: there is nothing to relocate", s.path)
+	}
 	previous, _ = s.meta(keyDirectory)
-	err = safeUpdate(s.db, func(tx *bolt.Tx) error {
-		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-		if err != nil {
-			return err
-		}
-		return meta.Put(keyDirectory, []byte(s.dir))
-	})
+	err = s.st.update(func(tx txn) error { return tx.put(bucketMeta, keyDirectory, []byte(s.dir)) })
 	if err != nil {
 		return previous, s.failed(fmt.Errorf("writing state %s: %w", s.path, err))
 	}
@@ -417,19 +423,18 @@ func (s *Store) failed(err error) error {
 	return err
 }
 
-// Path is the state file's path.
+// Path is the state file's path, or for a database state its name there
+// as messages give it.
 func (s *Store) Path() string { return s.path }
 
 // Close releases the lock.
 func (s *Store) Close() error {
-	if s.db == nil {
+	if s.st == nil {
 		return nil
 	}
-	if s.lockInfo != "" {
-		os.Remove(s.lockInfo)
-		s.lockInfo = ""
-	}
-	return s.db.Close()
+	st := s.st
+	s.st = nil
+	return st.close()
 }
 
 // Lineage is the state's identity, empty until Init.
@@ -446,50 +451,41 @@ func (s *Store) Serial() uint64 {
 }
 
 func (s *Store) meta(key []byte) (string, error) {
-	if s.db == nil {
+	if s.st == nil {
 		return "", nil
 	}
 	var out string
-	err := safeView(s.db, func(tx *bolt.Tx) error {
-		if b := tx.Bucket(bucketMeta); b != nil {
-			out = string(b.Get(key))
-		}
-		return nil
+	err := s.st.view(func(tx txn) error {
+		v, err := tx.get(bucketMeta, key)
+		out = string(v)
+		return err
 	})
 	return out, err
 }
 
 // Init gives the state a lineage if it has none, and returns it.
 func (s *Store) Init() (string, error) {
-	if s.db == nil {
+	if s.st == nil {
 		return "", errors.New("state is open read-only")
 	}
 	var lineage string
-	err := safeUpdate(s.db, func(tx *bolt.Tx) error {
-		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-		if err != nil {
+	err := s.st.update(func(tx txn) error {
+		if err := s.recordDir(tx); err != nil {
 			return err
 		}
-		if _, err := tx.CreateBucketIfNotExists(bucketObjects); err != nil {
-			return err
-		}
-		if meta.Get(keyDirectory) == nil {
-			if err := meta.Put(keyDirectory, []byte(s.dir)); err != nil {
-				return err
-			}
-		}
-		if v := meta.Get(keyLineage); v != nil {
+		v, err := tx.get(bucketMeta, keyLineage)
+		if err != nil || len(v) > 0 {
 			lineage = string(v)
-			return nil
+			return err
 		}
 		lineage = uuid.NewString()
-		if err := meta.Put(keyVersion, []byte(strconv.Itoa(formatVersion))); err != nil {
+		if err := tx.put(bucketMeta, keyVersion, []byte(strconv.Itoa(formatVersion))); err != nil {
 			return err
 		}
-		if err := meta.Put(keyLineage, []byte(lineage)); err != nil {
+		if err := tx.put(bucketMeta, keyLineage, []byte(lineage)); err != nil {
 			return err
 		}
-		return bump(meta)
+		return bump(tx)
 	})
 	if err != nil {
 		return "", s.failed(fmt.Errorf("writing state %s: %w", s.path, err))
@@ -497,24 +493,36 @@ func (s *Store) Init() (string, error) {
 	return lineage, nil
 }
 
-func bump(meta *bolt.Bucket) error {
-	n, _ := strconv.ParseUint(string(meta.Get(keySerial)), 10, 64)
-	return meta.Put(keySerial, []byte(strconv.FormatUint(n+1, 10)))
+// recordDir records the directory the state belongs to, if it records
+// one and has none yet.
+func (s *Store) recordDir(tx txn) error {
+	if !s.recordsDir {
+		return nil
+	}
+	if v, err := tx.get(bucketMeta, keyDirectory); err != nil || v != nil {
+		return err
+	}
+	return tx.put(bucketMeta, keyDirectory, []byte(s.dir))
+}
+
+func bump(tx txn) error {
+	v, err := tx.get(bucketMeta, keySerial)
+	if err != nil {
+		return err
+	}
+	n, _ := strconv.ParseUint(string(v), 10, 64)
+	return tx.put(bucketMeta, keySerial, []byte(strconv.FormatUint(n+1, 10)))
 }
 
 // Records returns every record, sorted by address.
 func (s *Store) Records() ([]Record, error) {
-	if s.db == nil {
+	if s.st == nil {
 		return nil, nil
 	}
 	var out []Record
-	err := safeView(s.db, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketObjects)
-		if b == nil {
-			return nil
-		}
+	err := s.st.view(func(tx txn) error {
 		var keys, values [][]byte // valid until the transaction ends
-		if err := b.ForEach(func(k, v []byte) error {
+		if err := tx.each(bucketObjects, func(k, v []byte) error {
 			keys, values = append(keys, k), append(values, v)
 			return nil
 		}); err != nil {
@@ -575,24 +583,28 @@ func (s *Store) Get(addr string) (Record, bool, error) {
 
 // Put writes one record in its own transaction and bumps the serial.
 func (s *Store) Put(r Record) error {
-	return s.write(func(objects *bolt.Bucket) error {
+	return s.write(func(tx txn) error {
 		now := time.Now().UTC()
-		if old := objects.Get([]byte(r.Addr)); old != nil {
+		old, err := tx.get(bucketObjects, []byte(r.Addr))
+		if err != nil {
+			return err
+		}
+		if old != nil {
 			var prev Record
 			if json.Unmarshal(old, &prev) == nil && r.CreatedAt.IsZero() {
 				r.CreatedAt = prev.CreatedAt
 			}
 		}
-		if err := putRecord(objects, r, now); err != nil {
+		if err := putRecord(tx, r, now); err != nil {
 			return err
 		}
-		return resolveIntent(objects.Tx(), r.Addr) // the result is recorded
+		return resolveIntent(tx, r.Addr) // the result is recorded
 	})
 }
 
 // putRecord writes r at its address, stamped now (and created now, when it
 // has no creation time yet).
-func putRecord(objects *bolt.Bucket, r Record, now time.Time) error {
+func putRecord(tx txn, r Record, now time.Time) error {
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = now
 	}
@@ -601,7 +613,7 @@ func putRecord(objects *bolt.Bucket, r Record, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	return objects.Put([]byte(r.Addr), data)
+	return tx.put(bucketObjects, []byte(r.Addr), data)
 }
 
 // Move writes the records moves gives, each in place of the record at its
@@ -610,7 +622,7 @@ func putRecord(objects *bolt.Bucket, r Record, now time.Time) error {
 // A record moved to an address the state already records, other than one
 // moved away in the same call, is refused, and nothing is written.
 func (s *Store) Move(moves map[string]Record) error {
-	return s.write(func(objects *bolt.Bucket) error {
+	return s.write(func(tx txn) error {
 		now := time.Now().UTC()
 		leaving := map[string]bool{}
 		for from, r := range moves {
@@ -620,20 +632,28 @@ func (s *Store) Move(moves map[string]Record) error {
 		}
 		for _, from := range slices.Sorted(maps.Keys(moves)) {
 			r := moves[from]
-			if objects.Get([]byte(from)) == nil {
+			old, err := tx.get(bucketObjects, []byte(from))
+			if err != nil {
+				return err
+			}
+			if old == nil {
 				return fmt.Errorf("moving %s: the state records nothing there", from)
 			}
-			if from != r.Addr && objects.Get([]byte(r.Addr)) != nil && !leaving[r.Addr] {
+			there, err := tx.get(bucketObjects, []byte(r.Addr))
+			if err != nil {
+				return err
+			}
+			if from != r.Addr && there != nil && !leaving[r.Addr] {
 				return fmt.Errorf("moving %s to %s: the state already records %s", from, r.Addr, r.Addr)
 			}
 		}
 		for _, from := range slices.Sorted(maps.Keys(moves)) {
-			if err := objects.Delete([]byte(from)); err != nil {
+			if err := tx.del(bucketObjects, []byte(from)); err != nil {
 				return err
 			}
 		}
 		for _, from := range slices.Sorted(maps.Keys(moves)) {
-			if err := putRecord(objects, moves[from], now); err != nil {
+			if err := putRecord(tx, moves[from], now); err != nil {
 				return err
 			}
 		}
@@ -643,34 +663,29 @@ func (s *Store) Move(moves map[string]Record) error {
 
 // Delete removes one record in its own transaction and bumps the serial.
 func (s *Store) Delete(addr string) error {
-	return s.write(func(objects *bolt.Bucket) error {
-		if err := objects.Delete([]byte(addr)); err != nil {
+	return s.write(func(tx txn) error {
+		if err := tx.del(bucketObjects, []byte(addr)); err != nil {
 			return err
 		}
-		return resolveIntent(objects.Tx(), addr)
+		return resolveIntent(tx, addr)
 	})
 }
 
-func (s *Store) write(fn func(objects *bolt.Bucket) error) error {
-	if s.db == nil {
+func (s *Store) write(fn func(tx txn) error) error {
+	if s.st == nil {
 		return errors.New("state is open read-only")
 	}
-	err := safeUpdate(s.db, func(tx *bolt.Tx) error {
-		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-		if err != nil {
-			return err
-		}
-		if meta.Get(keyLineage) == nil {
+	err := s.st.update(func(tx txn) error {
+		if v, err := tx.get(bucketMeta, keyLineage); err != nil || len(v) == 0 {
+			if err != nil {
+				return err
+			}
 			return errors.New("state has no lineage; Init must run first")
 		}
-		objects, err := tx.CreateBucketIfNotExists(bucketObjects)
-		if err != nil {
+		if err := fn(tx); err != nil {
 			return err
 		}
-		if err := fn(objects); err != nil {
-			return err
-		}
-		return bump(meta)
+		return bump(tx)
 	})
 	if err != nil {
 		return s.failed(fmt.Errorf("writing state %s: %w", s.path, err))
