@@ -46,6 +46,9 @@ func (c *Config) checkReferences() hcl.Diagnostics {
 	for _, name := range sortedKeys(c.Outputs) {
 		diags = append(diags, c.checkRefs("in an output", allKinds, c.Outputs[name].Value)...)
 	}
+	if c.Backend != nil {
+		diags = append(diags, c.checkRefs("in a backend block (it may refer to variables only)", backendKinds, c.Backend.ConnStr)...)
+	}
 	return diags
 }
 

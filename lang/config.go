@@ -21,6 +21,9 @@ type Config struct {
 	Outputs   map[string]*Output
 	// Moved holds the moved blocks, in the order written (moved.go).
 	Moved []*Moved
+	// Backend is the backend block: where the state is kept; nil for the
+	// file in the directory (backend.go).
+	Backend *Backend
 
 	baseDir string // Dir made absolute (or cleaned, inside fsys): what relative paths resolve against
 	fsys    fs.FS  // nil: the OS filesystem
@@ -74,6 +77,7 @@ var fileSchema = &hcl.BodySchema{
 		{Type: "snapshot", LabelNames: []string{"name"}},
 		{Type: "output", LabelNames: []string{"name"}},
 		{Type: "moved"},
+		{Type: "backend", LabelNames: []string{"type"}},
 	},
 }
 
@@ -142,6 +146,8 @@ func (c *Config) decodeFile(f *hcl.File) hcl.Diagnostics {
 					c.Snapshots[s.Name] = s
 				}
 			}
+		case "backend":
+			diags = append(diags, c.decodeBackend(block)...)
 		case "moved":
 			m, moreDiags := decodeMovedBlock(block)
 			diags = append(diags, moreDiags...)
