@@ -114,7 +114,12 @@ func Open(ctx context.Context, req Request) (*Operation, hcl.Diagnostics) {
 	}
 	op.Scope = scope
 
-	store, err := state.Open(req.Dir, state.Options{ReadOnly: req.ReadOnly || req.Observe, LockTimeout: req.LockTimeout})
+	pg, moreDiags := stateBackend(cfg, scope)
+	diags = append(diags, moreDiags...)
+	if diags.HasErrors() {
+		return op, diags
+	}
+	store, err := state.Open(req.Dir, state.Options{ReadOnly: req.ReadOnly || req.Observe, LockTimeout: req.LockTimeout, PG: pg})
 	if err != nil {
 		return op, append(diags, errorDiag("Cannot open state", err.Error()))
 	}

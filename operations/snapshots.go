@@ -42,9 +42,9 @@ type Snapshot struct {
 // or, with addr, those of agent addr or the one at addr. It reads the
 // state only; no runtime is asked.
 func ListSnapshots(dir, addr string, lockTimeout time.Duration) ([]Snapshot, error) {
-	store, err := state.Open(dir, state.Options{ReadOnly: true, LockTimeout: lockTimeout})
-	if err != nil {
-		return nil, err
+	store, diags := openState(dir, state.Options{ReadOnly: true, LockTimeout: lockTimeout})
+	if diags.HasErrors() {
+		return nil, diags
 	}
 	defer store.Close()
 	records, err := store.Records()

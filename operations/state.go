@@ -25,9 +25,9 @@ type State struct {
 // StatePull reads the whole state of dir, read-only: show and state pull
 // print it. A directory where nothing was applied reads as empty.
 func StatePull(dir string) (*State, hcl.Diagnostics) {
-	s, err := state.Open(dir, state.Options{ReadOnly: true})
-	if err != nil {
-		return nil, hcl.Diagnostics{errorDiag("Cannot open state", err.Error())}
+	s, diags := openState(dir, state.Options{ReadOnly: true})
+	if diags.HasErrors() {
+		return nil, diags
 	}
 	defer s.Close()
 	recs, err := s.Records()
@@ -72,9 +72,9 @@ func StateShow(dir, addr string) (Record, hcl.Diagnostics) {
 // removed. It stops at the first address the state does not record.
 // Nothing on any runtime changes.
 func StateRm(dir string, addrs []string, lockTimeout time.Duration) ([]string, hcl.Diagnostics) {
-	s, err := state.Open(dir, state.Options{LockTimeout: lockTimeout})
-	if err != nil {
-		return nil, hcl.Diagnostics{errorDiag("Cannot open state", err.Error())}
+	s, diags := openState(dir, state.Options{LockTimeout: lockTimeout})
+	if diags.HasErrors() {
+		return nil, diags
 	}
 	defer s.Close()
 	var removed []string
@@ -120,9 +120,9 @@ func StateMv(dir, from, to string, lockTimeout time.Duration) ([][2]string, hcl.
 	if from == to {
 		return nil, hcl.Diagnostics{errorDiag("Redundant move", fmt.Sprintf("state mv %s %s moves %s to itself", from, to, from))}
 	}
-	s, err := state.Open(dir, state.Options{LockTimeout: lockTimeout})
-	if err != nil {
-		return nil, hcl.Diagnostics{errorDiag("Cannot open state", err.Error())}
+	s, diags := openState(dir, state.Options{LockTimeout: lockTimeout})
+	if diags.HasErrors() {
+		return nil, diags
 	}
 	defer s.Close()
 	recs, err := s.Records()
@@ -180,6 +180,9 @@ func StateRestoreBackup(dir string, lockTimeout time.Duration) (RestoreResult, e
 // StateRelocate records dir as the directory its state belongs to (after
 // the directory was moved) and returns the one it was recorded as before.
 func StateRelocate(dir string, lockTimeout time.Duration) (string, hcl.Diagnostics) {
+	if diags := FileStateOnly(dir, "state relocate"); diags.HasErrors() {
+		return "", diags
+	}
 	if _, err := os.Stat(state.Path(dir)); err != nil {
 		return "", hcl.Diagnostics{errorDiag("No state", fmt.Sprintf("there is no state in %s to relocate", dir))}
 	}

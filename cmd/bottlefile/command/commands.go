@@ -40,5 +40,8 @@ func Commands(meta *Meta) map[string]cli.CommandFactory {
 		// Recovering a damaged or moved state (state/backup.go).
 		"state relocate":       cmd(&StateRelocateCommand{Meta: meta}),
 		"state restore-backup": cmd(&StateRestoreBackupCommand{Meta: meta}),
+		// Where the state is kept (a backend block, state/pg.go).
+		"state push":    cmd(&StatePushCommand{Meta: meta}),
+		"state migrate": cmd(&StateMigrateCommand{Meta: meta}),
 	}
 }

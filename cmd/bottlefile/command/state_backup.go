@@ -48,6 +48,9 @@ func (c *StateRestoreBackupCommand) Run(args []string) int {
 	if err != nil {
 		return m.fail("Cannot find the directory", err)
 	}
+	if m.showDiags(nil, operations.FileStateOnly(dir, "state restore-backup")) {
+		return 1
+	}
 	backup, err := operations.ReadStateSummary(operations.StateBackupPath(dir))
 	if errors.Is(err, os.ErrNotExist) {
 		return m.fail("No backup", fmt.Errorf("%s does not exist: a backup is written before each apply, destroy or state rm that finds a state", operations.StateBackupPath(dir)))

@@ -28,6 +28,10 @@ Usage: bottlefile [global options] state <subcommand> [args]
   mv FROM TO    Move an agent's records, with everything it owns, to
                 another agent address: what a moved block does, by hand.
   pull          Print the whole state as JSON.
+  push FILE     Write a document as pull prints it as the whole state.
+  migrate -to=pg|file
+                Copy the state between the file and the database a
+                backend "pg" block names.
   restore-backup
                 Put .bottlefile/state.db.backup (the state before the last
                 apply, destroy or rm) back as the state.
