@@ -214,41 +214,12 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 	if !ok {
 		return fmt.Errorf("runtime %q is not configured", runtime)
 	}
-	switch s.Op {
-	case planner.StepDelete:
-		id := c.ID()
-		if c.Live != nil || c.Action == planner.Replace || c.Action == planner.Migrate {
-			// The kind of what is deleted: a migration's old object may be
-			// of another kind (a container) than its new one (a machine).
-			kind := c.Kind
-			if c.Live != nil {
-				kind = c.Live.Kind
-			} else if c.Prior != nil {
-				kind = c.Prior.Kind
-			}
-			if _, err := rt.Driver.Apply(ctx, drivers.ApplyRequest{
-				Op: drivers.OpDelete, Lineage: e.Lineage, ID: id,
-				Object: drivers.Object{Addr: c.Addr, Kind: kind}, NameAddr: c.NameAddr, RuntimeNameAddr: c.RuntimeNameAddr,
-			}); err != nil {
-				return err
-			}
-		}
-		if c.Prior == nil || c.Stray {
-			return e.clearIntent(c.Addr) // what an interrupted create left is gone
-		}
-		return e.forget(c.Addr, id, runtime)
-	case planner.StepForget:
-		return e.State.Delete(c.Addr)
-	case planner.StepAdopt:
-		computed := map[string]string{"name": c.Live.Name}
-		if c.Kind == drivers.KindSnapshot {
-			computed["image"] = c.Live.Name // so it can still be resumed from
-		}
-		return e.record(c, c.Live.ID, computed)
-	case planner.StepRecord:
-		return e.record(c, c.ID(), liveComputed(c))
-	case planner.StepMove:
-		return e.move(ctx, c)
+	if run, ok := stepRuns[s.Op]; ok {
+		return run(e, ctx, s, rt)
+	}
+	op := s.Op.DriverOp()
+	if op == "" {
+		return fmt.Errorf("%s: the executor has no way to %s", c.Addr, s.Op)
 	}
 	if c.Fingerprint.Hash == "" {
 		if e.Resolver == nil {
@@ -262,11 +233,6 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 			return err
 		}
 	}
-	op := map[planner.StepOp]drivers.Op{
-		planner.StepCreate: drivers.OpCreate,
-		planner.StepUpdate: drivers.OpUpdate,
-		planner.StepStart:  drivers.OpStart,
-	}[s.Op]
 	id := ""
 	if op != drivers.OpCreate {
 		id = c.ID()
@@ -347,6 +313,58 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 		return nil
 	}
 	return e.settle(ctx, rt.Driver, c, resp.ID)
+}
+
+// stepRuns are the steps the executor carries out other than by one
+// driver Apply of the step's DriverOp: deletes (which forget the record),
+// and the steps that only touch the state.
+var stepRuns = map[planner.StepOp]func(e *Executor, ctx context.Context, s *planner.Step, rt *planner.Runtime) error{
+	planner.StepDelete: (*Executor).delete,
+	planner.StepForget: func(e *Executor, _ context.Context, s *planner.Step, _ *planner.Runtime) error {
+		return e.State.Delete(s.Change.Addr)
+	},
+	planner.StepAdopt: func(e *Executor, _ context.Context, s *planner.Step, _ *planner.Runtime) error {
+		c := s.Change
+		computed := map[string]string{"name": c.Live.Name}
+		if c.Kind == drivers.KindSnapshot {
+			computed["image"] = c.Live.Name // so it can still be resumed from
+		}
+		return e.record(c, c.Live.ID, computed)
+	},
+	planner.StepRecord: func(e *Executor, _ context.Context, s *planner.Step, _ *planner.Runtime) error {
+		return e.record(s.Change, s.Change.ID(), liveComputed(s.Change))
+	},
+	planner.StepMove: func(e *Executor, ctx context.Context, s *planner.Step, _ *planner.Runtime) error {
+		return e.move(ctx, s.Change)
+	},
+}
+
+// delete removes the object from its runtime (when it is there), then its
+// record.
+func (e *Executor) delete(ctx context.Context, s *planner.Step, rt *planner.Runtime) error {
+	c := s.Change
+	runtime := c.DeleteRuntime()
+	id := c.ID()
+	if c.Live != nil || c.Action == planner.Replace || c.Action == planner.Migrate {
+		// The kind of what is deleted: a migration's old object may be
+		// of another kind (a container) than its new one (a machine).
+		kind := c.Kind
+		if c.Live != nil {
+			kind = c.Live.Kind
+		} else if c.Prior != nil {
+			kind = c.Prior.Kind
+		}
+		if _, err := rt.Driver.Apply(ctx, drivers.ApplyRequest{
+			Op: drivers.OpDelete, Lineage: e.Lineage, ID: id,
+			Object: drivers.Object{Addr: c.Addr, Kind: kind}, NameAddr: c.NameAddr, RuntimeNameAddr: c.RuntimeNameAddr,
+		}); err != nil {
+			return err
+		}
+	}
+	if c.Prior == nil || c.Stray {
+		return e.clearIntent(c.Addr) // what an interrupted create left is gone
+	}
+	return e.forget(c.Addr, id, runtime)
 }
 
 // settle watches a workload just created or started, after it was

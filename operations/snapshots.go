@@ -186,7 +186,7 @@ func (op *Operation) PlanTake(ctx context.Context, agent, description string) (*
 // Taken is the address of the snapshot a take plan creates, or "".
 func Taken(p *planner.Plan) string {
 	for _, c := range p.Changes {
-		if c.Kind == drivers.KindSnapshot && c.Action == planner.Create {
+		if c.Takes() {
 			return c.Addr
 		}
 	}

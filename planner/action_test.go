@@ -50,3 +50,38 @@ func TestActionNames(t *testing.T) {
 		t.Error("an unknown name parses")
 	}
 }
+
+// TestActionRows: every action but NoOp says what it does, makes steps in
+// the apply graph, and is counted by the plan's summary; a snapshot
+// created is shown and counted as taken.
+func TestActionRows(t *testing.T) {
+	for _, a := range Actions() {
+		c := &Change{Addr: "agent.x", Kind: "container", Runtime: "default", Action: a}
+		if c.Headline() == "" {
+			t.Errorf("%s has no headline", a)
+		}
+		p := &Plan{Changes: []*Change{c}}
+		order, err := p.Graph().TopologicalOrder()
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps := len(order)
+		if s := p.Summary(); a == NoOp && (steps != 0 || s != (Summary{})) {
+			t.Errorf("no-op makes %d steps and counts %+v", steps, s)
+		} else if a != NoOp && (steps == 0 || s == (Summary{})) {
+			t.Errorf("%s makes %d steps and counts %+v", a, steps, s)
+		}
+	}
+	take := &Change{Addr: "agent.x.snapshot.1", Kind: "snapshot", Action: Create}
+	if take.Symbol() != "@" || take.Headline() != "will be taken" || !take.Takes() {
+		t.Errorf("a snapshot created shows as %q %q", take.Symbol(), take.Headline())
+	}
+	if s := (&Plan{Changes: []*Change{take}}).Summary(); s.Snapshot != 1 || s.Add != 0 {
+		t.Errorf("a snapshot taken counts as %+v", s)
+	}
+	for _, op := range []StepOp{StepCreate, StepUpdate, StepStart, StepDelete, StepAdopt, StepRecord, StepForget, StepMove} {
+		if begin, end, during := op.Progress(); begin == "" || end == "" || during == "" || begin == string(op)+"..." {
+			t.Errorf("step %s has no progress words", op)
+		}
+	}
+}

@@ -249,20 +249,6 @@ type Step struct {
 	Change *Change
 }
 
-// StepOp is an operation on one object. Adopt only writes state.
-type StepOp string
-
-const (
-	StepCreate StepOp = "create"
-	StepUpdate StepOp = "update"
-	StepStart  StepOp = "start"
-	StepDelete StepOp = "delete"
-	StepAdopt  StepOp = "adopt"  // record an object found live
-	StepRecord StepOp = "record" // rewrite a record; nothing on the runtime changes
-	StepForget StepOp = "forget" // remove a record; the object is already gone
-	StepMove   StepOp = "move"   // move a snapshot to another runtime
-)
-
 // Name identifies the step in the graph.
 func (s *Step) Name() string {
 	if s.Change.Stray {
@@ -280,33 +266,19 @@ func (s *Step) Name() string {
 func (p *Plan) Graph() *dag.Graph {
 	g := &dag.Graph{}
 	ups := map[string]*Step{}   // key to its create/update/start/adopt step
-	downs := map[string]*Step{} // key to its delete step
+	downs := map[string]*Step{} // key to its delete/forget/stop step
 	moves := map[string]*Step{} // key to its move step
 	for _, c := range p.Changes {
 		k := c.key()
 		if c.MoveOnly() {
 			continue // the apply moved its record before the walk
 		}
-		switch c.Action {
-		case Create:
-			ups[k] = &Step{Op: StepCreate, Change: c}
-		case Update:
-			op := StepUpdate
-			if c.StateOnly {
-				op = StepRecord
-			}
-			ups[k] = &Step{Op: op, Change: c}
-		case Start:
-			ups[k] = &Step{Op: StepStart, Change: c}
-		case Adopt:
-			ups[k] = &Step{Op: StepAdopt, Change: c}
-		case Delete:
-			downs[k] = &Step{Op: StepDelete, Change: c}
-		case Forget:
-			downs[k] = &Step{Op: StepForget, Change: c}
-		case Replace, Migrate:
-			ups[k] = &Step{Op: StepCreate, Change: c}
-			downs[k] = &Step{Op: StepDelete, Change: c}
+		up, down := c.steps()
+		if up != "" {
+			ups[k] = &Step{Op: up, Change: c}
+		}
+		if down != "" {
+			downs[k] = &Step{Op: down, Change: c}
 		}
 		if c.MoveTo != "" {
 			moves[k] = &Step{Op: StepMove, Change: c}

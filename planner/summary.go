@@ -42,31 +42,10 @@ func (p *Plan) Summary() Summary {
 		if c.MoveOnly() {
 			continue
 		}
-		if c.Kind == drivers.KindSnapshot && c.Action == Create {
-			s.Snapshot++
-			continue
-		}
-		if c.Kind == drivers.KindSnapshot && (c.Action == Delete || c.Action == Replace) {
+		r := c.row()
+		r.count(&s)
+		if r.destroys && c.Kind == drivers.KindSnapshot {
 			s.SnapshotDelete++
-		}
-		switch c.Action {
-		case Create:
-			s.Add++
-		case Update:
-			s.Change++
-		case Replace:
-			s.Add++
-			s.Destroy++
-		case Migrate:
-			s.Migrate++
-		case Delete:
-			s.Destroy++
-		case Start:
-			s.Start++
-		case Adopt:
-			s.Adopt++
-		case Forget:
-			s.Forget++
 		}
 	}
 	return s
@@ -79,22 +58,8 @@ func (p *Plan) Summary() Summary {
 func StepSummary(steps []*Step) Summary {
 	var s Summary
 	for _, st := range steps {
-		switch st.Op {
-		case StepCreate, StepAdopt:
-			if st.Change.Kind == drivers.KindSnapshot {
-				s.Snapshot++
-			} else {
-				s.Add++
-			}
-		case StepUpdate:
-			s.Change++
-		case StepDelete:
-			s.Destroy++
-			if st.Change.Kind == drivers.KindSnapshot {
-				s.SnapshotDelete++
-			}
-		case StepStart:
-			s.Start++
+		if count := st.Op.row().count; count != nil {
+			count(&s, st.Change)
 		}
 	}
 	return s

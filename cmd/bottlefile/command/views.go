@@ -107,12 +107,7 @@ func keptLine(k planner.KeptSnapshot) string {
 }
 
 // symbol marks a change in the human plan; taking a snapshot is "@".
-func symbol(c *planner.Change) string {
-	if c.Kind == operations.KindSnapshot && c.Action == planner.Create {
-		return "@"
-	}
-	return c.Action.Symbol()
-}
+func symbol(c *planner.Change) string { return c.Symbol() }
 
 // onNode says where a live workload runs, on a runtime of several
 // machines: " (on node2)"; "" otherwise.
@@ -123,30 +118,7 @@ func onNode(c *planner.Change) string {
 	return " (on " + c.Live.Node + ")"
 }
 
-func headline(c *planner.Change) string {
-	switch c.Action {
-	case planner.Create:
-		if c.Kind == operations.KindSnapshot {
-			return "will be taken"
-		}
-		return "will be created"
-	case planner.Update:
-		return "will be updated in place"
-	case planner.Replace:
-		return "must be replaced"
-	case planner.Delete:
-		return "will be destroyed"
-	case planner.Start:
-		return "will be started"
-	case planner.Adopt:
-		return "will be adopted into state"
-	case planner.Forget:
-		return "will be forgotten (removed from state only)"
-	case planner.Migrate:
-		return fmt.Sprintf("will be migrated from runtime %q to %q", c.DeleteRuntime(), c.Runtime)
-	}
-	return "is unchanged"
-}
+func headline(c *planner.Change) string { return c.Headline() }
 
 // attrLine is one attribute row of a change. A "~" row with a value also
 // has its two sides in old and new, for views that show them apart.
@@ -187,22 +159,22 @@ func renderChange(w io.Writer, c *planner.Change, paint palette) {
 // rule), with the attributes that force replacement noted.
 func changeLines(c *planner.Change) []attrLine {
 	var lines []attrLine
-	switch c.Action {
-	case planner.Create, planner.Adopt:
+	switch c.Shows() {
+	case planner.ShowsAfter:
 		for _, name := range sortedNames(c.After) {
 			if isNull(c.After[name]) {
 				continue
 			}
 			lines = append(lines, attrLine{sym: "+", name: name, value: attrValue(name, c.After[name])})
 		}
-	case planner.Delete, planner.Forget:
+	case planner.ShowsBefore:
 		for _, name := range sortedNames(c.Before) {
 			if isNull(c.Before[name]) {
 				continue
 			}
 			lines = append(lines, attrLine{sym: "-", name: name, value: attrValue(name, c.Before[name])})
 		}
-	case planner.Update, planner.Replace, planner.Migrate:
+	case planner.ShowsDiff:
 		for _, name := range sortedNames(c.After) {
 			before, after := c.Before[name], c.After[name]
 			if !slices.Contains(c.Changed, name) {

@@ -82,21 +82,11 @@ func (h *progressHook) Skipped(s *planner.Step, cause *planner.Step) {
 	h.emit(e)
 }
 
-var stepVerbs = map[planner.StepOp][3]string{
-	planner.StepCreate: {"Creating...", "Creation complete", "creating"},
-	planner.StepUpdate: {"Modifying...", "Modifications complete", "modifying"},
-	planner.StepStart:  {"Starting...", "Start complete", "starting"},
-	planner.StepDelete: {"Destroying...", "Destruction complete", "destroying"},
-	planner.StepAdopt:  {"Adopting...", "Adoption complete", "adopting"},
-	planner.StepRecord: {"Recording...", "Record updated", "recording"},
-	planner.StepForget: {"Forgetting...", "Record removed", "forgetting"},
-	planner.StepMove:   {"Moving...", "Move complete", "moving"},
-}
-
 // humanEvents renders apply events as Terraform-like progress lines.
 func humanEvents(w io.Writer) func(jsonEvent) {
 	return func(e jsonEvent) {
-		v := stepVerbs[planner.StepOp(e.Step)]
+		var v [3]string
+		v[0], v[1], v[2] = planner.StepOp(e.Step).Progress()
 		switch e.Type {
 		case "apply_start":
 			fmt.Fprintf(w, "%s: %s\n", e.Address, v[0])
