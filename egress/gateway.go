@@ -263,6 +263,15 @@ type Decision struct {
 	// one on an aggregate of requests past the allowed-lines rate limit
 	// (their last time, source and reason); 0 means one.
 	Count int `json:"count,omitempty"`
+	// Refusal is why the policy refused a request, as one of the Refusal
+	// constants, for programs (Reason says it in words); "" on an allowed
+	// line, and on the lines of a gateway older than the field.
+	Refusal string `json:"refusal,omitempty"`
+	// AllowWith is the allow rule, canonical, that would let a refused
+	// destination through ("api.example.com:443", "10.0.0.5:443" for a
+	// private address only a rule naming it allows); "" when no allow rule
+	// would (see Refusal).
+	AllowWith string `json:"allow_with,omitempty"`
 }
 
 // Requests is how many requests the line stands for.
@@ -287,6 +296,27 @@ const (
 	// OutcomeCredentialElsewhere: refused, the request carries a
 	// credential's placeholder to a destination not its own.
 	OutcomeCredentialElsewhere = "credential-elsewhere"
+)
+
+// Why the policy refused a request, in Decision.Refusal.
+const (
+	// RefusalNotAllowed: no rule of the allowlist matches the destination;
+	// AllowWith is the rule that would (none when the ceiling would refuse
+	// it too).
+	RefusalNotAllowed = "not-allowed"
+	// RefusalSidecar: the destination is a sidecar of this bottle, which
+	// the client must reach directly, not through the proxy.
+	RefusalSidecar = "sidecar"
+	// RefusalCeiling: a rule matches, the operator's ceiling does not.
+	RefusalCeiling = "ceiling"
+	// RefusalAddress: a rule matches, the address it resolves to is one the
+	// gateway does not dial; AllowWith is the address rule that would allow
+	// it (a private address), none when it never dials it.
+	RefusalAddress = "address"
+	// RefusalRequest: the request itself is refused (malformed, a
+	// credential's placeholder sent elsewhere, a request a credential host
+	// does not take): no allow rule changes that.
+	RefusalRequest = "request"
 )
 
 // unparsed marks a destination the gateway could not parse, as the client
@@ -438,8 +468,11 @@ type verdict struct {
 	outcome string // an Outcome constant
 	serial  uint64 // of the allowlist that decided
 	reason  string // why, or what happened
-	addrs   []netip.Addr
-	port    int
+	refusal string // a Refusal constant, when refused
+	// allowWith is the allow rule that would let a refused request through.
+	allowWith string
+	addrs     []netip.Addr
+	port      int
 }
 
 // target is a parsed, normalized destination.
@@ -486,17 +519,21 @@ func (g *Gateway) decide(ctx context.Context, t target) verdict {
 	v := verdict{dest: t.String(), port: t.port, serial: rs.serial}
 	rule, ok := matchKey(rs.rules, t.host, t.port)
 	if !ok {
-		v.status, v.outcome = http.StatusForbidden, OutcomeDenied
+		v.status, v.outcome, v.refusal = http.StatusForbidden, OutcomeDenied, RefusalNotAllowed
 		if slices.Contains(rs.sidecars, t.host.name) {
+			v.refusal = RefusalSidecar
 			v.reason = fmt.Sprintf("%s is a sidecar of this bottle: connect to %s directly, not through the proxy (the client ignored NO_PROXY, which names it)", t.host.name, v.dest)
 			return v
 		}
 		v.reason = fmt.Sprintf("%s is not in the allowlist%s%s", v.dest, g.of(rs), portHint(rs.rules, t))
+		if g.underCeiling(t.host, t.port) {
+			v.allowWith = Rule{Host: t.host.name, Prefix: hostPrefix(t.host.addr), Port: t.port}.String()
+		}
 		return v
 	}
 	v.rule = rule.String()
 	if !g.underCeiling(t.host, t.port) {
-		v.status, v.outcome = http.StatusForbidden, OutcomeDenied
+		v.status, v.outcome, v.refusal = http.StatusForbidden, OutcomeDenied, RefusalCeiling
 		v.reason = fmt.Sprintf("%s is outside the egress ceiling of this gateway (the operator's policy), which no rules file widens", v.dest)
 		return v
 	}
@@ -525,7 +562,11 @@ func (g *Gateway) decide(ctx context.Context, t target) verdict {
 	for _, a := range addrs {
 		a = a.Unmap().WithZone("")
 		if why := g.checkAddr(a, t.port, rs.rules); why != "" {
-			v.status, v.outcome = http.StatusForbidden, OutcomeDenied
+			v.status, v.outcome, v.refusal = http.StatusForbidden, OutcomeDenied, RefusalAddress
+			// The rule naming the address, if the policy would dial it then.
+			if r := (Rule{Prefix: hostPrefix(a), Port: t.port}); g.checkAddr(a, t.port, append(slices.Clip(rs.rules), r)) == "" {
+				v.allowWith = r.String()
+			}
 			if t.host.addr.IsValid() {
 				v.reason = fmt.Sprintf("%s is %s", v.dest, why)
 			} else {
@@ -674,6 +715,9 @@ func timedOut(err error) bool {
 // refuse logs a refusal and answers it.
 func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, v verdict) {
 	v.allowed = false
+	if v.refusal == "" {
+		v.refusal = RefusalRequest
+	}
 	if v.outcome == "" {
 		v.outcome = OutcomeDenied
 		if v.status == http.StatusBadRequest {
@@ -716,6 +760,8 @@ func (g *Gateway) logDecision(r *http.Request, v verdict) {
 		Outcome:     v.outcome,
 		Reason:      v.reason,
 		Serial:      v.serial,
+		Refusal:     v.refusal,
+		AllowWith:   v.allowWith,
 	}
 	if d.Serial == 0 {
 		d.Serial = g.current().serial // refused before the rules were consulted

@@ -457,7 +457,7 @@ func TestDecisionJSONShape(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	if strings.Join(keys, ",") != "allowed,destination,outcome,reason,rule,serial,source,time" {
+	if strings.Join(keys, ",") != "allow_with,allowed,destination,outcome,reason,refusal,rule,serial,source,time" {
 		t.Fatalf("keys %q in %s", keys, line)
 	}
 	if m["time"] != "2025-01-02T03:04:05.123456789Z" {

@@ -66,6 +66,7 @@ func marshalDecision(d Decision) []byte {
 	d.Destination = clip(d.Destination, 300)
 	d.Reason = clip(d.Reason, maxLogField)
 	d.Rule = clip(d.Rule, 300)
+	d.AllowWith = clip(d.AllowWith, 300)
 	d.Source = clip(d.Source, 64)
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)

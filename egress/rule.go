@@ -387,3 +387,12 @@ func asciiLower(s string) string {
 	}
 	return s
 }
+
+// hostPrefix is the full-length prefix of a, as an address rule holds it;
+// the zero Prefix when a is not valid (a name).
+func hostPrefix(a netip.Addr) netip.Prefix {
+	if !a.IsValid() {
+		return netip.Prefix{}
+	}
+	return netip.PrefixFrom(a, a.BitLen())
+}

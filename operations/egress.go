@@ -103,7 +103,10 @@ type Denial struct {
 	Last        time.Time
 	Reason      string // the last refusal's
 	Outcome     string // the last refusal's (denied, bad-request)
-	Serial      uint64 // of the allowlist that made the last refusal
+	// Refusal is the last refusal's code (an egress.Refusal constant); ""
+	// for a line of a gateway older than the field.
+	Refusal string
+	Serial  uint64 // of the allowlist that made the last refusal
 	// Rule is the exact allow rule that would let it through, as it goes
 	// in the egress block's allow list ("api.example.com:443"); "" when no
 	// rule would (a malformed request, a sidecar asked through the proxy).
@@ -128,7 +131,7 @@ func Denials(decs []GatewayDecision) []Denial {
 		}
 		g.Count++
 		if !d.Time.Before(g.Last) {
-			g.Last, g.Reason, g.Outcome, g.Serial = d.Time, d.Reason, d.Outcome, d.Serial
+			g.Last, g.Reason, g.Outcome, g.Serial, g.Refusal = d.Time, d.Reason, d.Outcome, d.Serial, d.Refusal
 			g.Rule = ruleFor(d.Decision)
 		}
 	}
@@ -197,12 +200,26 @@ func Injections(decs []GatewayDecision) []Injection {
 	return res
 }
 
-// ruleFor is the allow rule that would let a refused destination through:
-// the destination itself, host:port, checked to parse as a rule; the
-// address rule the reason names when an allowed name resolved to an
-// address only an address rule allows. None for a malformed request or a
-// sidecar's name (which the client must reach directly).
+// ruleFor is the allow rule that would let a refused destination through,
+// as the gateway recorded it (Decision.AllowWith); none when its refusal
+// says no allow rule would. A line of a gateway older than these fields
+// gets the rule legacyRuleFor finds.
 func ruleFor(d egress.Decision) string {
+	if d.Refusal != "" {
+		return d.AllowWith
+	}
+	return legacyRuleFor(d)
+}
+
+// legacyRuleFor is the allow rule for a refusal logged by a gateway of a
+// bottlefile before Decision.Refusal and AllowWith (its lines stay in the
+// log for DecisionsKept, until the gateway's object is replaced with the
+// new image). Such a line says the rest only in words: this is the one
+// reader of them, kept for those lines only. The destination itself,
+// unless the request was malformed, carried a credential elsewhere or named
+// a sidecar; the address rule the reason names when the address policy
+// refused an allowed name; none for another refusal of the address policy.
+func legacyRuleFor(d egress.Decision) string {
 	if d.Outcome == egress.OutcomeBadRequest || d.Outcome == egress.OutcomeCredentialElsewhere || strings.HasPrefix(d.Destination, "(unparsed)") || strings.Contains(d.Reason, "is a sidecar of this bottle") {
 		return ""
 	}

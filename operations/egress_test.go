@@ -1,6 +1,7 @@
 package operations
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -103,5 +104,38 @@ func TestInjectionsAndElsewhere(t *testing.T) {
 	}
 	if want := []DestinationCount{{"api.anthropic.com:443", 43}}; !cmp.Equal(w.NowDenied, want) {
 		t.Errorf("destinations in use the new rules deny: %+v, want %+v (aggregated lines count their requests)", w.NowDenied, want)
+	}
+}
+
+// TestDenialRules: the allow rule a denial suggests comes from the
+// decision's refusal and allow_with fields, whatever its reason says; a
+// line written by a gateway before those fields (the last one) still gets
+// the rule it got then.
+func TestDenialRules(t *testing.T) {
+	f, err := os.Open("testdata/decisions/structured.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	decs, err := ParseDecisions(f, "agent.coder", time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, d := range Denials(decs) {
+		got[d.Destination] = d.Rule
+	}
+	want := map[string]string{
+		"api.test:443":          "api.test:443",
+		"elsewhere.example:443": "", // the ceiling would refuse it too
+		"db:5432":               "",
+		"corp.test:443":         "10.1.2.3:443",
+		"metadata.test:80":      "",
+		"outside.example:443":   "",
+		"(unparsed) x":          "",
+		"corp-old.test:443":     "10.1.2.4:443",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("rules by destination (-want +got):\n%s", diff)
 	}
 }
