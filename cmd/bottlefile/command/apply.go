@@ -6,10 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/hcl/v2"
-
-	"github.com/bottlefile/bottlefile/executor"
-	"github.com/bottlefile/bottlefile/lang"
 	"github.com/bottlefile/bottlefile/operations"
 	"github.com/bottlefile/bottlefile/planner"
 )
@@ -116,17 +112,14 @@ func (c *ApplyCommand) Run(args []string) int {
 	}
 	op, diags := m.open(m.Ctx, false, a.LockTimeout, a.inputs())
 	defer op.Close()
-	if v.diags(op.Files(), diags) {
+	if v.Diagnostics(op.Files(), diags) {
 		return 1
 	}
 	p, diags := op.Plan(m.Ctx, a.options())
-	if v.diags(op.Files(), diags) {
+	if v.Diagnostics(op.Files(), diags) {
 		return 1
 	}
-	v.plan(p)
-	if !v.json {
-		renderOutputChanges(m.Stdout, op.OutputChanges, m.Color)
-	}
+	v.Plan(p, op.OutputChanges)
 	if !p.Applyable() {
 		return 0
 	}
@@ -139,25 +132,25 @@ func (c *ApplyCommand) Run(args []string) int {
 
 // applySaved applies a plan file, refusing it when anything it was made
 // from has changed: the configuration, the state, or what is live.
-func (c *ApplyCommand) applySaved(a *applyArgs, v *applyView) int {
+func (c *ApplyCommand) applySaved(a *applyArgs, v applyView) int {
 	m := c.Meta
 	saved, err := planner.ReadPlanFile(a.PlanFile)
 	if err != nil {
-		return v.fail("Cannot read the saved plan", err)
+		return failView(v, "Cannot read the saved plan", err)
 	}
 	in := a.inputs()
 	in.Saved = saved.Variables
 	op, diags := m.open(m.Ctx, false, a.LockTimeout, in)
 	defer op.Close()
-	if v.diags(op.Files(), diags) {
+	if v.Diagnostics(op.Files(), diags) {
 		return 1
 	}
 	p, diags := op.PlanSaved(m.Ctx, saved)
-	if v.diags(op.Files(), diags) {
+	if v.Diagnostics(op.Files(), diags) {
 		return 1
 	}
 	if !p.Applyable() {
-		v.message("The saved plan has no changes.")
+		v.Message("The saved plan has no changes.")
 		return 0
 	}
 	return applyPlan(m, op, p, v, saved.Options.Destroy, a.Parallelism, a.waitOption())
@@ -165,23 +158,21 @@ func (c *ApplyCommand) applySaved(a *applyArgs, v *applyView) int {
 
 // applyPlan applies a plan with progress lines and a summary of what was
 // and was not done, and returns the exit code.
-func applyPlan(m *Meta, op *operations.Operation, p *planner.Plan, v *applyView, destroy bool, parallelism int, wait time.Duration) int {
+func applyPlan(m *Meta, op *operations.Operation, p *planner.Plan, v applyView, destroy bool, parallelism int, wait time.Duration) int {
 	if !p.Applyable() {
 		return 0
 	}
-	if !v.json {
-		fmt.Fprintln(m.Stdout)
-	}
-	res, diags := op.Apply(m.Ctx, p, operations.ApplyOptions{Parallelism: parallelism, Hook: newProgressHook(v.events), Abandon: m.Abandon, Wait: wait})
-	failed := v.diags(op.Files(), diags) || m.Ctx.Err() != nil
-	v.summary(res, destroy, failed, op.Store.WriteErr())
+	v.Starting()
+	res, diags := op.Apply(m.Ctx, p, operations.ApplyOptions{Parallelism: parallelism, Hook: newProgressHook(v.Event), Abandon: m.Abandon, Wait: wait})
+	failed := v.Diagnostics(op.Files(), diags) || m.Ctx.Err() != nil
+	v.Summary(applyResult(res, destroy, failed, op.Store.WriteErr()))
 	if failed {
 		return 1
 	}
-	if !destroy && !v.json {
+	if !destroy {
 		// As Terraform: the outputs, now that what they refer to exists.
 		if outputs, diags := op.Outputs(""); !diags.HasErrors() {
-			renderOutputs(m.Stdout, outputs)
+			v.Outputs(outputs)
 		}
 	}
 	return 0
@@ -203,91 +194,4 @@ func (c *ApplyCommand) approve(destroy bool, p *planner.Plan) bool {
 	fmt.Fprintf(m.Stdout, "\nDo you want to %s?\n%s  Only 'yes' will be accepted to approve.\n\n  Enter a value: ", what, restate)
 	line, _ := bufio.NewReader(m.Stdin).ReadString('\n')
 	return strings.TrimSpace(line) == "yes"
-}
-
-// applyView is where apply's output goes: lines for people, or one JSON
-// object per line with -json.
-type applyView struct {
-	m      *Meta
-	json   bool
-	events func(jsonEvent)
-}
-
-func newApplyView(m *Meta, asJSON bool) *applyView {
-	v := &applyView{m: m, json: asJSON, events: humanEvents(m.Stdout)}
-	if asJSON {
-		v.events = jsonEvents(m.Stdout)
-	}
-	return v
-}
-
-func (v *applyView) plan(p *planner.Plan) {
-	if v.json {
-		doc := planDocument(p)
-		v.events(jsonEvent{Type: "planned", Plan: &doc})
-		return
-	}
-	renderPlan(v.m.Stdout, p, v.m.Color)
-}
-
-func (v *applyView) message(text string) {
-	if v.json {
-		v.events(jsonEvent{Type: "message", Message: text})
-		return
-	}
-	fmt.Fprintln(v.m.Stdout, text)
-}
-
-// diags shows diagnostics and reports whether any is an error.
-func (v *applyView) diags(files map[string]*hcl.File, diags hcl.Diagnostics) bool {
-	if !v.json {
-		return v.m.showDiags(files, diags)
-	}
-	for _, d := range lang.JSONDiagnostics(files, diags) {
-		v.events(jsonEvent{Type: "diagnostic", Diagnostic: &d})
-	}
-	return diags.HasErrors()
-}
-
-func (v *applyView) fail(summary string, err error) int {
-	v.diags(nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: summary, Detail: err.Error()}})
-	return 1
-}
-
-// summary says what was applied and, after a failure or an interrupt,
-// what was not.
-func (v *applyView) summary(res executor.Result, destroy, failed bool, stateErr error) {
-	sum := planner.StepSummary(res.Applied)
-	sum.Move = res.Moved
-	word := "Apply"
-	if destroy {
-		word = "Destroy"
-	}
-	if v.json {
-		msg := word + " complete"
-		if failed {
-			msg = fmt.Sprintf("%s incomplete: %d failed, %d not started", word, len(res.Failed), len(res.Skipped))
-		}
-		v.events(jsonEvent{Type: "summary", Message: msg, Summary: &sum})
-		return
-	}
-	w := v.m.Stdout
-	counts := sum.Done()
-	paint := palette(v.m.Color)
-	if !failed {
-		fmt.Fprintf(w, "\n%s Objects: %s.\n", paint.paint(ansiBold+ansiGreen, word+" complete!"), counts)
-		return
-	}
-	fmt.Fprintf(w, "\n%s Done: %s. Failed: %d. Not started: %d.\n", paint.paint(ansiBold+ansiRed, word+" incomplete."), counts, len(res.Failed), len(res.Skipped))
-	for _, s := range res.Failed {
-		fmt.Fprintf(w, "  failed:      %s\n", s.Name())
-	}
-	for _, s := range res.Skipped {
-		fmt.Fprintf(w, "  not started: %s\n", s.Name())
-	}
-	if stateErr != nil {
-		fmt.Fprintf(w, "The state could not record everything that was done (%v). Objects made but not recorded carry this state's lineage label: once the state can be written, plan shows them to be adopted or removed.\n", stateErr)
-		return
-	}
-	fmt.Fprintln(w, "State records everything that was done; run plan to see what is left.")
 }

@@ -1,12 +1,8 @@
 package command
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/hashicorp/cli"
 	"github.com/hashicorp/hcl/v2"
@@ -100,105 +96,9 @@ func (c *EgressDenialsCommand) Run(args []string) int {
 	if m.showDiags(op.Files(), diags) {
 		return 1
 	}
-	denials, injected := operations.Denials(decs), operations.Injections(decs)
-	if *asJSON {
-		if err := writeDenialsJSON(m.Stdout, denials, injected, *since); err != nil {
-			return m.fail("Cannot write the denials", err)
-		}
-		return 0
+	r := denialsReport{Denials: operations.Denials(decs), Injected: operations.Injections(decs), Since: *since, At: at}
+	if err := newDenialsView(*asJSON, m.Stdout).Denials(r); err != nil {
+		return m.fail("Cannot write the denials", err)
 	}
-	renderDenials(m.Stdout, denials, *since, at)
-	renderInjections(m.Stdout, injected, *since)
 	return 0
-}
-
-// renderInjections prints, after the denials, where the gateways injected
-// credentials: a block per agent, a line per destination. Nothing when
-// they injected none.
-func renderInjections(w io.Writer, injected []operations.Injection, since time.Duration) {
-	if len(injected) == 0 {
-		return
-	}
-	agent := ""
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw)
-	for _, in := range injected {
-		if in.Agent != agent {
-			if agent != "" {
-				fmt.Fprintln(tw)
-			}
-			agent = in.Agent
-			fmt.Fprintf(tw, "%s (credentials injected in the last %s)\n", agent, since)
-		}
-		fmt.Fprintf(tw, "  %s\t%d %s\tlast %s\t%s\n", in.Destination, in.Count, map[bool]string{true: "request", false: "requests"}[in.Count == 1],
-			in.Last.UTC().Format("2006-01-02 15:04:05 UTC"), in.Reason)
-	}
-	tw.Flush()
-}
-
-// renderDenials prints one block per agent: a line per destination, then
-// the rule that would allow it, or that none would.
-func renderDenials(w io.Writer, denials []operations.Denial, since time.Duration, at time.Time) {
-	if len(denials) == 0 {
-		fmt.Fprintf(w, "No denials in the last %s.\n", since)
-		return
-	}
-	agent := ""
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, d := range denials {
-		if d.Agent != agent {
-			if agent != "" {
-				fmt.Fprintln(tw)
-			}
-			agent = d.Agent
-			fmt.Fprintf(tw, "%s (denials in the last %s)\n", agent, since)
-		}
-		fmt.Fprintf(tw, "  %s\t%d %s\tlast %s\t%s\n", d.Destination, d.Count, map[bool]string{true: "time", false: "times"}[d.Count == 1],
-			d.Last.UTC().Format("2006-01-02 15:04:05 UTC"), d.Reason)
-		// Without a rule, the refusal is not the allowlist's (a malformed
-		// request, a placeholder sent elsewhere, a sidecar asked through
-		// the proxy): the reason above says what to do.
-		if d.Rule != "" {
-			fmt.Fprintf(tw, "    allow with:\tegress { allow = [..., %q] }\n", d.Rule)
-		} else {
-			fmt.Fprintf(tw, "    no allow rule changes this\n")
-		}
-	}
-	tw.Flush()
-}
-
-type denialJSON struct {
-	Agent       string    `json:"agent"`
-	Destination string    `json:"destination"`
-	Count       int       `json:"count"`
-	Last        time.Time `json:"last"`
-	Reason      string    `json:"reason"`
-	Outcome     string    `json:"outcome"`
-	Serial      uint64    `json:"allowlist_serial"`
-	Rule        string    `json:"rule,omitempty"`
-}
-
-type injectionJSON struct {
-	Agent       string    `json:"agent"`
-	Destination string    `json:"destination"`
-	Count       int       `json:"count"`
-	Last        time.Time `json:"last"`
-	Reason      string    `json:"reason"`
-}
-
-func writeDenialsJSON(w io.Writer, denials []operations.Denial, injected []operations.Injection, since time.Duration) error {
-	doc := struct {
-		Since    string          `json:"since"`
-		Denials  []denialJSON    `json:"denials"`
-		Injected []injectionJSON `json:"credentials_injected"`
-	}{Since: since.String(), Denials: []denialJSON{}, Injected: []injectionJSON{}}
-	for _, d := range denials {
-		doc.Denials = append(doc.Denials, denialJSON{d.Agent, d.Destination, d.Count, d.Last.UTC(), d.Reason, d.Outcome, d.Serial, d.Rule})
-	}
-	for _, in := range injected {
-		doc.Injected = append(doc.Injected, injectionJSON{in.Agent, in.Destination, in.Count, in.Last.UTC(), in.Reason})
-	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(doc)
 }

@@ -57,14 +57,14 @@ func (c *SnapshotRmCommand) Run(args []string) int {
 	op, diags := m.open(m.Ctx, false, *lockTimeout, *in)
 	defer op.Close()
 	v := newApplyView(m, false)
-	if v.diags(op.Files(), diags) {
+	if v.Diagnostics(op.Files(), diags) {
 		return 1
 	}
 	p, diags := op.PlanRemove(m.Ctx, addrs, *force)
-	if v.diags(op.Files(), diags) {
+	if v.Diagnostics(op.Files(), diags) {
 		return 1
 	}
-	v.plan(p)
+	v.Plan(p, nil)
 	if !p.Applyable() {
 		return 0
 	}

@@ -56,14 +56,14 @@ func (c *SnapshotTakeCommand) Run(args []string) int {
 	op, diags := m.open(m.Ctx, false, *lockTimeout, *in)
 	defer op.Close()
 	v := newApplyView(m, false)
-	if v.diags(op.Files(), diags) {
+	if v.Diagnostics(op.Files(), diags) {
 		return 1
 	}
 	p, diags := op.PlanTake(m.Ctx, pos[0], *description)
-	if v.diags(op.Files(), diags) {
+	if v.Diagnostics(op.Files(), diags) {
 		return 1
 	}
-	v.plan(p)
+	v.Plan(p, nil)
 	if code := applyPlan(m, op, p, v, false, 0, 0); code != 0 {
 		return code
 	}

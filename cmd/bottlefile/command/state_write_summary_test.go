@@ -22,7 +22,7 @@ func TestSummaryAfterStateWriteFailure(t *testing.T) {
 	} {
 		var out bytes.Buffer
 		v := newApplyView(&Meta{Stdout: &out}, false)
-		v.summary(executor.Result{}, false, true, tc.stateErr)
+		v.Summary(applyResult(executor.Result{}, false, true, tc.stateErr))
 		if !strings.Contains(out.String(), tc.want) || strings.Contains(out.String(), tc.not) {
 			t.Errorf("state error %v: summary says\n%s", tc.stateErr, out.String())
 		}

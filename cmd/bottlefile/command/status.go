@@ -1,7 +1,6 @@
 package command
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -66,16 +65,8 @@ func (c *StatusCommand) Run(args []string) int {
 	if m.showDiags(op.Files(), diags) {
 		return 1
 	}
-	if *asJSON {
-		if err := writeStatusJSON(m.Stdout, bottles, now()); err != nil {
-			return m.fail("Cannot write the status", err)
-		}
-		return 0
+	if err := newStatusView(*asJSON, m.Stdout).Status(bottles, now()); err != nil {
+		return m.fail("Cannot write the status", err)
 	}
-	if len(bottles) == 0 {
-		fmt.Fprintln(m.Stdout, "The Bottlefile declares no agent and the state records none.")
-		return 0
-	}
-	renderStatus(m.Stdout, bottles, now())
 	return 0
 }

@@ -1,23 +1,10 @@
 package command
 
 import (
-	"encoding/json"
-	"fmt"
 	"strings"
 
-	"github.com/hashicorp/hcl/v2"
-
-	"github.com/bottlefile/bottlefile/lang"
 	"github.com/bottlefile/bottlefile/operations"
 )
-
-// validateDocument is what validate -json prints.
-type validateDocument struct {
-	Valid        bool                  `json:"valid"`
-	ErrorCount   int                   `json:"error_count"`
-	WarningCount int                   `json:"warning_count"`
-	Diagnostics  []lang.JSONDiagnostic `json:"diagnostics"`
-}
 
 // ValidateCommand checks the Bottlefile without touching state or runtimes.
 type ValidateCommand struct {
@@ -55,29 +42,8 @@ func (c *ValidateCommand) Run(args []string) int {
 		return 1
 	}
 	parser, diags := operations.Validate(operations.ValidateRequest{LoadDir: m.loadDir(), Registry: m.Registry, Log: m.Log})
-	if *asJSON {
-		doc := validateDocument{Valid: !diags.HasErrors(), Diagnostics: lang.JSONDiagnostics(parser.Files(), diags)}
-		for _, d := range diags {
-			if d.Severity == hcl.DiagError {
-				doc.ErrorCount++
-			} else {
-				doc.WarningCount++
-			}
-		}
-		if doc.Diagnostics == nil {
-			doc.Diagnostics = []lang.JSONDiagnostic{}
-		}
-		enc := json.NewEncoder(m.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(doc)
-		if !doc.Valid {
-			return 1
-		}
-		return 0
-	}
-	if m.showDiags(parser.Files(), diags) {
+	if !newValidateView(*asJSON, m).Validated(parser.Files(), diags) {
 		return 1
 	}
-	fmt.Fprintln(m.Stdout, "Success! The configuration is valid.")
 	return 0
 }

@@ -12,6 +12,36 @@ import (
 	"github.com/bottlefile/bottlefile/units"
 )
 
+// statusView renders what status reports: an aligned table for people,
+// or one JSON document.
+type statusView interface {
+	Status(bottles []operations.BottleStatus, at time.Time) error
+}
+
+func newStatusView(asJSON bool, w io.Writer) statusView {
+	if asJSON {
+		return jsonStatusView{w}
+	}
+	return humanStatusView{w}
+}
+
+type humanStatusView struct{ w io.Writer }
+
+func (v humanStatusView) Status(bottles []operations.BottleStatus, at time.Time) error {
+	if len(bottles) == 0 {
+		_, err := fmt.Fprintln(v.w, "The Bottlefile declares no agent and the state records none.")
+		return err
+	}
+	renderStatus(v.w, bottles, at)
+	return nil
+}
+
+type jsonStatusView struct{ w io.Writer }
+
+func (v jsonStatusView) Status(bottles []operations.BottleStatus, at time.Time) error {
+	return writeStatusJSON(v.w, bottles, at)
+}
+
 // renderStatus writes one line per bottle and one per workload below it,
 // aligned.
 func renderStatus(w io.Writer, bottles []operations.BottleStatus, at time.Time) {
