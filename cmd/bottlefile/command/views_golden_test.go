@@ -85,7 +85,7 @@ func TestDenialsViewsGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, r := range map[string]denialsReport{
-		"denials": {Denials: operations.Denials(decs), Injected: operations.Injections(decs), Since: 24 * time.Hour, At: at},
+		"denials":      {Denials: operations.Denials(decs), Injected: operations.Injections(decs), Since: 24 * time.Hour, At: at},
 		"denials-none": {Since: time.Hour, At: at},
 	} {
 		for _, asJSON := range []bool{false, true} {
