@@ -28,8 +28,8 @@ declare -A allowed=(
   [egress]=""
   # engine is how the Docker-engine drivers (docker, swarm) reach an
   # engine: the connection attributes, the dialer, the errors; and how they
-  # name what they make on it.
-  [drivers/engine]="drivers"
+  # name what they make on it, the gateway image among them.
+  [drivers/engine]="drivers drivers/gateway"
   [drivers/engine/enginetest]=""
   # gateway is the egress gateway every driver that runs one shares: its
   # object, settings and log; it reaches no engine.

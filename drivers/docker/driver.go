@@ -15,6 +15,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/engine"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
 // DefaultSubnetPool is where agent networks get their /28 subnets when the
@@ -148,6 +149,7 @@ func configSpec() hcldec.ObjectSpec {
 	}
 	maps.Copy(spec, engine.Spec())
 	maps.Copy(spec, egressSpec())
+	maps.Copy(spec, gateway.RuntimeSpec())
 	maps.Copy(spec, snapshotSpec())
 	return spec
 }

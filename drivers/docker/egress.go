@@ -50,13 +50,12 @@ type egressConfig struct {
 	skipIsolationCheck bool
 }
 
-// egressSpec is the runtime block's egress attributes.
+// egressSpec is the runtime block's egress attributes, but the gateways'
+// own (gateway.RuntimeSpec).
 func egressSpec() hcldec.ObjectSpec {
 	return hcldec.ObjectSpec{
 		"egress_network":                &hcldec.AttrSpec{Name: "egress_network", Type: cty.String},
 		"egress_subnet_pool":            &hcldec.AttrSpec{Name: "egress_subnet_pool", Type: cty.String},
-		"gateway_binary":                &hcldec.AttrSpec{Name: "gateway_binary", Type: cty.String},
-		"gateway_dns":                   &hcldec.AttrSpec{Name: "gateway_dns", Type: cty.List(cty.String)},
 		"credential_ca_file":            &hcldec.AttrSpec{Name: "credential_ca_file", Type: cty.String},
 		"insecure_skip_isolation_check": &hcldec.AttrSpec{Name: "insecure_skip_isolation_check", Type: cty.Bool},
 	}

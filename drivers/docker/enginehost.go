@@ -98,7 +98,7 @@ func (d *Driver) prefetchEngineHost(ctx context.Context, api dockerAPI, lineage 
 // host's network namespace and returns what it printed. The container is
 // labelled with the lineage and its kind, and removed before returning.
 func (d *Driver) probeEngineHost(ctx context.Context, api dockerAPI, lineage string) ([]netip.Addr, error) {
-	path, sum, err := d.gatewayBinary()
+	bin, err := d.gatewayBinary()
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func (d *Driver) probeEngineHost(ctx context.Context, api dockerAPI, lineage str
 		SecurityOpt: []string{"no-new-privileges"},
 		LogConfig:   container.LogConfig{Type: "json-file"},
 	}
-	created, err := d.createGatewayContainer(ctx, api, path, sum, cfg, hostCfg, nil, "")
+	created, err := d.createGatewayContainer(ctx, api, bin, cfg, hostCfg, nil, "")
 	if err != nil {
 		return nil, fmt.Errorf("creating a container in the engine host's network namespace: %w", err)
 	}

@@ -4,12 +4,10 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"debug/elf"
 	"fmt"
 	"io"
 	"maps"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -61,7 +59,7 @@ func gatewayName(lineage, agentAddr string) (string, error) {
 
 // planGateway is an agent's gateway object.
 func (d *Driver) planGateway(a drivers.AgentSpec, agentAddr, netAddr string, egressNet *drivers.Object, sidecars []string) (drivers.Object, error) {
-	path, sum, err := d.gatewayBinary()
+	bin, err := d.gatewayBinary()
 	if err != nil {
 		return drivers.Object{}, err
 	}
@@ -69,7 +67,7 @@ func (d *Driver) planGateway(a drivers.AgentSpec, agentAddr, netAddr string, egr
 	spec := gateway.Spec{
 		Agent: a, AgentAddr: agentAddr, Network: netAddr,
 		EgressNetwork: ec.network,
-		Version:       gatewayVersion(path, sum),
+		Version:       bin.Version(),
 		DNS:           cty.NullVal(cty.List(cty.String)),
 		Sidecars:      sidecars,
 		Credentials:   true,
@@ -137,13 +135,7 @@ func rulesTar(agent string, allow, sidecars []string, forbid []netip.Prefix, mor
 
 // rulesTarFile is the gateway's rules file.
 func rulesTarFile(agent string, allow, sidecars []string) (tarFile, error) {
-	rules, err := egress.ParseRules(allow)
-	if err != nil {
-		return tarFile{}, err
-	}
-	f := egress.NewRulesFile(agent, rules)
-	f.Sidecars = sidecars
-	data, err := f.Marshal()
+	data, err := gateway.RulesData(agent, allow, sidecars)
 	if err != nil {
 		return tarFile{}, err
 	}
@@ -181,7 +173,7 @@ type tarFile struct {
 
 // forbidTar is a tar holding the forbid file, then more files.
 func forbidTar(forbid []netip.Prefix, more ...tarFile) ([]byte, error) {
-	fdata, err := egress.NewForbidFile(forbid).Marshal()
+	fdata, err := gateway.ForbidData(forbid)
 	if err != nil {
 		return nil, err
 	}
@@ -237,12 +229,12 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 	if err := d.checkIsolation(ctx, api); err != nil {
 		return fail("%v", err)
 	}
-	path, sum, err := d.gatewayBinary()
+	bin, err := d.gatewayBinary()
 	if err != nil {
 		return fail("%v", err)
 	}
-	if now := gatewayVersion(path, sum); spec.version != "" && spec.version != now {
-		return fail("the gateway binary %s changed since the plan (now %s, planned %s); plan again", path, now, spec.version)
+	if now := bin.Version(); spec.version != "" && spec.version != now {
+		return fail("the gateway binary %s changed since the plan (now %s, planned %s); plan again", bin.Path, now, spec.version)
 	}
 	nets, err := api.NetworkList(ctx, network.ListOptions{})
 	if err != nil {
@@ -331,7 +323,7 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 	netCfg := &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
 		spec.network: {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: ip.String()}, Aliases: []string{gateway.Alias}},
 	}}
-	created, err := d.createGatewayContainer(ctx, api, path, sum, cfg, hostCfg, netCfg, spec.name)
+	created, err := d.createGatewayContainer(ctx, api, bin, cfg, hostCfg, netCfg, spec.name)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -556,24 +548,15 @@ func (d *Driver) followGateway(ctx context.Context, api dockerAPI, id string, wa
 	return 0, fmt.Errorf("the gateway's log ended before it was ready; its log:\n%s", gateway.Indent(log))
 }
 
-// gatewayImageMu serializes building gateway images within the process.
-var gatewayImageMu sync.Mutex
-
-// gatewayImageUse is held shared from making sure the gateway image exists
-// until a container uses it, and exclusively by the sweep that removes
-// unused gateway images, so the sweep never takes an image from under a
-// create of this process.
-var gatewayImageUse sync.RWMutex
-
 // createGatewayContainer creates the gateway container from the image of
 // the binary at path, making the image first when it is missing. Another
 // process's sweep can remove the image between making it and using it:
 // then it is made again, up to gatewayImageAttempts times in all.
-func (d *Driver) createGatewayContainer(ctx context.Context, api dockerAPI, path, sum string, cfg *container.Config, hostCfg *container.HostConfig, netCfg *network.NetworkingConfig, name string) (container.CreateResponse, error) {
-	gatewayImageUse.RLock()
-	defer gatewayImageUse.RUnlock()
+func (d *Driver) createGatewayContainer(ctx context.Context, api dockerAPI, bin gateway.Binary, cfg *container.Config, hostCfg *container.HostConfig, netCfg *network.NetworkingConfig, name string) (container.CreateResponse, error) {
+	engine.GatewayImageUse.RLock()
+	defer engine.GatewayImageUse.RUnlock()
 	for attempt := 1; ; attempt++ {
-		ref, err := d.ensureGatewayImage(ctx, api, path, sum)
+		ref, err := engine.GatewayImage(ctx, api, bin, d.log)
 		if err == nil {
 			cfg.Image = ref
 			var created container.CreateResponse
@@ -603,8 +586,8 @@ const sweepTimeout = 30 * time.Second
 // and an upgrade leaves no old one behind. The engine refuses to remove an
 // image a container uses; errors are only logged.
 func (d *Driver) sweepGatewayImages(ctx context.Context, api dockerAPI) {
-	gatewayImageUse.Lock()
-	defer gatewayImageUse.Unlock()
+	engine.GatewayImageUse.Lock()
+	defer engine.GatewayImageUse.Unlock()
 	list, err := api.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", gateway.ImageLabel+"=1"))})
 	if err != nil {
 		d.log.Debug("listing gateway images", "error", err)
@@ -620,135 +603,6 @@ func (d *Driver) sweepGatewayImages(ctx context.Context, api dockerAPI) {
 			d.log.Debug("could not remove a gateway image", "id", shortID(img.ID), "error", err)
 		}
 	}
-}
-
-// ensureGatewayImage makes sure the engine has the gateway image for the
-// binary at path (whose SHA-256 is sum), and returns its reference. The
-// image is FROM scratch: the binary as /bottlefile, an /etc/passwd and
-// /etc/group naming the unprivileged user it runs as, and the empty
-// directory the rules file goes in. It is imported, not built, so no
-// builder and no registry are involved.
-func (d *Driver) ensureGatewayImage(ctx context.Context, api dockerAPI, path, sum string) (string, error) {
-	ref := gateway.ImageRepo + ":" + sum
-	gatewayImageMu.Lock()
-	defer gatewayImageMu.Unlock()
-	if _, err := api.ImageInspect(ctx, ref); err == nil {
-		return ref, nil
-	} else if !cerrdefs.IsNotFound(err) {
-		return "", fmt.Errorf("inspecting the gateway image %s: %w", ref, err)
-	}
-	machine, err := checkGatewayBinary(path)
-	if err != nil {
-		return "", err
-	}
-	if info, err := api.Info(ctx); err == nil {
-		if want := engineMachine(info.Architecture); want != elf.EM_NONE && want != machine {
-			return "", fmt.Errorf("the gateway binary %s is built for %s, but the engine runs on %s; set gateway_binary to a static bottlefile built for the engine (CGO_ENABLED=0 GOOS=linux GOARCH=...)", path, machine, info.Architecture)
-		}
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", fmt.Errorf("reading the gateway binary: %w", err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("reading the gateway binary: %w", err)
-	}
-
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(writeGatewayRootfs(pw, f, st.Size())) }()
-	d.log.Info("importing the gateway image", "image", ref, "binary", path)
-	rc, err := api.ImageImport(ctx, image.ImportSource{Source: pr, SourceName: "-"}, ref, image.ImportOptions{
-		Message: "bottlefile egress gateway",
-		Changes: []string{
-			`ENTRYPOINT ["/bottlefile"]`,
-			`CMD ["gateway"]`,
-			"USER " + gateway.User,
-			fmt.Sprintf("LABEL %s=1 %sgateway-binary=%s", gateway.ImageLabel, drivers.LabelPrefix, sum),
-		},
-	})
-	if err == nil {
-		_, err = readStream(rc)
-		rc.Close()
-	}
-	pr.Close()
-	if err != nil {
-		return "", fmt.Errorf("importing the gateway image %s: %w", ref, err)
-	}
-	if _, err := api.ImageInspect(ctx, ref); err != nil {
-		return "", fmt.Errorf("inspecting the gateway image %s after importing it: %w", ref, err)
-	}
-	return ref, nil
-}
-
-// writeGatewayRootfs writes the gateway image's root file system as a tar.
-func writeGatewayRootfs(w io.Writer, bin io.Reader, size int64) error {
-	tw := tar.NewWriter(w)
-	now := time.Now().Truncate(time.Second)
-	for _, dir := range []string{"etc/", "etc/bottlefile/", "tmp/"} {
-		mode := int64(0o755)
-		if dir == "tmp/" {
-			mode = 0o1777
-		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir, Mode: mode, ModTime: now}); err != nil {
-			return err
-		}
-	}
-	files := []struct {
-		name string
-		data string
-	}{
-		{"etc/passwd", "root:x:0:0:root:/:/bottlefile\nnobody:x:65534:65534:nobody:/:/bottlefile\n"},
-		{"etc/group", "root:x:0:\nnogroup:x:65534:\n"},
-	}
-	for _, f := range files {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: now}); err != nil {
-			return err
-		}
-		if _, err := io.WriteString(tw, f.data); err != nil {
-			return err
-		}
-	}
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "bottlefile", Mode: 0o755, Size: size, ModTime: now}); err != nil {
-		return err
-	}
-	if _, err := io.CopyN(tw, bin, size); err != nil {
-		return err
-	}
-	return tw.Close()
-}
-
-// checkGatewayBinary checks that the binary can run as PID 1 of a FROM
-// scratch container: a Linux ELF executable with no program interpreter
-// (statically linked). It returns the machine it is built for.
-func checkGatewayBinary(path string) (elf.Machine, error) {
-	f, err := elf.Open(path)
-	if err != nil {
-		return elf.EM_NONE, fmt.Errorf("the gateway binary %s is not a Linux executable (%v): the gateway runs bottlefile inside a FROM scratch container; set gateway_binary in the runtime block to a static Linux build (CGO_ENABLED=0 GOOS=linux go build ./cmd/bottlefile)", path, err)
-	}
-	defer f.Close()
-	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
-		return elf.EM_NONE, fmt.Errorf("the gateway binary %s is not an executable", path)
-	}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return elf.EM_NONE, fmt.Errorf("the gateway binary %s is dynamically linked, and the gateway runs it in a FROM scratch container: build bottlefile with CGO_ENABLED=0, as make build does (or set gateway_binary to such a build)", path)
-		}
-	}
-	return f.Machine, nil
-}
-
-// engineMachine maps the engine's architecture to an ELF machine, or
-// EM_NONE when it is not one this check knows.
-func engineMachine(arch string) elf.Machine {
-	switch arch {
-	case "x86_64", "amd64":
-		return elf.EM_X86_64
-	case "aarch64", "arm64":
-		return elf.EM_AARCH64
-	}
-	return elf.EM_NONE
 }
 
 func plural(n int, one, many string) string {

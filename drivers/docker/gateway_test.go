@@ -10,7 +10,6 @@ import (
 	"maps"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -109,7 +108,8 @@ func TestPlanGateway(t *testing.T) {
 		t.Errorf("gateway depends on %v", deps)
 	}
 	exe, _ := os.Executable()
-	_, sum, _ := hashGatewayBinary(exe)
+	bin, _ := gateway.ReadBinary(exe)
+	sum := bin.Sum
 	if v := gw.Attrs["version"].AsString(); !strings.HasSuffix(v, " ("+sum[:12]+")") || len(v) > 48 {
 		t.Errorf("version = %q, want a short version ending in the running binary's sha256 %s", v, sum[:12])
 	}
@@ -484,24 +484,6 @@ func TestLastAddr(t *testing.T) {
 	}
 }
 
-func TestCheckGatewayBinary(t *testing.T) {
-	if _, err := checkGatewayBinary("/bin/busybox"); err != nil {
-		t.Errorf("the static busybox: %v", err)
-	}
-	if _, err := os.Stat("/bin/sh"); err == nil {
-		if real, _ := filepath.EvalSymlinks("/bin/sh"); real != "/bin/busybox" {
-			if _, err := checkGatewayBinary("/bin/sh"); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0, as make build does") {
-				t.Errorf("a dynamic binary: err = %v", err)
-			}
-		}
-	}
-	script := filepath.Join(t.TempDir(), "bottlefile")
-	os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755)
-	if _, err := checkGatewayBinary(script); err == nil || !strings.Contains(err.Error(), "not a Linux executable") {
-		t.Errorf("a script: err = %v", err)
-	}
-}
-
 func TestRulesTar(t *testing.T) {
 	forbid := []netip.Prefix{netip.MustParsePrefix("10.213.0.0/16"), netip.MustParsePrefix("172.17.0.1/32")}
 	b, err := rulesTar("agent.coder", []string{"GitHub.com:443", "github.com:443"}, nil, forbid)
@@ -710,7 +692,7 @@ func TestGatewayImageSweptMeanwhile(t *testing.T) {
 				},
 			}
 			d := egressDriver(t, api, nil)
-			created, err := d.createGatewayContainer(t.Context(), api, "/unused", "abc", &container.Config{}, &container.HostConfig{}, &network.NetworkingConfig{}, "bf-x-gateway")
+			created, err := d.createGatewayContainer(t.Context(), api, gateway.Binary{Path: "/unused", Sum: "abc"}, &container.Config{}, &container.HostConfig{}, &network.NetworkingConfig{}, "bf-x-gateway")
 			if tt.wantErr {
 				if err == nil || !cerrdefs.IsNotFound(err) || creates != gatewayImageAttempts {
 					t.Errorf("err = %v after %d creates, want the not-found error after %d", err, creates, gatewayImageAttempts)
@@ -730,31 +712,6 @@ func TestGatewayImageSweptMeanwhile(t *testing.T) {
 				t.Errorf("calls %v: want the image made sure of before each create", api.calls())
 			}
 		})
-	}
-}
-
-// TestGatewayVersion: plans show the gateway binary as a short version and
-// the start of its hash, never the 64-digit SHA-256; a file that is no Go
-// binary still gets a version string.
-func TestGatewayVersion(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, sum, err := hashGatewayBinary(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := gatewayVersion(exe, sum)
-	if strings.Contains(v, sum) || !strings.HasSuffix(v, " ("+sum[:12]+")") || strings.HasPrefix(v, "unknown") {
-		t.Errorf("gatewayVersion = %q, want the binary's version and %s", v, sum[:12])
-	}
-	other := filepath.Join(t.TempDir(), "not-go")
-	if err := os.WriteFile(other, []byte("#!/bin/sh\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if got := binaryVersion(other); got != "unknown version" {
-		t.Errorf("binaryVersion of a script = %q", got)
 	}
 }
 

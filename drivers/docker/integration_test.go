@@ -25,6 +25,7 @@ import (
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
 	"github.com/bottlefile/bottlefile/drivers/engine"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
 // engineTest is one integration test's driver, engine and lineage.
@@ -608,10 +609,11 @@ func TestIntegrationGatewayImageSweep(t *testing.T) {
 	if err := os.WriteFile(bin, append(data, []byte("sweep test "+t.Name()+dockertest.NewLineage())...), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, sum, err := hashGatewayBinary(bin)
+	gb, err := gateway.ReadBinary(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
+	sum := gb.Sum
 	e := newEngineTestGateway(t, bin)
 	ours := filters.NewArgs(filters.Arg("label", "io.bottlefile.gateway-binary="+sum))
 	t.Cleanup(func() { // whatever the test left, by label

@@ -2,20 +2,14 @@ package docker
 
 import (
 	"context"
-	"crypto/sha256"
-	"debug/buildinfo"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/docker/docker/api/types/network"
 
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 	"github.com/bottlefile/bottlefile/egress"
 )
 
@@ -30,8 +24,7 @@ type engineChecks struct {
 	isolationErr  error
 
 	binaryDone bool
-	binaryPath string
-	binarySum  string
+	binary     gateway.Binary
 	binaryErr  error
 
 	// sizesDone, sizesOK and sizesWhy: whether the engine's storage sizes
@@ -129,94 +122,21 @@ func isolationVerdict(nets []network.Summary, runtime, egressNetwork string) err
 // gatewayBinary is the bottlefile binary the gateways run (gateway_binary,
 // else the running executable) and its SHA-256, read once per driver
 // instance. It only reads the file.
-func (d *Driver) gatewayBinary() (path, sum string, err error) {
+func (d *Driver) gatewayBinary() (gateway.Binary, error) {
 	c := d.checksFor()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.binaryDone {
-		return c.binaryPath, c.binarySum, c.binaryErr
+		return c.binary, c.binaryErr
 	}
 	c.binaryDone = true
-	c.binaryPath, c.binarySum, c.binaryErr = hashGatewayBinary(d.egressBinarySetting())
-	return c.binaryPath, c.binarySum, c.binaryErr
+	c.binary, c.binaryErr = gateway.ReadBinary(d.egressBinarySetting())
+	return c.binary, c.binaryErr
 }
 
 func (d *Driver) egressBinarySetting() string {
 	ec, _ := d.egressConf()
 	return ec.binary
-}
-
-// gatewayVersion is what a plan shows of the gateway binary, in place of
-// its SHA-256: the version Go recorded in it and the start of the hash,
-// "v0.2.0 (3f2a9c1d4e5f)", or for a build from a checkout "devel
-// 43fde4a1b2c3-dirty (3f2a9c1d4e5f)". The hash keeps it changing with the
-// binary, so a new binary still replaces the gateways.
-func gatewayVersion(path, sum string) string {
-	key := path + "\x00" + sum
-	if v, ok := gatewayVersions.Load(key); ok {
-		return v.(string)
-	}
-	v := binaryVersion(path) + " (" + shortHash(sum) + ")"
-	gatewayVersions.Store(key, v)
-	return v
-}
-
-// gatewayVersions caches gatewayVersion: a plan asks once per gateway.
-var gatewayVersions sync.Map
-
-// binaryVersion reads the version of the Go binary at path from its build
-// information, without running it (it may be built for another platform).
-func binaryVersion(path string) string {
-	info, err := buildinfo.ReadFile(path)
-	if err != nil {
-		return "unknown version"
-	}
-	v := info.Main.Version
-	if v != "" && v != "(devel)" && !strings.HasPrefix(v, "v0.0.0-") {
-		return v
-	}
-	rev, dirty := "", false
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
-	if rev == "" {
-		return "devel"
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	if dirty {
-		rev += "-dirty"
-	}
-	return "devel " + rev
-}
-
-func hashGatewayBinary(path string) (string, string, error) {
-	if path == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return "", "", fmt.Errorf("finding the running bottlefile binary for the egress gateway: %w (set gateway_binary in the runtime block)", err)
-		}
-		path = exe
-	}
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		path = real
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return path, "", fmt.Errorf("reading the gateway binary: %w", err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return path, "", fmt.Errorf("reading the gateway binary %s: %w", path, err)
-	}
-	return path, hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // forbidden lists what a gateway must never connect to besides the

@@ -15,9 +15,9 @@ import (
 // What another driver that runs bottles on Docker engines (drivers/swarm,
 // whose manager is one) shares of this one instead of copying it: a
 // Driver configured against that engine gives the connection (the client,
-// and errors that say the engine cannot be reached), builds images (Apply
-// of an image object), and makes the gateway image. What every driver shares of the gateway
-// itself is drivers/gateway's.
+// and errors that say the engine cannot be reached) and builds images
+// (Apply of an image object). What every driver shares of the gateway
+// itself is drivers/gateway's, and its image drivers/engine's.
 
 // Client is the engine client the configured driver uses, as the whole
 // Docker API, for calls this driver does not make (swarm services). The
@@ -59,34 +59,6 @@ func (d *Driver) PlanImage(addr string, w cty.Value) (*drivers.Object, string, e
 		}
 	}
 	return nil, "", errors.New("a build block planned no image")
-}
-
-// GatewayVersion is the gateway binary's version as plans show it
-// ("v0.2.0 (3f2a9c1d4e5f)"); it only reads the binary.
-func (d *Driver) GatewayVersion() (string, error) {
-	path, sum, err := d.gatewayBinary()
-	if err != nil {
-		return "", err
-	}
-	return gatewayVersion(path, sum), nil
-}
-
-// GatewayImage makes sure the engine has the gateway image of the gateway
-// binary, importing it when missing, and returns its reference and the
-// binary's version (GatewayVersion).
-func (d *Driver) GatewayImage(ctx context.Context) (ref, version string, err error) {
-	api, _, err := d.engine(ctx)
-	if err != nil {
-		return "", "", err
-	}
-	path, sum, err := d.gatewayBinary()
-	if err != nil {
-		return "", "", err
-	}
-	gatewayImageUse.RLock()
-	defer gatewayImageUse.RUnlock()
-	ref, err = d.ensureGatewayImage(ctx, api, path, sum)
-	return ref, gatewayVersion(path, sum), err
 }
 
 // EgressNetworkName is the engine name of a runtime's managed egress

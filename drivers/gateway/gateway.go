@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/addrs"
@@ -250,4 +251,21 @@ func CeilingArgs(ceiling []string) []string {
 		return nil
 	}
 	return []string{"-ceiling", egress.CeilingFlag(ceiling)}
+}
+
+// The runtime-block attributes of the gateways, the same on every driver
+// that runs them: the binary they run (a static bottlefile build; else
+// the running one) and the DNS servers they resolve with.
+const (
+	AttrBinary = "gateway_binary"
+	AttrDNS    = "gateway_dns"
+)
+
+// RuntimeSpec is the schema of the gateway attributes of a runtime block,
+// merged into the driver's own.
+func RuntimeSpec() hcldec.ObjectSpec {
+	return hcldec.ObjectSpec{
+		AttrBinary: &hcldec.AttrSpec{Name: AttrBinary, Type: cty.String},
+		AttrDNS:    &hcldec.AttrSpec{Name: AttrDNS, Type: cty.List(cty.String)},
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker"
 	"github.com/bottlefile/bottlefile/drivers/engine"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
 // Driver drives one swarm through one of its managers. It is safe for
@@ -45,6 +46,8 @@ type Driver struct {
 	// gwImage is the gateway image as the services run it (pushed to the
 	// registry), made once per configured driver.
 	gwImage *gatewayImage
+	// gwBinary is the gateway binary, read once per configured driver.
+	gwBinary *binaryOnce
 
 	// nodeEngs are docker drivers of the nodes' engines (node_hosts, as
 	// nodes), regAPI the registry's API (snapshots); nil before
@@ -104,9 +107,9 @@ func Declaration() drivers.Declaration {
 	}
 }
 
-// gatewayAttrs are the docker driver's attributes for its gateways that a
-// swarm runtime block has too.
-var gatewayAttrs = []string{"gateway_binary", "gateway_dns"}
+// gatewayAttrs are the gateways' attributes of a runtime block, the same
+// on swarm as on the engine's driver.
+var gatewayAttrs = slices.Sorted(maps.Keys(gateway.RuntimeSpec()))
 
 // sharedAttrs are the attributes a swarm runtime block passes on to the
 // docker driver as they are: how to reach the manager's engine
@@ -128,10 +131,7 @@ func configSpec() hcldec.ObjectSpec {
 		attrNodeTimeout:  &hcldec.AttrSpec{Name: attrNodeTimeout, Type: cty.String},
 	}
 	maps.Copy(spec, engine.Spec())
-	dspec := docker.Declaration().Schema.Runtime
-	for _, name := range gatewayAttrs {
-		spec[name] = dspec[name]
-	}
+	maps.Copy(spec, gateway.RuntimeSpec())
 	return spec
 }
 
@@ -199,6 +199,10 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 			return fmt.Errorf("runtime %q: gateway_dns: %w", req.Runtime, err)
 		}
 	}
+	binary, err := drivers.ConfigString(req.Config, gateway.AttrBinary)
+	if err != nil {
+		return fmt.Errorf("runtime %q: %s: %w", req.Runtime, gateway.AttrBinary, err)
+	}
 	timeout, err := parseNodeTimeout(req.Config)
 	if err != nil {
 		return fmt.Errorf("runtime %q: %s: %w", req.Runtime, attrNodeTimeout, err)
@@ -218,6 +222,7 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 	d.timeout = timeout
 	d.cluster = &clusterFacts{}
 	d.gwImage = &gatewayImage{}
+	d.gwBinary = &binaryOnce{path: binary}
 	oldNodes := d.nodeEngs
 	d.nodeEngs = &nodeEngines{hosts: nodeHosts, cfg: req.Config, req: req}
 	d.regAPI = reg

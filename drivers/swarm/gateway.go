@@ -263,17 +263,11 @@ func waitStopped(ctx context.Context, api swarmAPI, service string, ids map[stri
 // and its forbid file, named by their content, so that a gateway made
 // again with the same rules (a retry) uses the same ones.
 func (d *Driver) gatewayConfigs(ctx context.Context, api swarmAPI, req drivers.ApplyRequest, s gatewaySpec, forbid []netip.Prefix) ([]*swarm.ConfigReference, error) {
-	rules, err := egress.ParseRules(s.allow)
+	rdata, err := gateway.RulesData(s.agent, s.allow, s.sidecars)
 	if err != nil {
 		return nil, fmt.Errorf("rules: %w", err)
 	}
-	rf := egress.NewRulesFile(s.agent, rules)
-	rf.Sidecars = s.sidecars
-	rdata, err := rf.Marshal()
-	if err != nil {
-		return nil, err
-	}
-	fdata, err := egress.NewForbidFile(forbid).Marshal()
+	fdata, err := gateway.ForbidData(forbid)
 	if err != nil {
 		return nil, err
 	}

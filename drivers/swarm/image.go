@@ -2,10 +2,7 @@ package swarm
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 
@@ -13,6 +10,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/engine"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
 // createImage builds an image on the manager's engine (the docker driver
@@ -136,33 +134,7 @@ func pushImage(ctx context.Context, api swarmAPI, src, ref string, b *bounded) e
 		return err
 	}
 	defer rc.Close()
-	return readPush(b.reader(rc))
-}
-
-// readPush reads a push's progress stream to its end and returns the
-// error it reports.
-func readPush(r io.Reader) error {
-	dec := json.NewDecoder(r)
-	for {
-		var m struct {
-			Error       string `json:"error"`
-			ErrorDetail *struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-		}
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("reading the push's progress: %w", err)
-		}
-		if m.ErrorDetail != nil && m.ErrorDetail.Message != "" {
-			return errors.New(strings.TrimSpace(m.ErrorDetail.Message))
-		}
-		if m.Error != "" {
-			return errors.New(strings.TrimSpace(m.Error))
-		}
-	}
+	return engine.ReadProgress(b.reader(rc))
 }
 
 // gatewayImage is the gateway image as services run it, made (and pushed)
@@ -173,8 +145,29 @@ type gatewayImage struct {
 	version string
 }
 
+// gatewayBinary is the bottlefile binary the gateways run (gateway_binary,
+// else the running executable), read once per configured driver.
+func (d *Driver) gatewayBinary() (gateway.Binary, error) {
+	d.mu.RLock()
+	g := d.gwBinary
+	d.mu.RUnlock()
+	if g == nil { // not configured
+		return gateway.ReadBinary("")
+	}
+	g.once.Do(func() { g.bin, g.err = gateway.ReadBinary(g.path) })
+	return g.bin, g.err
+}
+
+// binaryOnce is the gateway binary of a configured driver.
+type binaryOnce struct {
+	path string // gateway_binary; "" for the running executable
+	once sync.Once
+	bin  gateway.Binary
+	err  error
+}
+
 // gatewayRef makes sure the gateway image is where the gateway services
-// can run it: on the manager (the docker driver imports it), and with a
+// can run it: on the manager (imported there, drivers/engine), and with a
 // registry, pushed there.
 func (d *Driver) gatewayRef(ctx context.Context, api swarmAPI) (string, string, error) {
 	d.mu.RLock()
@@ -185,10 +178,21 @@ func (d *Driver) gatewayRef(ctx context.Context, api swarmAPI) (string, string, 
 	if g.ref != "" {
 		return g.ref, g.version, nil
 	}
-	local, version, err := d.eng.GatewayImage(ctx)
+	bin, err := d.gatewayBinary()
 	if err != nil {
 		return "", "", err
 	}
+	cli, err := d.eng.Client(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	engine.GatewayImageUse.RLock()
+	local, err := engine.GatewayImage(ctx, cli, bin, d.log)
+	engine.GatewayImageUse.RUnlock()
+	if err != nil {
+		return "", "", err
+	}
+	version := bin.Version()
 	ref := local
 	if registry != "" {
 		ref = registry + "/" + local

@@ -115,10 +115,11 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 	}
 
 	if hasEgressBlock(drivers.WorkloadAttr(a.Workload, "egress")) {
-		version, err := d.eng.GatewayVersion()
+		bin, err := d.gatewayBinary()
 		if err != nil {
 			return drivers.PlanResponse{}, fmt.Errorf("%s: gateway: %w", addr, err)
 		}
+		version := bin.Version()
 		spec := gateway.Spec{
 			Agent: a, AgentAddr: addr, Network: netAddr,
 			EgressNetwork: egressNet,

@@ -421,7 +421,7 @@ func (d *Driver) ExportSnapshot(ctx context.Context, ref string, w io.Writer) er
 		pb.release()
 		return fmt.Errorf("exporting snapshot %s: pulling it from the registry onto the manager: %w", ref, pb.err(d.eng.Unreachable(err)))
 	}
-	err = readPush(pb.reader(rc)) // a pull's progress reports errors as a push's does
+	err = engine.ReadProgress(pb.reader(rc))
 	rc.Close()
 	pb.release()
 	if err != nil {

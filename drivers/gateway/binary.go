@@ -1,0 +1,204 @@
+package gateway
+
+import (
+	"archive/tar"
+	"crypto/sha256"
+	"debug/buildinfo"
+	"debug/elf"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bottlefile/bottlefile/drivers"
+)
+
+// Binary is the bottlefile binary the gateways run (a runtime block's
+// gateway_binary, else the running executable) and its SHA-256: what a
+// gateway image is made of and what a plan shows as the gateway's
+// version. Reading it only reads the file.
+type Binary struct {
+	Path string // symlinks resolved
+	Sum  string // hex SHA-256
+}
+
+// ReadBinary resolves and hashes the gateway binary at path; "" is the
+// running executable. The error says which file could not be read.
+func ReadBinary(path string) (Binary, error) {
+	if path == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return Binary{}, fmt.Errorf("finding the running bottlefile binary for the egress gateway: %w (set gateway_binary in the runtime block)", err)
+		}
+		path = exe
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return Binary{Path: path}, fmt.Errorf("reading the gateway binary: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return Binary{Path: path}, fmt.Errorf("reading the gateway binary %s: %w", path, err)
+	}
+	return Binary{Path: path, Sum: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// Version is what a plan shows of the gateway binary, in place of its
+// SHA-256: the version Go recorded in it and the start of the hash,
+// "v0.2.0 (3f2a9c1d4e5f)", or for a build from a checkout "devel
+// 43fde4a1b2c3-dirty (3f2a9c1d4e5f)". The hash keeps it changing with the
+// binary, so a new binary still replaces the gateways.
+func (b Binary) Version() string {
+	key := b.Path + "\x00" + b.Sum
+	if v, ok := versions.Load(key); ok {
+		return v.(string)
+	}
+	sum := b.Sum
+	if len(sum) > 12 {
+		sum = sum[:12]
+	}
+	v := binaryVersion(b.Path) + " (" + sum + ")"
+	versions.Store(key, v)
+	return v
+}
+
+// versions caches Version: a plan asks once per gateway.
+var versions sync.Map
+
+// binaryVersion reads the version of the Go binary at path from its build
+// information, without running it (it may be built for another platform).
+func binaryVersion(path string) string {
+	info, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return "unknown version"
+	}
+	v := info.Main.Version
+	if v != "" && v != "(devel)" && !strings.HasPrefix(v, "v0.0.0-") {
+		return v
+	}
+	rev, dirty := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "devel"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return "devel " + rev
+}
+
+// ImageRef is the reference of the gateway image of this binary:
+// ImageRepo tagged with its SHA-256.
+func (b Binary) ImageRef() string { return ImageRepo + ":" + b.Sum }
+
+// ImageChanges are the Dockerfile instructions a gateway image is
+// imported with: it runs the binary's gateway command as User, labelled
+// ImageLabel and with the binary's SHA-256.
+func (b Binary) ImageChanges() []string {
+	return []string{
+		`ENTRYPOINT ["/bottlefile"]`,
+		`CMD ["gateway"]`,
+		"USER " + User,
+		fmt.Sprintf("LABEL %s=1 %sgateway-binary=%s", ImageLabel, drivers.LabelPrefix, b.Sum),
+	}
+}
+
+// Check checks that the binary can run as PID 1 of a FROM scratch
+// container: a Linux ELF executable with no program interpreter
+// (statically linked). It returns the machine it is built for.
+func (b Binary) Check() (elf.Machine, error) {
+	f, err := elf.Open(b.Path)
+	if err != nil {
+		return elf.EM_NONE, fmt.Errorf("the gateway binary %s is not a Linux executable (%v): the gateway runs bottlefile inside a FROM scratch container; set gateway_binary in the runtime block to a static Linux build (CGO_ENABLED=0 GOOS=linux go build ./cmd/bottlefile)", b.Path, err)
+	}
+	defer f.Close()
+	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
+		return elf.EM_NONE, fmt.Errorf("the gateway binary %s is not an executable", b.Path)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return elf.EM_NONE, fmt.Errorf("the gateway binary %s is dynamically linked, and the gateway runs it in a FROM scratch container: build bottlefile with CGO_ENABLED=0, as make build does (or set gateway_binary to such a build)", b.Path)
+		}
+	}
+	return f.Machine, nil
+}
+
+// CheckMachine refuses a binary built for another machine than an engine
+// whose architecture (as the engine's info says it: "x86_64", "aarch64")
+// is arch. An architecture this check does not know passes.
+func CheckMachine(path string, machine elf.Machine, arch string) error {
+	if want := engineMachine(arch); want != elf.EM_NONE && want != machine {
+		return fmt.Errorf("the gateway binary %s is built for %s, but the engine runs on %s; set gateway_binary to a static bottlefile built for the engine (CGO_ENABLED=0 GOOS=linux GOARCH=...)", path, machine, arch)
+	}
+	return nil
+}
+
+// engineMachine maps the engine's architecture to an ELF machine, or
+// EM_NONE when it is not one this check knows.
+func engineMachine(arch string) elf.Machine {
+	switch arch {
+	case "x86_64", "amd64":
+		return elf.EM_X86_64
+	case "aarch64", "arm64":
+		return elf.EM_AARCH64
+	}
+	return elf.EM_NONE
+}
+
+// WriteRootfs writes the gateway image's root file system as a tar: the
+// binary (size bytes of bin) as /bottlefile, an /etc/passwd and
+// /etc/group naming the unprivileged user it runs as, the empty RulesDir
+// and a /tmp its user may write.
+func WriteRootfs(w io.Writer, bin io.Reader, size int64) error {
+	tw := tar.NewWriter(w)
+	now := time.Now().Truncate(time.Second)
+	for _, dir := range []string{"etc/", "etc/bottlefile/", "tmp/"} {
+		mode := int64(0o755)
+		if dir == "tmp/" {
+			mode = 0o1777
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir, Mode: mode, ModTime: now}); err != nil {
+			return err
+		}
+	}
+	files := []struct {
+		name string
+		data string
+	}{
+		{"etc/passwd", "root:x:0:0:root:/:/bottlefile\nnobody:x:65534:65534:nobody:/:/bottlefile\n"},
+		{"etc/group", "root:x:0:\nnogroup:x:65534:\n"},
+	}
+	for _, f := range files {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: now}); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(tw, f.data); err != nil {
+			return err
+		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "bottlefile", Mode: 0o755, Size: size, ModTime: now}); err != nil {
+		return err
+	}
+	if _, err := io.CopyN(tw, bin, size); err != nil {
+		return err
+	}
+	return tw.Close()
+}
