@@ -42,24 +42,30 @@ const (
 // Addr is one address. The zero value is invalid and renders as "".
 type Addr struct {
 	kind Kind
-	name string // the agent's, snapshot block's or runtime's name
-	sub  string // the sidecar's name; an owned object's word
-	n    int    // the policy snapshot's number
+	name string      // the agent's, snapshot block's or runtime's name
+	key  InstanceKey // the agent's or snapshot block's instance key
+	sub  string      // the sidecar's name; an owned object's word
+	n    int         // the policy snapshot's number
 }
 
-// Agent is agent.NAME.
-func Agent(name string) Addr { return Addr{kind: AgentKind, name: name} }
-
-// Sidecar is agent.AGENT.sidecar.NAME.
-func Sidecar(agent, name string) Addr { return Addr{kind: SidecarKind, name: agent, sub: name} }
-
-// PolicySnapshot is agent.AGENT.snapshot.N.
-func PolicySnapshot(agent string, n int) Addr {
-	return Addr{kind: PolicySnapshotKind, name: agent, n: n}
+// Agent is agent.NAME. name is an instance name (Addr.Agent): NAME, or
+// NAME["KEY"] or NAME[N] for an instance of a block with for_each or count.
+func Agent(name string) Addr {
+	n, k := splitInstance(name)
+	return AgentInstance(n, k)
 }
 
-// Snapshot is snapshot.NAME, a snapshot block.
-func Snapshot(name string) Addr { return Addr{kind: SnapshotKind, name: name} }
+// Sidecar is agent.AGENT.sidecar.NAME; agent is an instance name.
+func Sidecar(agent, name string) Addr { return Agent(agent).Sidecar(name) }
+
+// PolicySnapshot is agent.AGENT.snapshot.N; agent is an instance name.
+func PolicySnapshot(agent string, n int) Addr { return Agent(agent).PolicySnapshot(n) }
+
+// Snapshot is snapshot.NAME, a snapshot block; name is an instance name.
+func Snapshot(name string) Addr {
+	n, k := splitInstance(name)
+	return SnapshotInstance(n, k)
+}
 
 // Runtime is runtime.NAME.
 func Runtime(name string) Addr { return Addr{kind: RuntimeKind, name: name} }
@@ -91,9 +97,9 @@ func (a Addr) Sidecar(name string) Addr {
 func (a Addr) Image() Addr {
 	switch a.kind {
 	case AgentKind:
-		return Addr{kind: ImageKind, name: a.name}
+		return Addr{kind: ImageKind, name: a.name, key: a.key}
 	case SidecarKind:
-		return Addr{kind: SidecarImageKind, name: a.name, sub: a.sub}
+		return Addr{kind: SidecarImageKind, name: a.name, key: a.key, sub: a.sub}
 	}
 	return Addr{}
 }
@@ -176,7 +182,7 @@ func (a Addr) owned(k Kind) Addr {
 	if a.Agent() == "" {
 		return Addr{}
 	}
-	return Addr{kind: k, name: a.name}
+	return Addr{kind: k, name: a.name, key: a.key}
 }
 
 // Kind is what a names.
@@ -185,21 +191,25 @@ func (a Addr) Kind() Kind { return a.kind }
 // IsValid reports whether a is an address, not the zero Addr.
 func (a Addr) IsValid() bool { return a.kind != Invalid }
 
-// Agent is the name of the agent a belongs to (agent.NAME and everything
-// below it), or "".
+// Agent is the instance name of the agent a belongs to (agent.NAME and
+// everything below it): NAME, or NAME["KEY"] / NAME[N] for an instance of
+// a block with for_each / count; "" for what belongs to no agent.
 func (a Addr) Agent() string {
 	switch a.kind {
 	case AgentKind, NetworkKind, ImageKind, GatewayKind, SidecarKind, SidecarImageKind, PolicySnapshotKind, OwnedKind:
-		return a.name
+		return a.instanceName()
 	}
 	return ""
 }
 
+// instanceName is the name with its instance key.
+func (a Addr) instanceName() string { return a.name + a.key.String() }
+
 // AgentAddr is agent.NAME for anything below that agent, a itself for an
 // agent, and the zero Addr for what belongs to no agent.
 func (a Addr) AgentAddr() Addr {
-	if name := a.Agent(); name != "" {
-		return Agent(name)
+	if a.Agent() != "" {
+		return AgentInstance(a.name, a.key)
 	}
 	return Addr{}
 }
@@ -212,7 +222,7 @@ func (a Addr) Name() string {
 	if a.kind == SidecarKind || a.kind == SidecarImageKind {
 		return a.sub
 	}
-	return a.name
+	return a.instanceName()
 }
 
 // IsAgent reports whether a is agent.NAME itself.
@@ -248,27 +258,27 @@ func (a Addr) PolicySnapshotNumber() (int, bool) {
 func (a Addr) String() string {
 	switch a.kind {
 	case AgentKind:
-		return agentWord + "." + a.name
+		return agentWord + "." + a.instanceName()
 	case NetworkKind:
-		return agentWord + "." + a.name + "." + networkWord
+		return agentWord + "." + a.instanceName() + "." + networkWord
 	case ImageKind:
-		return agentWord + "." + a.name + "." + imageWord
+		return agentWord + "." + a.instanceName() + "." + imageWord
 	case GatewayKind:
-		return agentWord + "." + a.name + "." + gatewayWord
+		return agentWord + "." + a.instanceName() + "." + gatewayWord
 	case SidecarKind:
-		return agentWord + "." + a.name + "." + sidecarWord + "." + a.sub
+		return agentWord + "." + a.instanceName() + "." + sidecarWord + "." + a.sub
 	case SidecarImageKind:
-		return agentWord + "." + a.name + "." + sidecarWord + "." + a.sub + "." + imageWord
+		return agentWord + "." + a.instanceName() + "." + sidecarWord + "." + a.sub + "." + imageWord
 	case PolicySnapshotKind:
-		return agentWord + "." + a.name + "." + snapshotWord + "." + strconv.Itoa(a.n)
+		return agentWord + "." + a.instanceName() + "." + snapshotWord + "." + strconv.Itoa(a.n)
 	case SnapshotKind:
-		return snapshotWord + "." + a.name
+		return snapshotWord + "." + a.instanceName()
 	case RuntimeKind:
-		return runtimeWord + "." + a.name
+		return runtimeWord + "." + a.instanceName()
 	case EgressNetworkKind:
-		return runtimeWord + "." + a.name + "." + egressWord
+		return runtimeWord + "." + a.instanceName() + "." + egressWord
 	case OwnedKind:
-		return agentWord + "." + a.name + "." + a.sub
+		return agentWord + "." + a.instanceName() + "." + a.sub
 	}
 	return ""
 }
@@ -279,11 +289,15 @@ func (a Addr) String() string {
 // still belongs to that agent; false for an address below no agent.
 func AgentOf(s string) (Addr, bool) {
 	rest, ok := strings.CutPrefix(s, agentWord+".")
-	name, _, _ := strings.Cut(rest, ".")
-	if !ok || name == "" || strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+	label, _, _ := strings.Cut(rest, ".")
+	if !ok || label == "" || strings.ContainsFunc(label, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 		return Addr{}, false
 	}
-	return Agent(name), true
+	name, key, why := ParseInstanceName(label)
+	if why != "" {
+		return Addr{}, false
+	}
+	return AgentInstance(name, key), true
 }
 
 // ParseError is the error Parse returns: the text, and what is wrong
@@ -325,7 +339,11 @@ func Parse(s string) (Addr, error) {
 		if len(parts) == 1 {
 			return fail("it names no agent; write agent.NAME")
 		}
-		a := Agent(parts[1])
+		name, key, why := ParseInstanceName(parts[1])
+		if why != "" {
+			return fail("%s", why)
+		}
+		a := AgentInstance(name, key)
 		switch {
 		case len(parts) == 2:
 			return a, nil
@@ -357,9 +375,15 @@ func Parse(s string) (Addr, error) {
 		if len(parts) != 2 {
 			return fail("a snapshot block's address is snapshot.NAME")
 		}
-		return Snapshot(parts[1]), nil
+		name, key, why := ParseInstanceName(parts[1])
+		if why != "" {
+			return fail("%s", why)
+		}
+		return SnapshotInstance(name, key), nil
 	case runtimeWord:
 		switch {
+		case strings.ContainsAny(parts[1], `[]"`):
+			return fail("a runtime has no instances; runtime.NAME takes no key")
 		case len(parts) == 2:
 			return Runtime(parts[1]), nil
 		case len(parts) == 3 && parts[2] == egressWord:

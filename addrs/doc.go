@@ -13,6 +13,13 @@
 //	runtime.NAME                    a runtime block
 //	runtime.NAME.egress             a runtime's managed egress network
 //
+// An agent or snapshot block with for_each or count has instances: its
+// NAME above is then an instance name, NAME["KEY"] (for_each) or NAME[N]
+// (count), as in agent.coder["frontend"].sidecar.git or agent.coder[0].
+// Keys are letters, digits, '_' and '-' (InstanceKey, CheckStringKey), so
+// an address never holds a '.' inside a label. Engines get SafeName, which
+// spells the instance name with letters, digits, '_' and '-' only.
+//
 // An Addr is comparable and its String is exactly the text above, so
 // Parse(s).String() == s for every address Parse accepts, and the textual
 // form of state, plans and labels does not depend on this package's types.

@@ -31,7 +31,8 @@ var NamePart = regexp.MustCompile(`^[a-zA-Z0-9_.-]+$`)
 
 // AddrPart turns an object address into the agent-specific part of its
 // engine name: "agent.coder", "agent.coder.network" and "agent.coder.image"
-// all give "coder"; deeper addresses keep their path, joined by dashes.
+// all give "coder"; deeper addresses keep their path, joined by dashes;
+// agent.coder["frontend"] gives "coder__frontend" (addrs.SafeName).
 func AddrPart(addr, kind string) (string, error) {
 	rest, ok := strings.CutPrefix(addr, "agent.")
 	if !ok || rest == "" {
@@ -42,6 +43,18 @@ func AddrPart(addr, kind string) (string, error) {
 		rest = strings.TrimSuffix(rest, ".network")
 	case KindImage:
 		rest = strings.TrimSuffix(rest, ".image")
+	}
+	// An instance of an agent with for_each or count spells its key in
+	// letters, digits, '_' and '-' (coder__frontend, coder--0): brackets
+	// and quotes are no part of an engine name.
+	label, below, _ := strings.Cut(rest, ".")
+	name, key, why := addrs.ParseInstanceName(label)
+	if why != "" {
+		return "", fmt.Errorf("address %q: %s", addr, why)
+	}
+	rest = addrs.SafeName(name, key)
+	if below != "" {
+		rest += "." + below
 	}
 	part := strings.ReplaceAll(rest, ".", "-")
 	if !NamePart.MatchString(part) {
@@ -200,4 +213,20 @@ func SnapshotRef(lineage, addr, agentAddr string) (string, error) {
 		return "", err
 	}
 	return repo + ":" + snapshotTag(addr, agentAddr), nil
+}
+
+// AgentOfName is the address of the agent whose container (or network)
+// ObjectName named name for the lineage: what AddrPart did, read back for
+// an agent, agent.coder["frontend"] from bf-<lineage[:8]>-coder__frontend.
+// False when name is no such name of that lineage. The bf.address label
+// stays the truth; this is for reading names by eye and for checking that
+// names keep instances apart.
+func AgentOfName(lineage, name string) (string, bool) {
+	prefix := drivers.LineagePrefix(lineage)
+	part, ok := strings.CutPrefix(name, "bf-"+prefix+"-")
+	if prefix == "" || !ok || part == "" || !NamePart.MatchString(part) || strings.Contains(part, ".") {
+		return "", false
+	}
+	block, key := addrs.ParseSafeName(part)
+	return addrs.AgentInstance(block, key).String(), true
 }
