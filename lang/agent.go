@@ -13,7 +13,14 @@ import (
 // Agent is an `agent "NAME"` block: one bottle, the agent workload plus
 // everything it owns (sidecars, network, egress gateway, policy snapshots).
 type Agent struct {
-	Name         string
+	// Name is the instance name: the block's label, or for an instance of
+	// a block with for_each or count (once NewScope expanded it) the label
+	// with the key, coder["frontend"] or coder[0] (addrs.Agent reads it).
+	Name string
+	// Instances says whether and how the block repeats: for_each or count
+	// as written (expansion.go). An expanded instance keeps it, with its
+	// Key.
+	Instances
 	RuntimeName  string    // from `runtime = runtime.X`; DefaultRuntime when omitted; "" when invalid (an error was reported)
 	RuntimeRange hcl.Range // the runtime expression; the block header when omitted
 
@@ -103,8 +110,12 @@ func (a *Agent) WorkspaceRange() hcl.Range {
 	return a.DeclRange
 }
 
-// Addr is "agent.NAME".
+// Addr is "agent.NAME" (agent.NAME["KEY"] or agent.NAME[N] for an
+// instance).
 func (a *Agent) Addr() string { return addrs.Agent(a.Name).String() }
+
+// BlockName is the block's label: Name without the instance key.
+func (a *Agent) BlockName() string { return a.Instances.blockName(a.Name) }
 
 // Addr is "agent.AGENT.sidecar.NAME".
 func (s *Sidecar) Addr() string { return addrs.Sidecar(s.AgentName, s.Name).String() }
@@ -130,7 +141,7 @@ func (a *Agent) References() []string {
 	if a.RuntimeName != "" {
 		runtime = addrs.Runtime(a.RuntimeName).String()
 	}
-	return refAddrs(a.refs(), runtime)
+	return a.expandedRefs(refAddrs(a.refs(), runtime))
 }
 
 func (a *Agent) refs() []*reference {
@@ -141,7 +152,7 @@ func (a *Agent) refs() []*reference {
 	for _, s := range a.Sidecars {
 		refs = append(refs, s.Workload.references()...)
 	}
-	refs = append(refs, exprRefs(a.Resume, a.Workspace)...)
+	refs = append(refs, exprRefs(a.Resume, a.Workspace, a.ForEach, a.Count)...)
 	if p := a.SnapshotPolicy; p != nil {
 		refs = append(refs, exprRefs(p.Before, p.KeepLast, p.MaxAge, p.MaxTotalSize)...)
 	}
@@ -180,6 +191,8 @@ var agentSchema = &hcl.BodySchema{
 		{Name: "resume"},
 		{Name: "workspace"},
 		{Name: "from_snapshot"},
+		{Name: "for_each"},
+		{Name: "count"},
 	}, workloadSchema.Attributes...),
 	Blocks: append([]hcl.BlockHeaderSchema{
 		{Type: "sidecar", LabelNames: []string{"name"}},
@@ -217,6 +230,8 @@ func decodeAgentBlock(block *hcl.Block) (*Agent, hcl.Diagnostics) {
 	diags = append(diags, checkName("agent", a.Name, labelRange(block, 0))...)
 
 	content, moreDiags := block.Body.Content(agentSchema)
+	diags = append(diags, moreDiags...)
+	a.Instances, moreDiags = decodeInstances("agent", block, content)
 	diags = append(diags, moreDiags...)
 
 	_, forks := content.Attributes["from_snapshot"]

@@ -37,10 +37,19 @@ func (c *Config) checkReferences() hcl.Diagnostics {
 	}
 	for _, name := range sortedKeys(c.Snapshots) {
 		s := c.Snapshots[name]
-		if s.AgentName != "" && !c.declared(refAgent, s.AgentName) {
-			diags = append(diags, c.checkRef("", allKinds, &reference{kind: refAgent, name: s.AgentName, addr: addrs.Agent(s.AgentName).String(), rng: s.AgentRange})...)
+		if s.AgentName != "" && !agentDeclared(c.Agents, s.AgentName) {
+			block, _, _ := addrs.ParseInstanceName(s.AgentName)
+			diags = append(diags, c.checkRef("", allKinds, &reference{kind: refAgent, name: block, addr: addrs.Agent(block).String(), rng: s.AgentRange})...)
+		} else if a, ok := c.Agents[s.AgentName]; ok && a.Repeats() && s.AgentKey == nil {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid agent reference",
+				Detail:   fmt.Sprintf("agent.%s has for_each or count, so it is many agents; a snapshot is of one of them: agent.%s[\"KEY\"] (agent.%s[N] with count), or agent.%s[each.key] in a snapshot block with for_each.", s.AgentName, s.AgentName, s.AgentName, s.AgentName),
+				Subject:  s.AgentRange.Ptr(),
+			})
 		}
-		diags = append(diags, c.checkRefs("in a snapshot", allKinds, s.Description, s.Triggers)...)
+		diags = append(diags, c.checkRefs("in a snapshot", allKinds, s.ForEach, s.Count)...)
+		diags = append(diags, c.checkRefs("in a snapshot", s.refKinds(), s.Description, s.Triggers, s.AgentKey)...)
 		diags = append(diags, c.checkDependsOn(s.DependsOn)...)
 	}
 	for _, name := range sortedKeys(c.Outputs) {
@@ -67,7 +76,8 @@ func (c *Config) checkAgentRefs(a *Agent) hcl.Diagnostics {
 			diags = append(diags, c.checkRef("", allKinds, &reference{kind: refRuntime, name: a.RuntimeName, addr: addrs.Runtime(a.RuntimeName).String(), rng: a.RuntimeRange})...)
 		}
 	}
-	diags = append(diags, c.checkRefs("in an agent", allKinds, a.exprs()...)...)
+	diags = append(diags, c.checkRefs("in for_each or count", allKinds, a.ForEach, a.Count)...)
+	diags = append(diags, c.checkRefs("in an agent", a.refKinds(), a.exprs()...)...)
 	diags = append(diags, c.checkDependsOn(a.DependsOn)...)
 	if a.FromSnapshot != "" {
 		from, _ := addrs.Parse(a.FromSnapshot) // decodeFromSnapshot checked it

@@ -25,6 +25,12 @@ type Config struct {
 	// file in the directory (backend.go).
 	Backend *Backend
 
+	// agentBlocks and snapshotBlocks are the blocks as declared, once
+	// NewScope replaced those with for_each or count in Agents and
+	// Snapshots by their instances (expansion.go); nil before.
+	agentBlocks    map[string]*Agent
+	snapshotBlocks map[string]*Snapshot
+
 	baseDir string // Dir made absolute (or cleaned, inside fsys): what relative paths resolve against
 	fsys    fs.FS  // nil: the OS filesystem
 	// invalid holds the ranges of expressions with invalid references,

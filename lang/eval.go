@@ -78,6 +78,7 @@ func (s *Scope) EvalAgent(a *Agent) (AgentValue, hcl.Diagnostics) {
 
 	ctx, moreDiags := s.evalContext(a.refs(), nil)
 	diags = append(diags, moreDiags...)
+	a.instanceVars(ctx)
 
 	w, moreDiags := s.evalWorkload(ctx, &a.Workload)
 	diags = append(diags, moreDiags...)
@@ -128,6 +129,7 @@ func (s *Scope) EvalSnapshot(sn *Snapshot) (SnapshotValue, hcl.Diagnostics) {
 	defer s.mu.Unlock()
 	ctx, moreDiags := s.evalContext(exprRefs(sn.Description, sn.Triggers), nil)
 	diags = append(diags, moreDiags...)
+	sn.instanceVars(ctx)
 	var sv SnapshotValue
 	sv.Description, moreDiags = s.evalAttr(ctx, sn.Description, "description", cty.String)
 	diags = append(diags, moreDiags...)
@@ -228,6 +230,7 @@ func (s *Scope) EvalAgentDriver(a *Agent, driver string, spec hcldec.ObjectSpec,
 	defer s.mu.Unlock()
 	ctx, moreDiags := s.evalContext(a.refs(), nil)
 	diags = append(diags, moreDiags...)
+	a.instanceVars(ctx)
 	body := hcl.EmptyBody()
 	if a.Driver != nil {
 		body = a.Driver.Body

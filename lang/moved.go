@@ -96,8 +96,16 @@ func movedAddr(name string, expr hcl.Expression) (addrs.Addr, *hcl.Diagnostic) {
 			parts = append(parts, s.Name)
 		case hcl.TraverseAttr:
 			parts = append(parts, s.Name)
+		case hcl.TraverseIndex:
+			// agent.coder["a"], agent.coder[0]: an instance of an agent
+			// with for_each or count.
+			key, why := instanceKey(s.Key)
+			if why != "" || len(parts) != 2 {
+				return bad("has an index that is no instance key; write agent.NAME, agent.NAME[\"KEY\"] or agent.NAME[N]")
+			}
+			parts[1] += key.String()
 		default:
-			return bad("must be a plain reference without an index")
+			return bad("must be a plain reference")
 		}
 	}
 	text := strings.Join(parts, ".")
@@ -117,7 +125,10 @@ func (c *Config) checkMoved() hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	from := map[addrs.Addr]*Moved{}
 	for _, m := range c.Moved {
-		if a, ok := c.Agents[m.From.Name()]; ok {
+		// Moving agent.coder to agent.coder["a"] adopts the single
+		// agent into the block's for_each: the block is declared, not
+		// its former single self.
+		if a, ok := c.Agents[m.From.Name()]; ok && !a.Repeats() {
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Moved object still exists",

@@ -25,6 +25,8 @@ var refNouns = map[string]string{
 	refAgent:    "agent",
 	refSnapshot: "snapshot",
 	refRuntime:  "runtime",
+	refEach:     "for_each instance",
+	refCount:    "count instance",
 }
 
 // reference is one traversal in an expression, resolved to the block it
@@ -44,7 +46,7 @@ func parseReference(t hcl.Traversal) (*reference, hcl.Diagnostics) {
 		return nil, hcl.Diagnostics{{
 			Severity: hcl.DiagError,
 			Summary:  "Unknown variable",
-			Detail:   fmt.Sprintf("There is no variable named %q. A reference starts with var., local., agent., snapshot. or runtime.", root),
+			Detail:   fmt.Sprintf("There is no variable named %q. A reference starts with var., local., agent., snapshot. or runtime. (each. and count. in a block with for_each or count).", root),
 			Subject:  t[0].SourceRange().Ptr(),
 		}}
 	}
@@ -145,6 +147,9 @@ func (c *Config) checkRefs(where string, allowed []string, exprs ...hcl.Expressi
 }
 
 func (c *Config) checkRef(where string, allowed []string, ref *reference) hcl.Diagnostics {
+	if ref.kind == refEach || ref.kind == refCount {
+		return checkInstanceRef(allowed, ref)
+	}
 	ok := false
 	for _, k := range allowed {
 		if k == ref.kind {

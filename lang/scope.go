@@ -27,6 +27,9 @@ type Scope struct {
 	agents    map[string]cty.Value
 	snapshots map[string]cty.Value
 	locals    map[string]cty.Value // evaluated locals; cleared when an agent or snapshot value is set
+	// instances are the instances of each agent block with for_each or
+	// count, by block name, once expanded (expand).
+	instances map[string][]*Agent
 	redact    redactor
 }
 
@@ -153,6 +156,10 @@ func (c *Config) newScopeWith(vars map[string]cty.Value, partial bool) (*Scope, 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	diags = append(diags, s.expand()...)
+	if diags.HasErrors() {
+		return s, s.redact.redact(diags)
+	}
 	for _, name := range sortedKeys(c.Locals) {
 		_, moreDiags := s.local(name, nil)
 		diags = append(diags, moreDiags...)
@@ -212,6 +219,48 @@ func (s *Scope) Variables() map[string]cty.Value {
 		out[k] = v
 	}
 	return out
+}
+
+// instancesValue is the value of agent.NAME for a block with for_each
+// (an object of its instances by key) or count (a tuple of them), each
+// instance's value as agent.NAME has without instances; unknown before
+// the keys are (validation). False for a block without instances. s.mu
+// is held.
+func (s *Scope) instancesValue(name string) (cty.Value, bool) {
+	blocks := s.cfg.agentBlocks
+	if blocks == nil {
+		blocks = s.cfg.Agents
+	}
+	a, ok := blocks[name]
+	if !ok || !a.Repeats() {
+		return cty.NilVal, false
+	}
+	insts, expanded := s.instances[name]
+	if !expanded {
+		return cty.DynamicVal, true
+	}
+	value := func(inst *Agent) cty.Value {
+		if v, ok := s.agents[inst.Name]; ok {
+			return v
+		}
+		return cty.UnknownVal(inst.ObjectType())
+	}
+	if a.Count != nil {
+		vals := make([]cty.Value, len(insts))
+		for i, inst := range insts {
+			vals[inst.Key.Int()] = value(inst)
+			_ = i
+		}
+		if len(vals) == 0 {
+			return cty.EmptyTupleVal, true
+		}
+		return cty.TupleVal(vals), true
+	}
+	vals := map[string]cty.Value{}
+	for _, inst := range insts {
+		vals[inst.Key.Str()] = value(inst)
+	}
+	return objectVal(vals), true
 }
 
 // SetAgent sets the value of agent.NAME, known once the agent exists: an
@@ -358,6 +407,10 @@ func (s *Scope) evalContext(refs []*reference, visiting map[string]bool) (*hcl.E
 			diags = append(diags, moreDiags...)
 			locals[ref.name] = v
 		case refAgent:
+			if v, ok := s.instancesValue(ref.name); ok {
+				agents[ref.name] = v
+				continue
+			}
 			a, ok := s.cfg.Agents[ref.name]
 			if !ok {
 				continue

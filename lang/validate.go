@@ -22,11 +22,15 @@ func (c *Config) validateValues() hcl.Diagnostics {
 		diags = append(diags, moreDiags...)
 	}
 	for _, name := range c.AgentNames() {
-		_, moreDiags := s.EvalAgent(c.Agents[name])
+		a := c.Agents[name]
+		diags = append(diags, s.checkKeys("agent", name, a.Instances)...)
+		_, moreDiags := s.EvalAgent(a)
 		diags = append(diags, moreDiags...)
 	}
 	for _, name := range c.SnapshotNames() {
-		_, moreDiags := s.EvalSnapshot(c.Snapshots[name])
+		sn := c.Snapshots[name]
+		diags = append(diags, s.checkKeys("snapshot", name, sn.Instances)...)
+		_, moreDiags := s.EvalSnapshot(sn)
 		diags = append(diags, moreDiags...)
 	}
 	for _, name := range c.OutputNames() {

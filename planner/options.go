@@ -52,6 +52,21 @@ func covers(addrs []string, addr string) bool {
 	return false
 }
 
+// targeted reports whether a -target of targets takes addr: what covers
+// says, and, as in Terraform, every instance of a block with for_each or
+// count for the block's address (agent.coder takes agent.coder["a"]).
+func targeted(targets []string, addr string) bool {
+	if covers(targets, addr) {
+		return true
+	}
+	for _, a := range targets {
+		if strings.HasPrefix(addr, a+"[") && !strings.Contains(a, "[") {
+			return true
+		}
+	}
+	return false
+}
+
 // applyTargets drops every change not targeted. As in Terraform, a
 // targeted create, update or replace keeps what it depends on (made
 // first), and a targeted delete keeps the deletes of what depends on it
@@ -88,7 +103,7 @@ func applyTargets(changes map[string]*Change, targets []string) {
 		}
 	}
 	for addr := range changes {
-		if covers(targets, addr) {
+		if targeted(targets, addr) {
 			visit(addr)
 		}
 	}
@@ -121,7 +136,7 @@ type UnknownAddress struct {
 // nothing.
 func checkAddrs(flag string, addrs []string, changes map[string]*Change) *hcl.Diagnostic {
 	for _, a := range addrs {
-		found := slices.ContainsFunc(keys(changes), func(addr string) bool { return covers([]string{a}, addr) })
+		found := slices.ContainsFunc(keys(changes), func(addr string) bool { return targeted([]string{a}, addr) })
 		if !found {
 			d := errorDiag("Invalid target", fmt.Sprintf("%s=%s matches nothing in the configuration or the state.", flag, a), nil)
 			d.Extra = UnknownAddress{Given: a, Known: keys(changes)}

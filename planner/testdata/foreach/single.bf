@@ -1,0 +1,4 @@
+agent "coder" {
+  image   = "busybox:1"
+  command = ["sleep", "600"]
+}
