@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -158,6 +159,18 @@ func (s *Scope) EvalOutput(o *Output) (cty.Value, hcl.Diagnostics) {
 	if moreDiags.HasErrors() {
 		v = cty.DynamicVal
 	}
+	if unset := s.unsetIn(o.Value, map[string]bool{}); len(unset) > 0 && !moreDiags.HasErrors() && !v.IsWhollyKnown() {
+		// A partial scope (output, as status): an output that needs a
+		// variable given no value says which, rather than "not known yet".
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "No value for a variable the output needs",
+			Detail: fmt.Sprintf("Output %q is derived from %s, given no value; give it as for plan: -var, a -var-file, or the environment variable %s%s.",
+				o.Name, strings.Join(unset, ", "), EnvVarPrefix, strings.TrimPrefix(unset[0], "var.")),
+			Subject: o.Value.Range().Ptr(),
+			Extra:   UnsetVariables(unset),
+		})
+	}
 	if o.Sensitive {
 		v = v.Mark(Sensitive)
 	} else if IsSensitive(v) {
@@ -169,6 +182,37 @@ func (s *Scope) EvalOutput(o *Output) (cty.Value, hcl.Diagnostics) {
 		})
 	}
 	return v, s.redact.redact(diags)
+}
+
+// UnsetVariables is the Extra of the error for an output that needs
+// variables a partial scope left unknown: their addresses.
+type UnsetVariables []string
+
+// unsetIn names the variables a partial scope left unknown (var.NAME,
+// sorted) that expr refers to, directly or through locals.
+func (s *Scope) unsetIn(expr hcl.Expression, seen map[string]bool) []string {
+	if len(s.unset) == 0 {
+		return nil
+	}
+	var out []string
+	for _, ref := range exprRefs(expr) {
+		if seen[ref.addr] {
+			continue
+		}
+		seen[ref.addr] = true
+		switch ref.kind {
+		case refVar:
+			if slices.Contains(s.unset, ref.name) {
+				out = append(out, ref.addr)
+			}
+		case refLocal:
+			if l, ok := s.cfg.Locals[ref.name]; ok {
+				out = append(out, s.unsetIn(l.Expr, seen)...)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // EvalRuntime decodes a runtime's driver-specific attributes with the

@@ -6,6 +6,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/bottlefile/bottlefile/lang"
 	"github.com/bottlefile/bottlefile/planner"
 )
 
@@ -36,7 +37,14 @@ func (op *Operation) Outputs(name string) ([]Output, hcl.Diagnostics) {
 	}
 	out := make([]Output, 0, len(names))
 	for _, n := range names {
-		v, moreDiags := op.Scope.EvalOutput(op.Config.Outputs[n])
+		o := op.Config.Outputs[n]
+		v, moreDiags := op.Scope.EvalOutput(o)
+		if name == "" && o.Sensitive && needsUnsetVariable(moreDiags) {
+			// Listed, a sensitive output shows no value: the variable it
+			// needs (the key, as a rule) need not be given to list the rest.
+			out = append(out, Output{Name: n, Value: cty.DynamicVal.Mark(lang.Sensitive)})
+			continue
+		}
 		diags = append(diags, moreDiags...)
 		if moreDiags.HasErrors() {
 			return nil, diags
@@ -50,6 +58,21 @@ func (op *Operation) Outputs(name string) ([]Output, hcl.Diagnostics) {
 		out = append(out, Output{Name: n, Value: v})
 	}
 	return out, diags
+}
+
+// needsUnsetVariable reports whether diags are only the error for an
+// output that needs a variable given no value (a command that opens the
+// configuration as status does: Request.Observe).
+func needsUnsetVariable(diags hcl.Diagnostics) bool {
+	if !diags.HasErrors() {
+		return false
+	}
+	for _, d := range diags {
+		if _, ok := d.Extra.(lang.UnsetVariables); !ok && d.Severity == hcl.DiagError {
+			return false
+		}
+	}
+	return true
 }
 
 // OutputChange is how one output's value changes under a plan, as

@@ -60,3 +60,35 @@ func TestObserveRuntimeNeedsVariable(t *testing.T) {
 		t.Errorf("status with the runtime's variable: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+// TestOutputWithoutVariables: output, as status, needs only the variables
+// the outputs it shows derive from: a non-sensitive output reads without
+// the key; a list shows the sensitive one redacted without it; an output
+// that needs a variable given no value says which, and where.
+func TestOutputWithoutVariables(t *testing.T) {
+	w := newWorkspace(t)
+	w.writeFixture("testdata/observe/outputs.Bottlefile")
+	w.must("apply", "-auto-approve", "-var", "api_key=s3cret-value", "-var", "team=web")
+
+	if out := w.must("output", "coder_id"); !strings.HasPrefix(out, "fake-") {
+		t.Errorf("output coder_id without the key: %q, want the agent's id", out)
+	}
+	code, out, errs := w.run("output")
+	if code != 1 || !strings.Contains(errs, `Output "owner" is derived from var.team, given no value`) || !strings.Contains(errs, "Bottlefile line 30") {
+		t.Errorf("output (all) without the variables: exit %d, want 1 naming owner's variable and line:\n%s%s", code, out, errs)
+	}
+	for _, args := range [][]string{{"header"}, {"-json", "owner"}} {
+		code, out, errs := w.run("output", args...)
+		if code != 1 || !strings.Contains(errs, "No value for a variable the output needs") || strings.Contains(errs, "run apply first") {
+			t.Errorf("output %v without its variable: exit %d, want 1 naming it:\n%s%s", args, code, out, errs)
+		}
+	}
+	// With team but not the key, the list reads, the header redacted.
+	out = w.must("output", "-var", "team=web")
+	if want := "coder_id = \"fake-"; !strings.Contains(out, want) || !strings.Contains(out, "header = (sensitive value)") || !strings.Contains(out, `owner = "team web"`) {
+		t.Errorf("output without the key lists:\n%s\nwant coder_id, owner and header redacted", out)
+	}
+	if out := w.must("output", "-var", "api_key=s3cret-value", "header"); out != "Bearer s3cret-value\n" {
+		t.Errorf("output header with the key: %q", out)
+	}
+}

@@ -15,9 +15,9 @@ func (m *Meta) open(ctx context.Context, readOnly bool, lockTimeout time.Duratio
 	return m.openWith(ctx, operations.Request{ReadOnly: readOnly, LockTimeout: lockTimeout, Inputs: in, Clock: now})
 }
 
-// observe is open for a command that only looks at what runs (status,
-// logs, exec, egress denials): variables without a value are no error,
-// unless a runtime needs them.
+// observe is open for a command that only looks at what runs or was
+// recorded (status, logs, exec, egress denials, output): variables without
+// a value are no error, unless a runtime or an output shown needs them.
 func (m *Meta) observe(ctx context.Context, lockTimeout time.Duration, in operations.Inputs) (*operations.Operation, hcl.Diagnostics) {
 	return m.openWith(ctx, operations.Request{Observe: true, LockTimeout: lockTimeout, Inputs: in, Clock: now})
 }

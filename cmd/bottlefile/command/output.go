@@ -28,8 +28,12 @@ Usage: bottlefile [global options] output [-json] [NAME]
 
 Options:
 
+  -no-color
+          Print diagnostics without color.
   -var NAME=VALUE, -var-file=FILE
-          Set variables the configuration needs, as for plan.
+          Set variables an output needs, as for plan. Only those the
+          outputs shown derive from are needed: a list shows a
+          sensitive output as (sensitive value) without its variables.
   -json   Print the outputs (or the one named) as JSON.
 `)
 }
@@ -43,7 +47,9 @@ func (c *OutputCommand) Run(args []string) int {
 	if m.showDiags(nil, finishParse(fs, args, 1)) {
 		return 1
 	}
-	op, diags := m.open(m.Ctx, true, 0, *in)
+	// As status: a variable without a value is no error unless an output
+	// shown needs it, so the key need not be at hand to read a name.
+	op, diags := m.observe(m.Ctx, 0, *in)
 	defer op.Close()
 	if m.showDiags(op.Files(), diags) {
 		return 1
