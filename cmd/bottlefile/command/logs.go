@@ -136,7 +136,7 @@ func (c *LogsCommand) Run(args []string) int {
 		return m.fail("Nothing applied yet", errors.New("this state has no lineage: nothing was ever applied here, so there is no log to show"))
 	}
 	live, diags := op.FindLive(m.Ctx, addr)
-	if m.showDiags(op.Files(), diags) {
+	if m.showDiags(op.Files(), m.previousLogsHint(addr, diags)) {
 		return 1
 	}
 	if isAgent(addr) {
@@ -152,6 +152,28 @@ func (c *LogsCommand) Run(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// previousLogsHint adds to the error for an address no runtime has (an
+// agent destroyed or replaced) that its saved logs are there to read.
+func (m *Meta) previousLogsHint(addr string, diags hcl.Diagnostics) hcl.Diagnostics {
+	if !diags.HasErrors() {
+		return diags
+	}
+	dir, err := m.dir()
+	if err != nil {
+		return diags
+	}
+	if lines, err := operations.PreviousLogs(dir, addr, operations.LogOptions{Tail: 1}); err != nil || len(lines) == 0 {
+		return diags
+	}
+	for _, d := range diags {
+		if d.Severity == hcl.DiagError {
+			d.Detail += fmt.Sprintf(" Its log was saved when it was removed: bottlefile logs -previous %s", addr)
+			break
+		}
+	}
+	return diags
 }
 
 // isAgent reports whether addr is an agent's own address (agent.NAME).

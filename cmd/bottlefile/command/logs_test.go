@@ -80,3 +80,25 @@ func TestLogsMergedAndPrevious(t *testing.T) {
 		t.Errorf("logs -previous of nothing: %s", errs)
 	}
 }
+
+// TestLogsAfterDestroyPointsToPrevious: logs of an agent that is gone says
+// where its saved log is (logs -previous), and only when one was saved.
+func TestLogsAfterDestroyPointsToPrevious(t *testing.T) {
+	w := newWorkspace(t)
+	w.write(strings.Replace(logsConfig, "%s", "600", 1))
+	w.must("apply", "-auto-approve")
+	w.fake.Say(w.lineage(), "agent.coder", false, "working")
+	w.must("destroy", "-auto-approve")
+
+	code, out, errs := w.run("logs", "agent.coder")
+	if code != 1 || !strings.Contains(strings.Join(strings.Fields(errs), " "), "Its log was saved when it was removed: bottlefile logs -previous agent.coder") {
+		t.Errorf("logs of a destroyed agent: exit %d, want 1 and the pointer to -previous:\n%s%s", code, out, errs)
+	}
+	golden(t, "testdata/logs-destroyed.txt", w.normalize(errs))
+	if out := w.must("logs", "-previous", "-no-prefix", "agent.coder"); out != "working\n" {
+		t.Errorf("logs -previous: %q", out)
+	}
+	if _, _, errs := w.run("logs", "agent.other"); strings.Contains(errs, "-previous") {
+		t.Errorf("logs of an agent never run points to a saved log:\n%s", errs)
+	}
+}
