@@ -164,7 +164,12 @@ func applyPlan(m *Meta, op *operations.Operation, p *planner.Plan, v applyView, 
 	}
 	v.Starting()
 	res, diags := op.Apply(m.Ctx, p, operations.ApplyOptions{Parallelism: parallelism, Hook: newProgressHook(v.Event), Abandon: m.Abandon, Wait: wait})
-	failed := v.Diagnostics(op.Files(), diags) || m.Ctx.Err() != nil
+	// An interrupt that came once every action had started stopped
+	// nothing: what ran finished, and the apply is complete.
+	failed := v.Diagnostics(op.Files(), diags) || len(res.Failed) > 0 || len(res.Skipped) > 0
+	if m.Ctx.Err() != nil && !failed {
+		v.Message("\nInterrupted after every action had started: each of them finished.")
+	}
 	v.Summary(applyResult(res, destroy, failed, op.Store.WriteErr()))
 	if failed {
 		return 1
