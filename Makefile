@@ -41,7 +41,7 @@ demo: build deps ## Build, then apply examples/quickstart on the local Docker en
 	@scripts/quickstart-rootfs.sh examples/quickstart/agent/rootfs
 	$(BIN) -chdir=examples/quickstart apply -auto-approve
 	@echo
-	docker ps --filter label=io.bottlefile.address=agent.hello --format 'table {{.Names}}\t{{.Status}}\t{{.Label "io.bottlefile.address"}}'
+	$(BIN) -chdir=examples/quickstart status
 	@echo
 	@echo "Try: $(BIN) -chdir=examples/quickstart plan     (No changes.)"
 	@echo "     $(BIN) -chdir=examples/quickstart destroy -auto-approve"
