@@ -32,6 +32,7 @@ Usage: bottlefile [global options] state push [-lock-timeout=DUR] FILE
 func (c *StatePushCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("state push")
+	m.noColorFlag(fs)
 	lockTimeout := fs.Duration("lock-timeout", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return m.fail("Invalid command line", err)
@@ -96,6 +97,7 @@ Usage: bottlefile [global options] state migrate -to=pg|file [-lock-timeout=DUR]
 func (c *StateMigrateCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("state migrate")
+	m.noColorFlag(fs)
 	to := fs.String("to", "", "")
 	lockTimeout := fs.Duration("lock-timeout", 0, "")
 	if err := fs.Parse(args); err != nil {
