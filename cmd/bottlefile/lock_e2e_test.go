@@ -68,9 +68,15 @@ func (h *heldApply) stdout() string {
 // startHeldApply starts apply with args and waits for its prompt.
 func startHeldApply(t *testing.T, dir string, args ...string) *heldApply {
 	t.Helper()
+	return startHeldApplyEnv(t, dir, nil, args...)
+}
+
+// startHeldApplyEnv is startHeldApply with more environment variables.
+func startHeldApplyEnv(t *testing.T, dir string, env []string, args ...string) *heldApply {
+	t.Helper()
 	h := &heldApply{done: make(chan error, 1)}
 	h.cmd = exec.Command(binary, append([]string{"-chdir=" + dir, "apply"}, args...)...)
-	h.cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	h.cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
 	h.cmd.Stdout, h.cmd.Stderr = h, &h.errb
 	var err error
 	if h.stdin, err = h.cmd.StdinPipe(); err != nil {
