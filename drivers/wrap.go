@@ -11,7 +11,7 @@ import (
 // driver has: its name and Declaration, and each optional interface
 // (Closer, WrittenReader, SnapshotExporter, SnapshotImporter, LogReader,
 // ExitDescriber, Settler, Execer, BottleForgetter, EngineIdentifier,
-// EngineNamer)
+// EngineNamer, Stopper)
 // the inner one implements, which As finds through it. Wrapper has every
 // optional method, so callers must ask As, never assert on a driver's type.
 type Wrapper struct {
@@ -34,6 +34,7 @@ var (
 	_ BottleForgetter  = (*Wrapper)(nil)
 	_ EngineIdentifier = (*Wrapper)(nil)
 	_ EngineNamer      = (*Wrapper)(nil)
+	_ Stopper          = (*Wrapper)(nil)
 )
 
 // Unwrap is the wrapped driver.
@@ -126,6 +127,13 @@ func (w *Wrapper) DescribeExit(ctx context.Context, lineage string, obj LiveObje
 		return e.DescribeExit(ctx, lineage, obj)
 	}
 	return nil, w.errNotImplemented("ExitDescriber")
+}
+
+func (w *Wrapper) StopWorkload(ctx context.Context, req StopRequest) error {
+	if s, ok := As[Stopper](w.Inner); ok {
+		return s.StopWorkload(ctx, req)
+	}
+	return w.errNotImplemented("Stopper")
 }
 
 func (w *Wrapper) Settle(ctx context.Context, req SettleRequest) error {

@@ -306,7 +306,7 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 			computed[planner.BaseKey] = base
 		}
 	}
-	if err := e.record(c, resp.ID, computed); err != nil {
+	if err := e.record(c, resp.ID, marked(computed, s.Op)); err != nil {
 		return err
 	}
 	if op == drivers.OpUpdate || !c.Object.Workload {
@@ -317,9 +317,10 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 
 // stepRuns are the steps the executor carries out other than by one
 // driver Apply of the step's DriverOp: deletes (which forget the record),
-// and the steps that only touch the state.
+// stops (drivers.Stopper), and the steps that only touch the state.
 var stepRuns = map[planner.StepOp]func(e *Executor, ctx context.Context, s *planner.Step, rt *planner.Runtime) error{
 	planner.StepDelete: (*Executor).delete,
+	planner.StepStop:   (*Executor).stop,
 	planner.StepForget: func(e *Executor, _ context.Context, s *planner.Step, _ *planner.Runtime) error {
 		return e.State.Delete(s.Change.Addr)
 	},
@@ -365,6 +366,25 @@ func (e *Executor) delete(ctx context.Context, s *planner.Step, rt *planner.Runt
 		return e.clearIntent(c.Addr) // what an interrupted create left is gone
 	}
 	return e.forget(c.Addr, id, runtime)
+}
+
+// marked is computed with the stopped mark (planner.StoppedKey) the step
+// leaves on the record.
+func marked(computed map[string]string, op planner.StepOp) map[string]string {
+	switch op.Stopped() {
+	case +1:
+		computed = maps.Clone(computed)
+		if computed == nil {
+			computed = map[string]string{}
+		}
+		computed[planner.StoppedKey] = "true"
+	case -1:
+		if _, ok := computed[planner.StoppedKey]; ok {
+			computed = maps.Clone(computed)
+			delete(computed, planner.StoppedKey)
+		}
+	}
+	return computed
 }
 
 // settle watches a workload just created or started, after it was

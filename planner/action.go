@@ -11,6 +11,7 @@ import "github.com/bottlefile/bottlefile/drivers"
 //	Replace  recorded attrs    desired attrs     delete, then create
 //	Delete   recorded attrs    null              delete
 //	Start    recorded attrs    desired attrs     start (a stopped workload)
+//	Stop     recorded attrs    desired attrs     stop (a running workload), recorded as stopped
 //	Adopt    null              desired attrs     record only (found live, not in state)
 //	Forget   recorded attrs    null              remove the record only (already gone)
 //	Migrate  recorded attrs    desired attrs     create on the new runtime, then delete on the old
@@ -23,6 +24,7 @@ const (
 	Replace Action = '±'
 	Delete  Action = '-'
 	Start   Action = '>'
+	Stop    Action = '■'
 	Adopt   Action = '&'
 	Forget  Action = 'x'
 	Migrate Action = '⇒'
@@ -42,7 +44,7 @@ type actionRow struct {
 	headline func(c *Change) string
 	// up is the step ordered after what the object depends on (create,
 	// update, start); down the one ordered before what it depends on, and
-	// after what depends on it (delete). upStateOnly is up for a
+	// after what depends on it (delete, stop). upStateOnly is up for a
 	// change that only rewrites the record (Change.StateOnly).
 	up, down, upStateOnly StepOp
 	// shows is which attributes the views list for it.
@@ -58,7 +60,7 @@ type actionRow struct {
 type Shows int
 
 const (
-	ShowsNone   Shows = iota // no attribute rows (start, no-op)
+	ShowsNone   Shows = iota // no attribute rows (start, stop, no-op)
 	ShowsAfter               // the desired ones, as added
 	ShowsBefore              // the recorded ones, as removed
 	ShowsDiff                // both, with what changes marked
@@ -78,6 +80,8 @@ var actionTable = []actionRow{
 		count: func(s *Summary) { s.Destroy++ }, destroys: true},
 	{action: Start, name: "start", symbol: ">", headline: says("will be started"), up: StepStart,
 		count: func(s *Summary) { s.Start++ }},
+	{action: Stop, name: "stop", symbol: "||", headline: says("will be stopped"), down: StepStop,
+		count: func(s *Summary) { s.Stop++ }},
 	{action: Adopt, name: "adopt", symbol: "&", headline: says("will be adopted into state"), up: StepAdopt, shows: ShowsAfter,
 		count: func(s *Summary) { s.Adopt++ }},
 	{action: Forget, name: "forget", symbol: "x", headline: says("will be forgotten (removed from state only)"), down: StepForget, shows: ShowsBefore,
@@ -187,6 +191,7 @@ const (
 	StepCreate StepOp = "create"
 	StepUpdate StepOp = "update"
 	StepStart  StepOp = "start"
+	StepStop   StepOp = "stop"
 	StepDelete StepOp = "delete"
 	StepAdopt  StepOp = "adopt"  // record an object found live
 	StepRecord StepOp = "record" // rewrite a record; nothing on the runtime changes
@@ -205,7 +210,10 @@ type stepRow struct {
 	driver drivers.Op
 	// count adds one step done to an apply's summary; nil counts nothing
 	// (a step that only touches the state, a move).
-	count    func(*Summary, *Change)
+	count func(*Summary, *Change)
+	// stopped is what the record says of the workload afterwards:
+	// +1 stopped on purpose (StoppedKey), -1 not, 0 as it was.
+	stopped  int
 	progress [3]string // "Creating...", "Creation complete", "creating"
 }
 
@@ -219,12 +227,14 @@ func added(s *Summary, c *Change) {
 }
 
 var stepTable = []stepRow{
-	{op: StepCreate, driver: drivers.OpCreate, count: added,
+	{op: StepCreate, driver: drivers.OpCreate, count: added, stopped: -1,
 		progress: [3]string{"Creating...", "Creation complete", "creating"}},
 	{op: StepUpdate, driver: drivers.OpUpdate, count: func(s *Summary, _ *Change) { s.Change++ },
 		progress: [3]string{"Modifying...", "Modifications complete", "modifying"}},
-	{op: StepStart, driver: drivers.OpStart, count: func(s *Summary, _ *Change) { s.Start++ },
+	{op: StepStart, driver: drivers.OpStart, count: func(s *Summary, _ *Change) { s.Start++ }, stopped: -1,
 		progress: [3]string{"Starting...", "Start complete", "starting"}},
+	{op: StepStop, count: func(s *Summary, _ *Change) { s.Stop++ }, stopped: +1,
+		progress: [3]string{"Stopping...", "Stop complete", "stopping"}},
 	{op: StepDelete, count: func(s *Summary, c *Change) {
 		s.Destroy++
 		if c.Kind == drivers.KindSnapshot {
@@ -250,6 +260,10 @@ func (op StepOp) row() stepRow {
 // a step the executor carries out another way.
 func (op StepOp) DriverOp() drivers.Op { return op.row().driver }
 
+// Stopped is what the step leaves the record saying of the workload:
+// +1 stopped on purpose, -1 not, 0 as it was.
+func (op StepOp) Stopped() int { return op.row().stopped }
+
 // Progress is the words apply's progress lines use for the step: when it
 // begins ("Creating..."), when it ends ("Creation complete") and while it
 // runs ("creating").
@@ -257,3 +271,9 @@ func (op StepOp) Progress() (begin, end, during string) {
 	p := op.row().progress
 	return p[0], p[1], p[2]
 }
+
+// StoppedKey is the computed value, on a workload's record, that marks it
+// stopped on purpose (bottlefile stop): the plan leaves it stopped, not
+// started again as a workload found stopped would be, until bottlefile
+// start (or a change that replaces it) runs it again.
+const StoppedKey = "stopped"

@@ -33,6 +33,11 @@ type Options struct {
 	// policy snapshot agent.X.snapshot.N whose trigger is "take", pruned
 	// by the agent's keep_last, max_age and max_total_size like the rest.
 	Take []TakeRequest
+	// Stop plans stopping the workloads of these agents (agent.NAME:
+	// the agent's, its sidecars', its gateway's) and recording them as
+	// stopped on purpose; Start plans starting them again (bottlefile
+	// stop, start, restart). Nothing else changes.
+	Stop, Start []string
 }
 
 // TakeRequest is one imperative snapshot: the agent to commit and what to

@@ -253,6 +253,8 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 	switch {
 	case len(opts.Take) > 0:
 		diags = append(diags, p.planTake(ctx, changes, agents, plan.Lineage)...)
+	case len(opts.Stop) > 0 || len(opts.Start) > 0:
+		diags = append(diags, p.planStopStart(changes)...)
 	case opts.RefreshOnly:
 		refreshOnly(changes)
 	default:
@@ -755,6 +757,9 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 			// Recorded, unless planPolicies resumes it (restarted.go).
 			c.Action, c.StateOnly, c.Restarted = Update, true, true
 			c.Reasons = append(c.Reasons, restartedWhat(c.Addr, rec, lo)+"; the new task is recorded")
+		case d.object.Workload && !lo.Running && rec.Computed[StoppedKey] != "":
+			// Stopped with bottlefile stop: it stays stopped until
+			// bottlefile start (stop.go).
 		case d.object.Workload && !lo.Running:
 			c.Action = Start
 			c.Reasons = append(c.Reasons, stoppedReason(lo.Exit))

@@ -11,10 +11,13 @@ import (
 // and apply's closing line all render one. The JSON names are part of the
 // plan -json and apply -json formats.
 type Summary struct {
-	Add      int `json:"add"`
-	Change   int `json:"change"`
-	Destroy  int `json:"destroy"`
-	Start    int `json:"start"`
+	Add     int `json:"add"`
+	Change  int `json:"change"`
+	Destroy int `json:"destroy"`
+	Start   int `json:"start"`
+	// Stop counts the workloads stopped (bottlefile stop); in JSON only
+	// when a plan stops one.
+	Stop     int `json:"stop,omitempty"`
 	Adopt    int `json:"adopt"`
 	Forget   int `json:"forget"`
 	Snapshot int `json:"snapshot"`
@@ -71,7 +74,7 @@ func (s Summary) String() string {
 	for _, extra := range []struct {
 		n    int
 		verb string
-	}{{s.Start, "start"}, {s.Adopt, "adopt"}, {s.Forget, "forget"}, {s.Snapshot, "snapshot"}, {s.Migrate, "migrate"}, {s.Move, "move"}} {
+	}{{s.Start, "start"}, {s.Stop, "stop"}, {s.Adopt, "adopt"}, {s.Forget, "forget"}, {s.Snapshot, "snapshot"}, {s.Migrate, "migrate"}, {s.Move, "move"}} {
 		if extra.n > 0 {
 			line += fmt.Sprintf(", %d to %s", extra.n, extra.verb)
 		}
@@ -94,6 +97,9 @@ func (s Summary) Done() string {
 	line := fmt.Sprintf("%d added, %d changed, %d destroyed", s.Add, s.Change, s.Destroy)
 	if s.Start > 0 {
 		line += fmt.Sprintf(", %d started", s.Start)
+	}
+	if s.Stop > 0 {
+		line += fmt.Sprintf(", %d stopped", s.Stop)
 	}
 	if s.Snapshot > 0 {
 		line += fmt.Sprintf(", %d %s taken", s.Snapshot, plural(s.Snapshot, "snapshot", "snapshots"))
