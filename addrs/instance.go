@@ -202,3 +202,25 @@ func splitInstance(s string) (string, InstanceKey) {
 	}
 	return s, NoKey
 }
+
+// Safe is the textual address s with its instance name (the label after
+// agent. or snapshot.) spelled as SafeName: agent.coder["a"].sidecar.git
+// gives agent.coder__a.sidecar.git. Drivers derive engine names from it.
+// s is returned as it is when it has no instance key, and an error when
+// its instance key is malformed.
+func Safe(s string) (string, error) {
+	word, rest, ok := strings.Cut(s, ".")
+	if !ok || (word != agentWord && word != snapshotWord) || !strings.Contains(rest, "[") {
+		return s, nil
+	}
+	label, below, _ := strings.Cut(rest, ".")
+	name, key, why := ParseInstanceName(label)
+	if why != "" {
+		return "", &ParseError{Text: s, Reason: why}
+	}
+	out := word + "." + SafeName(name, key)
+	if below != "" {
+		out += "." + below
+	}
+	return out, nil
+}

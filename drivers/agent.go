@@ -17,7 +17,7 @@ import (
 // (DecodeWorkload).
 type AgentSpec struct {
 	Addr string // "agent.coder"
-	Name string // "coder"
+	Name string // "coder"; for an instance its addrs.SafeName, "coder__frontend"
 
 	// Workload is what runs and how: an object of WorkloadType, checked by
 	// the configuration language (memory is a number of bytes, a build

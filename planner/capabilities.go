@@ -139,7 +139,9 @@ func refusalDiag(a *lang.Agent, r drivers.Refusal, runtime, driver string) *hcl.
 // agentSpec is the evaluated agent as its driver plans it: its workload
 // as the configuration language evaluated it.
 func agentSpec(a *lang.Agent, val lang.AgentValue) drivers.AgentSpec {
-	spec := drivers.AgentSpec{Addr: a.Addr(), Name: a.Name, Workload: val.Workload, Workspace: val.Workspace}
+	// Drivers check Name as part of engine names: an instance's is its
+	// safe spelling (coder__frontend), never coder["frontend"].
+	spec := drivers.AgentSpec{Addr: a.Addr(), Name: addrs.Agent(a.Name).SafeName(), Workload: val.Workload, Workspace: val.Workspace}
 	if a.FromSnapshot != "" && val.Workload.GetAttr("image").IsNull() && val.Workload.GetAttr("build").IsNull() {
 		// A fork has no image of its own: it always boots from the
 		// snapshot, and its image names that snapshot, so the plan shows

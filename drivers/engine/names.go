@@ -34,7 +34,14 @@ var NamePart = regexp.MustCompile(`^[a-zA-Z0-9_.-]+$`)
 // all give "coder"; deeper addresses keep their path, joined by dashes;
 // agent.coder["frontend"] gives "coder__frontend" (addrs.SafeName).
 func AddrPart(addr, kind string) (string, error) {
-	rest, ok := strings.CutPrefix(addr, "agent.")
+	// An instance of an agent with for_each or count spells its key in
+	// letters, digits, '_' and '-' (coder__frontend, coder--0): brackets
+	// and quotes are no part of an engine name.
+	safe, err := addrs.Safe(addr)
+	if err != nil {
+		return "", err
+	}
+	rest, ok := strings.CutPrefix(safe, "agent.")
 	if !ok || rest == "" {
 		return "", fmt.Errorf("address %q is not below %q", addr, "agent")
 	}
@@ -43,18 +50,6 @@ func AddrPart(addr, kind string) (string, error) {
 		rest = strings.TrimSuffix(rest, ".network")
 	case KindImage:
 		rest = strings.TrimSuffix(rest, ".image")
-	}
-	// An instance of an agent with for_each or count spells its key in
-	// letters, digits, '_' and '-' (coder__frontend, coder--0): brackets
-	// and quotes are no part of an engine name.
-	label, below, _ := strings.Cut(rest, ".")
-	name, key, why := addrs.ParseInstanceName(label)
-	if why != "" {
-		return "", fmt.Errorf("address %q: %s", addr, why)
-	}
-	rest = addrs.SafeName(name, key)
-	if below != "" {
-		rest += "." + below
 	}
 	part := strings.ReplaceAll(rest, ".", "-")
 	if !NamePart.MatchString(part) {

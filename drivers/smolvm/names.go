@@ -18,7 +18,11 @@ const maxNameLen = 128
 // machine name: "agent.coder" gives "coder"; deeper addresses keep their
 // path, joined by dashes.
 func addrPart(addr string) (string, error) {
-	rest, ok := strings.CutPrefix(addr, "agent.")
+	safe, err := addrs.Safe(addr) // agent.coder["a"] is machine coder__a
+	if err != nil {
+		return "", err
+	}
+	rest, ok := strings.CutPrefix(safe, "agent.")
 	if !ok || rest == "" {
 		return "", fmt.Errorf("address %q is not below %q", addr, "agent")
 	}
