@@ -259,7 +259,7 @@ func (op *Operation) PlanRemove(ctx context.Context, addrs []string, force bool)
 			diags = append(diags, errorDiag("Snapshot in use", fmt.Sprintf("%s cannot be removed: %s. Without it, what boots from it cannot be created again. Remove or change those first, or run snapshot rm -force to remove it anyway (data loss).", c.Addr, strings.Join(users, "; "))))
 			continue
 		}
-		c.Reasons = append(c.Reasons, fmt.Sprintf("-force: this is data loss: %s, and none of it can be created from this snapshot again", strings.Join(users, "; ")))
+		c.Reasons = append(c.Reasons, planner.NewReason(planner.ReasonForceRemoveInUse, "users", strings.Join(users, "; ")))
 	}
 	if diags.HasErrors() {
 		return nil, diags

@@ -42,9 +42,9 @@ func TestConfigDrift(t *testing.T) {
 			lo := &drivers.LiveObject{Addr: d.object.Addr, Kind: "gateway", ID: "g1", Hash: fp.Hash, Running: tt.running, Config: tt.live}
 			c := diffObject(d, rec, lo)
 			if c.Action != tt.action {
-				t.Fatalf("action %v, want %v (reasons %q)", c.Action, tt.action, c.Reasons)
+				t.Fatalf("action %v, want %v (reasons %q)", c.Action, tt.action, ReasonTexts(c.Reasons))
 			}
-			if got := strings.Join(c.Reasons, "; "); !strings.Contains(got, tt.reason) || (tt.reason == "" && tt.action == NoOp && got != "") {
+			if got := strings.Join(ReasonTexts(c.Reasons), "; "); !strings.Contains(got, tt.reason) || (tt.reason == "" && tt.action == NoOp && got != "") {
 				t.Errorf("reasons %q, want %q", got, tt.reason)
 			}
 		})

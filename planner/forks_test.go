@@ -240,7 +240,7 @@ agent "follower" {
 		t.Errorf("the follower is not replaced for its image:\n%s", p)
 	}
 	if c := change(p, "agent.reviewer"); c == nil || c.Action != planner.Replace || c.BootFrom != "snapshot.reviewed" ||
-		!slices.Contains(c.Reasons, "snapshot.reviewed, which it depends on, will be replaced") {
+		!slices.Contains(planner.ReasonTexts(c.Reasons), "snapshot.reviewed, which it depends on, will be replaced") {
 		t.Errorf("the fork is not replaced from the new snapshot:\n%s", p)
 	}
 	b.apply(planner.Options{})

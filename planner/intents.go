@@ -1,8 +1,6 @@
 package planner
 
 import (
-	"fmt"
-
 	"github.com/bottlefile/bottlefile/state"
 )
 
@@ -23,6 +21,6 @@ func resolveIntents(changes map[string]*Change, intents []state.Intent) {
 		if in.Name != "" {
 			what += " " + in.Name
 		}
-		c.Reasons = append(c.Reasons, fmt.Sprintf("an apply cut off at %s was creating %s and the runtime shows none: it is created now, and one that lands late is taken over, not refused", in.At.UTC().Format("15:04:05"), what))
+		c.Reasons = append(c.Reasons, because(ReasonIntent, "at", in.At.UTC().Format("15:04:05"), "what", what))
 	}
 }

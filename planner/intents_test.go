@@ -77,7 +77,7 @@ func TestIntentsRecordedAndResolved(t *testing.T) {
 		t.Fatalf("the plan did not read the intent: %+v", p.Intents)
 	}
 	c := change(p, "agent.a")
-	if c == nil || c.Action != planner.Adopt || !strings.Contains(strings.Join(c.Reasons, "; "), "not recorded") {
+	if c == nil || c.Action != planner.Adopt || !strings.Contains(strings.Join(planner.ReasonTexts(c.Reasons), "; "), "not recorded") {
 		t.Fatalf("what the interrupted create made is not adopted:\n%s", p)
 	}
 	b.apply(planner.Options{})
@@ -115,7 +115,7 @@ func TestIntentWithNothingLive(t *testing.T) {
 
 	p = b.plan(planner.Options{})
 	c := change(p, "agent.a")
-	if c == nil || c.Action != planner.Create || !strings.Contains(strings.Join(c.Reasons, "; "), "cut off") {
+	if c == nil || c.Action != planner.Create || !strings.Contains(strings.Join(planner.ReasonTexts(c.Reasons), "; "), "cut off") {
 		t.Fatalf("the plan does not say the create was cut off:\n%s", p)
 	}
 	b.apply(planner.Options{})
@@ -143,7 +143,7 @@ func TestLeftoverRemoved(t *testing.T) {
 			left = c
 		}
 	}
-	if left == nil || left.Action != planner.Delete || !left.Twin || !strings.Contains(strings.Join(left.Reasons, "; "), "the intermediate image of a snapshot") {
+	if left == nil || left.Action != planner.Delete || !left.Twin || !strings.Contains(strings.Join(planner.ReasonTexts(left.Reasons), "; "), "the intermediate image of a snapshot") {
 		t.Fatalf("the leftover is not removed by id with its reason:\n%s", p)
 	}
 	if change(p, "agent.a").Action != planner.NoOp {

@@ -352,17 +352,13 @@ func (p *Planner) nameAddrs(records []state.Record) map[string]string {
 // describeMove is the plan's line for a move: "agent.old has moved to
 // agent.new", "agent.x has moved from runtime "default" to runtime
 // "local" (the same engine)".
-func describeMove(addr string, m *recordMove, runtime string) string {
-	line := addr
-	if m.from != "" {
-		line = m.from + " has moved to " + addr
-	} else {
-		line += " has moved"
-	}
+func describeMove(addr string, m *recordMove, runtime string) Reason {
+	r := because(ReasonMoved, "addr", addr, "from", m.from)
 	if m.fromRuntime != "" {
-		line += fmt.Sprintf(" from runtime %q to runtime %q (the same engine)", m.fromRuntime, runtime)
+		r.set("from_runtime", m.fromRuntime)
+		r.set("runtime", runtime)
 	}
-	return line
+	return r
 }
 
 // markMoves marks the changes of moved records: a change that would do
@@ -379,7 +375,7 @@ func markMoves(changes map[string]*Change, moves map[string]*recordMove) {
 			c.Action, c.StateOnly = Update, true
 			continue
 		}
-		c.Reasons = append([]string{describeMove(addr, m, c.Runtime)}, c.Reasons...)
+		c.Reasons = append([]Reason{describeMove(addr, m, c.Runtime)}, c.Reasons...)
 	}
 }
 
@@ -389,5 +385,5 @@ func (c *Change) MoveLine() string {
 	if !c.Moved() {
 		return ""
 	}
-	return describeMove(c.Addr, &recordMove{from: c.MovedFrom, fromRuntime: c.FromRuntime}, c.Runtime)
+	return describeMove(c.Addr, &recordMove{from: c.MovedFrom, fromRuntime: c.FromRuntime}, c.Runtime).Text()
 }

@@ -22,9 +22,10 @@ type Change struct {
 	Driver  string // driver name
 
 	Action Action
-	// Reasons say, in words, why an action not driven by the configuration
-	// is needed (drift, deletion out of band, an interrupted apply).
-	Reasons []string
+	// Reasons say why an action not driven by the configuration is needed
+	// (drift, deletion out of band, an interrupted apply): codes with
+	// parameters (reasons.go), which the views put in words.
+	Reasons []Reason
 	// WhatIf, for a change of an egress allowlist, says what the gateway's
 	// recent decisions would have been under the new rules (filled in by
 	// operations, which reads the gateway's log).
@@ -236,7 +237,7 @@ func (p *Plan) String() string {
 			fmt.Fprintf(&b, " forced by %s", strings.Join(c.Forcing, ", "))
 		}
 		for _, r := range c.Reasons {
-			fmt.Fprintf(&b, " (%s)", r)
+			fmt.Fprintf(&b, " (%s)", r.Text())
 		}
 		b.WriteByte('\n')
 	}

@@ -14,7 +14,14 @@ import (
 )
 
 // PlanFileVersion is the format of saved plans this bottlefile writes and reads.
-const PlanFileVersion = 1
+//
+// Version 2 holds each reason as its code and parameters (Reason); a plan
+// file of version 1, whose reasons are sentences, is read too, its reasons
+// kept as they were written (ReasonText).
+const PlanFileVersion = 2
+
+// oldestPlanFileVersion is the oldest format this bottlefile reads.
+const oldestPlanFileVersion = 1
 
 // SavedPlan is what plan -out writes: enough to refuse a stale plan and to
 // show it, and nothing sensitive. apply FILE re-plans from the same inputs
@@ -41,7 +48,7 @@ type SavedChange struct {
 	Kind    string                     `json:"kind"`
 	Runtime string                     `json:"runtime"`
 	Action  string                     `json:"action"`
-	Reasons []string                   `json:"reasons,omitempty"`
+	Reasons []Reason                   `json:"reasons,omitempty"`
 	WhatIf  []string                   `json:"what_if,omitempty"`
 	Changed []string                   `json:"changed,omitempty"`
 	Forcing []string                   `json:"forcing,omitempty"`
@@ -154,8 +161,8 @@ func DecodePlanFile(data []byte) (*SavedPlan, error) {
 	if err := dec.Decode(&s); err != nil {
 		return nil, fmt.Errorf("not a bottlefile plan (%v)", err)
 	}
-	if s.FormatVersion != PlanFileVersion {
-		return nil, fmt.Errorf("format version %d; this bottlefile reads version %d", s.FormatVersion, PlanFileVersion)
+	if s.FormatVersion < oldestPlanFileVersion || s.FormatVersion > PlanFileVersion {
+		return nil, fmt.Errorf("format version %d; this bottlefile reads versions %d to %d", s.FormatVersion, oldestPlanFileVersion, PlanFileVersion)
 	}
 	if len(s.Config) == 0 {
 		return nil, errors.New("it records no configuration")

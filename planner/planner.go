@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -181,7 +182,7 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 	for _, c := range changes {
 		if slices.Contains(opts.Replace, c.Addr) && (c.Prior != nil || c.Live != nil) && c.Action != Replace {
 			c.Action = Replace
-			c.Reasons = append(c.Reasons, "replacement was requested with -replace")
+			c.Reasons = append(c.Reasons, because(ReasonReplaceRequested))
 		}
 	}
 	propagateReplacement(changes)
@@ -201,11 +202,11 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		c.Live = live.take(r.Runtime, r.Addr)
 		if c.Live == nil {
 			c.Action = Forget
-			c.Reasons = append(c.Reasons, "it no longer exists on the runtime; only its record is removed")
+			c.Reasons = append(c.Reasons, because(ReasonGone))
 		}
 		if m := moves[r.Addr]; m != nil {
 			c.MovedFrom, c.FromRuntime = m.from, m.fromRuntime
-			c.Reasons = append([]string{describeMove(c.Addr, m, c.Runtime)}, c.Reasons...)
+			c.Reasons = append([]Reason{describeMove(c.Addr, m, c.Runtime)}, c.Reasons...)
 		}
 		changes[r.Addr] = c
 	}
@@ -225,23 +226,23 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 	nameChanges(false)
 	for _, lo := range live.rest() {
 		c := &Change{Addr: lo.obj.Addr, Kind: lo.obj.Kind, Runtime: lo.runtime, Driver: lo.driver, Action: Delete, Live: lo.obj,
-			Reasons: []string{fmt.Sprintf("%s %s carries this state's lineage but is not recorded (left by an interrupted apply)", lo.obj.Kind, lo.obj.Name)}}
+			Reasons: []Reason{because(ReasonLeftover, "kind", lo.obj.Kind, "name", lo.obj.Name)}}
 		if lo.obj.Leftover != "" {
 			c.Twin = true
-			c.Reasons[0] = fmt.Sprintf("%s %s carries this state's lineage and no record can name it: it is %s; it is removed by its id", lo.obj.Kind, lo.obj.Name, lo.obj.Leftover)
+			c.Reasons[0] = because(ReasonLeftoverUnnamed, "kind", lo.obj.Kind, "name", lo.obj.Name, "leftover", lo.obj.Leftover)
 		} else if lo.twin {
 			c.Twin = true
-			c.Reasons[0] = fmt.Sprintf("%s %s (%s) is a second %s of this name carrying this state's lineage, left by an interrupted create; it is removed by its id", lo.obj.Kind, lo.obj.Name, shortID(lo.obj.ID), lo.obj.Kind)
+			c.Reasons[0] = because(ReasonTwin, "kind", lo.obj.Kind, "name", lo.obj.Name, "id", shortID(lo.obj.ID))
 		} else if _, ok := changes[lo.obj.Addr]; ok {
 			// The address lives elsewhere: this is a copy on another
 			// runtime, left by an interrupted migration.
 			c.Stray = true
-			c.Reasons[0] = fmt.Sprintf("%s %s on runtime %q carries this state's lineage but is not recorded there (left by an interrupted migration)", lo.obj.Kind, lo.obj.Name, lo.runtime)
+			c.Reasons[0] = because(ReasonStray, "kind", lo.obj.Kind, "name", lo.obj.Name, "runtime", lo.runtime)
 		} else if lo.obj.Kind == drivers.KindSnapshot {
 			// Removed, not adopted: a snapshot is recorded before anything
 			// it protects is removed, so what an unrecorded one holds is
 			// still in its agent's workload (or a recorded snapshot).
-			c.Reasons[0] = fmt.Sprintf("snapshot image %s carries this state's lineage but is not recorded: an apply was cut off after taking it and before recording it. Nothing was removed after it, so what it holds is still in the agent; it is removed, and the policy takes a new snapshot when it asks", lo.obj.Name)
+			c.Reasons[0] = because(ReasonLeftoverSnapshot, "name", lo.obj.Name)
 		}
 		changes[c.key()] = c
 	}
@@ -299,7 +300,7 @@ func refreshOnly(changes map[string]*Change) {
 		case Create:
 			if c.Prior != nil { // recorded, but gone
 				c.Action = Forget
-				c.Reasons = []string{"it no longer exists on the runtime; only its record is removed"}
+				c.Reasons = []Reason{because(ReasonGone)}
 				c.After = nil
 				continue
 			}
@@ -307,7 +308,7 @@ func refreshOnly(changes map[string]*Change) {
 		case Start:
 			if c.Prior == nil || c.Prior.ID != c.Live.ID { // made, never started, not recorded
 				c.Action = Adopt
-				c.Reasons = []string{"it carries this state's lineage, matches the configuration and is not recorded; -refresh-only records it and does not start it"}
+				c.Reasons = []Reason{because(ReasonRefreshOnlyAdopt)}
 				continue
 			}
 			c.Action, c.Reasons = NoOp, nil
@@ -348,7 +349,7 @@ func checkPreventDestroy(changes map[string]*Change, want map[string]*desired) h
 				why += " (" + strings.Join(c.Forcing, ", ") + " changed)"
 			}
 			for _, r := range c.Reasons {
-				why += "; " + r
+				why += "; " + r.Text()
 			}
 		} else if subject != nil {
 			why = "the plan destroys it"
@@ -689,52 +690,52 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 		c.Action = Create
 	case rec == nil && lo.Unfinished:
 		c.Action = Replace
-		c.Reasons = append(c.Reasons, fmt.Sprintf("%s %s carries this state's lineage but is not recorded, and the apply that made it was cut off before it was ready", lo.Kind, lo.Name))
+		c.Reasons = append(c.Reasons, because(ReasonLeftoverUnready, "kind", lo.Kind, "name", lo.Name))
 	case rec == nil:
 		if matches(fp, lo) {
-			adopt(c, d, lo, fmt.Sprintf("%s %s carries this state's lineage but is not recorded (left by an interrupted apply); it matches the configuration", lo.Kind, lo.Name))
+			adopt(c, d, lo, because(ReasonAdoptLeftover, "kind", lo.Kind, "name", lo.Name))
 		} else {
 			c.Action = Replace
-			c.Reasons = append(c.Reasons, fmt.Sprintf("%s %s carries this state's lineage but is not recorded (left by an interrupted apply), and does not match the configuration", lo.Kind, lo.Name))
+			c.Reasons = append(c.Reasons, because(ReasonLeftoverMismatch, "kind", lo.Kind, "name", lo.Name))
 		}
 	case rec.Runtime != d.runtime && d.object.Workload && lo != nil:
 		c.Action = Migrate
-		c.Reasons = append(c.Reasons, fmt.Sprintf("its runtime changes from %q to %q: a snapshot on %q moves to %q, the workload is created there from it and checked to run, then removed from %q", rec.Runtime, d.runtime, rec.Runtime, d.runtime, rec.Runtime))
+		c.Reasons = append(c.Reasons, because(ReasonMigrate, "from", rec.Runtime, "to", d.runtime))
 	case rec.Runtime != d.runtime:
 		c.Action = Replace
 		c.Forcing = []string{"runtime"}
-		c.Reasons = append(c.Reasons, fmt.Sprintf("it moves from runtime %q to %q", rec.Runtime, d.runtime))
+		c.Reasons = append(c.Reasons, because(ReasonRuntimeChanged, "from", rec.Runtime, "to", d.runtime))
 	case lo == nil:
 		c.Action = Create
-		c.Reasons = append(c.Reasons, fmt.Sprintf("it was recorded as %s but no longer exists on the runtime (deleted outside bottlefile, or by a run cut off before it updated the state)", shortID(rec.ID)))
+		c.Reasons = append(c.Reasons, because(ReasonGoneRecreate, "id", shortID(rec.ID)))
 	default:
 		c.Changed = changedAttrs(rec.AttrHashes, fp.Attrs, d.object.Attrs)
 		switch {
 		case lo.ID != rec.ID && lo.Unfinished:
 			c.Action = Replace
-			c.Reasons = append(c.Reasons, fmt.Sprintf("the live %s %s is not the recorded %s; the apply that made it was cut off before it was ready", lo.Kind, shortID(lo.ID), shortID(rec.ID)))
+			c.Reasons = append(c.Reasons, because(ReasonLiveUnready, "kind", lo.Kind, "id", shortID(lo.ID), "recorded", shortID(rec.ID)))
 		case lo.ID != rec.ID && matches(fp, lo):
 			// An apply made it and was cut off before recording it (after
 			// deleting the recorded one, maybe in an earlier cut-off run).
 			c.Changed = nil
-			adopt(c, d, lo, fmt.Sprintf("the live %s %s is not the recorded %s; it carries this state's lineage and matches the configuration (an interrupted apply made it)", lo.Kind, shortID(lo.ID), shortID(rec.ID)))
+			adopt(c, d, lo, because(ReasonAdoptReplaced, "kind", lo.Kind, "id", shortID(lo.ID), "recorded", shortID(rec.ID)))
 		case lo.ID != rec.ID:
 			// Judged by id, not by the hash label: labels cannot change, so
 			// an object updated in place keeps the hash it was created with.
 			c.Action = Replace
-			c.Reasons = append(c.Reasons, fmt.Sprintf("the live %s is %s, not the recorded %s (re-created outside bottlefile)", lo.Kind, shortID(lo.ID), shortID(rec.ID)))
+			c.Reasons = append(c.Reasons, because(ReasonRecreatedOutside, "kind", lo.Kind, "id", shortID(lo.ID), "recorded", shortID(rec.ID)))
 		case lo.Drift != "":
 			// Changed outside bottlefile, as the runtime tells: made again
 			// from the configuration.
 			c.Action = Replace
-			c.Reasons = append(c.Reasons, lo.Drift+"; it will be replaced to match the configuration")
+			c.Reasons = append(c.Reasons, because(ReasonDriftReplace, "drift", lo.Drift))
 		case len(c.Changed) == 0 && configDrift(rec, lo) != "" && lo.Running:
 			// Its files in force were changed inside it: written again.
 			c.Action = Update
-			c.Reasons = append(c.Reasons, configDrift(rec, lo)+"; apply writes them again, in place")
+			c.Reasons = append(c.Reasons, because(ReasonConfigDriftUpdate, "drift", configDrift(rec, lo)))
 		case len(c.Changed) > 0:
 			if why := configDrift(rec, lo); why != "" {
-				c.Reasons = append(c.Reasons, why)
+				c.Reasons = append(c.Reasons, because(ReasonConfigDrift, "drift", why))
 			}
 			for _, name := range c.Changed {
 				if !slices.Contains(d.object.InPlace, name) {
@@ -749,14 +750,14 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 		case fp.Hash != rec.Hash:
 			// Same attributes, other hash: the driver changed what it hashes.
 			c.Action = Replace
-			c.Reasons = append(c.Reasons, "its recorded configuration hash differs from the desired one")
+			c.Reasons = append(c.Reasons, because(ReasonHashDiffers))
 		case d.object.Workload && restartedByRuntime(rec, lo):
 			// Before the stopped case: a task the cluster started in place
 			// of the recorded one may still be starting, and what the old
 			// one wrote is lost either way.
 			// Recorded, unless planPolicies resumes it (restarted.go).
 			c.Action, c.StateOnly, c.Restarted = Update, true, true
-			c.Reasons = append(c.Reasons, restartedWhat(c.Addr, rec, lo)+"; the new task is recorded")
+			c.Reasons = append(c.Reasons, because(ReasonRestartedRecorded, restartedParams(c.Addr, rec, lo)...))
 		case d.object.Workload && !lo.Running && rec.Computed[StoppedKey] != "":
 			// Stopped with bottlefile stop: it stays stopped until
 			// bottlefile start (stop.go).
@@ -766,7 +767,7 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 		case rec.PreventDestroy != d.lifecycle.PreventDestroy:
 			c.Action = Update
 			c.StateOnly = true
-			c.Reasons = append(c.Reasons, fmt.Sprintf("lifecycle.prevent_destroy changes to %t; only the record changes", d.lifecycle.PreventDestroy))
+			c.Reasons = append(c.Reasons, because(ReasonPreventDestroy, "value", strconv.FormatBool(d.lifecycle.PreventDestroy)))
 		}
 	}
 	return c
@@ -801,19 +802,14 @@ func configDrift(rec *state.Record, lo *drivers.LiveObject) string {
 // stoppedReason says why a recorded workload that is not running will be
 // started: it exited on its own (with its code, when, and what it printed
 // last), or someone stopped it.
-func stoppedReason(e *drivers.Exit) string {
+func stoppedReason(e *drivers.Exit) Reason {
 	if e == nil || e.Stopped {
-		why := "it was stopped outside bottlefile"
 		if e != nil && !e.At.IsZero() {
-			why += fmt.Sprintf(" (code %d at %s)", e.Code, e.At.UTC().Format("2006-01-02 15:04 UTC"))
+			return because(ReasonStopped, "code", strconv.Itoa(e.Code), "at", e.At.UTC().Format("2006-01-02 15:04 UTC"))
 		}
-		return why + "; it will be started, not replaced"
+		return because(ReasonStopped)
 	}
-	why := "it " + e.Describe()
-	if last := e.LastLines(); last != "" {
-		why += " after printing " + last
-	}
-	return why + "; it will be started again, not replaced"
+	return because(ReasonExited, "exit", e.Describe(), "last", e.LastLines())
 }
 
 // inParallel calls f for 0 .. n-1, spread over as many goroutines as there
@@ -841,18 +837,20 @@ func matches(fp Fingerprint, lo *drivers.LiveObject) bool {
 // workload that is not running (made, then cut off before its start; or
 // started, and stopped before it was recorded, as an engine that is killed
 // and restarts stops it) is started first, not replaced.
-func adopt(c *Change, d *desired, lo *drivers.LiveObject, why string) {
+func adopt(c *Change, d *desired, lo *drivers.LiveObject, why Reason) {
 	if d.object.Workload && !lo.Running {
 		c.Action = Start
+		why.set("start", "true")
 		if lo.Exit != nil {
-			c.Reasons = append(c.Reasons, why+", but it "+lo.Exit.Describe()+": it will be started and recorded, not replaced")
-			return
+			why.set("exit", lo.Exit.Describe())
+		} else {
+			why.set("never_started", "true")
 		}
-		c.Reasons = append(c.Reasons, why+", but it was never started: it will be started and recorded, not replaced")
+		c.Reasons = append(c.Reasons, why)
 		return
 	}
 	c.Action = Adopt
-	c.Reasons = append(c.Reasons, why+" and will be recorded")
+	c.Reasons = append(c.Reasons, why)
 }
 
 // changedAttrs names the attributes whose hash differs from the recorded
@@ -894,13 +892,13 @@ func propagateReplacement(changes map[string]*Change) {
 					// replaced (its triggers changed) replaces it.
 					continue
 				}
-				var why string
+				var why Reason
 				switch {
 				case d.Action == Replace || d.Action == Create:
-					why = fmt.Sprintf("%s, which it depends on, will be %s", dep, pastTense(d.Action))
+					why = because(ReasonDependsReplaced, "dependency", dep, "action", pastTense(d.Action))
 				case recreated(d) && c.Prior != nil && c.Live != nil && c.Live.ID == c.Prior.ID:
 					// Made on the dependency it was recorded with, which is gone.
-					why = fmt.Sprintf("%s, which it depends on, was re-created after it", dep)
+					why = because(ReasonDependsRecreated, "dependency", dep)
 				default:
 					continue
 				}

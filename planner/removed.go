@@ -3,7 +3,6 @@ package planner
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -72,7 +71,7 @@ func recordPolicy(w *Change, policy *lang.SnapshotPolicyValue) {
 		return
 	}
 	w.Action, w.StateOnly = Update, true
-	w.Reasons = append(w.Reasons, "its snapshot_policy changed, and is recorded: removing its block keeps what the recorded policy keeps; only the record changes")
+	w.Reasons = append(w.Reasons, because(ReasonPolicyRecorded))
 }
 
 // declared reports whether the configuration has the agent at agentAddr.
@@ -138,32 +137,32 @@ func (p *Planner) planRemovedAgents(ctx context.Context, changes map[string]*Cha
 			p.keptByRemoval[agentAddr] = true
 			var taken *Change
 			if w.Action == Delete && w.Live != nil {
-				reason := fmt.Sprintf("%s's block was removed, and the snapshot_policy it was applied with includes \"destroy\": its filesystem is committed before it is destroyed, and its snapshots are kept", agentAddr)
+				reason := because(ReasonRemovedDestroy, "agent", agentAddr)
 				taken = newPolicySnapshotOf(changes, snaps, agentAddr, "", w, "before destroy", "destroy", reason)
 				// No block to evaluate: the snapshot keeps the config of the
 				// image the workload runs, as every snapshot does.
 				taken.AgentSpec = &drivers.AgentSpec{Addr: agentAddr}
 				w.SnapshotFirst = taken.Addr
-				w.Reasons = append(w.Reasons, fmt.Sprintf("%s is taken first (the snapshot_policy it was applied with)", taken.Addr))
+				w.Reasons = append(w.Reasons, because(ReasonSnapshotFirstGone, "snapshot", taken.Addr))
 			}
 			prune(snaps[agentAddr], agentAddr, policy, taken, p.takenSize(ctx, policy, taken, w, lineage), p.pinned(nil), p.now())
 			continue
 		}
-		var why string
+		var why Reason
 		switch {
 		case p.Options.IncludeSnapshots:
-			why = "-include-snapshots deletes its snapshots too"
+			why = because(ReasonIncludeSnapshots)
 		case policy == nil:
-			why = "its block was removed, and it was applied with no snapshot_policy"
+			why = because(ReasonRemovedNoPolicy)
 		default:
-			why = "its block was removed, and the snapshot_policy it was applied with does not include \"destroy\""
+			why = because(ReasonRemovedNoDestroy)
 		}
 		if rt, ok := p.Runtimes[w.Runtime]; ok && w.Action == Delete && w.Live != nil {
 			discards.explain(ctx, rt, w, lineage, "destroy", why)
 		}
 		for _, c := range snaps[agentAddr] {
 			if c.Action == Delete && len(c.Reasons) == 0 {
-				c.Reasons = append(c.Reasons, fmt.Sprintf("%s's block was removed, and the snapshot_policy it was applied with does not keep snapshots across destroy", agentAddr))
+				c.Reasons = append(c.Reasons, because(ReasonRemovedNoKeep, "agent", agentAddr))
 			}
 		}
 	}
@@ -184,7 +183,7 @@ func (p *Planner) explainSidecars(ctx context.Context, changes map[string]*Chang
 			continue
 		}
 		if rt, ok := p.Runtimes[c.DeleteRuntime()]; ok {
-			discards.explain(ctx, rt, c, lineage, covered, "a sidecar is in no snapshot (snapshot_policy commits only the agent)")
+			discards.explain(ctx, rt, c, lineage, covered, because(ReasonSidecarNoSnapshot))
 		}
 	}
 }

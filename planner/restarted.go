@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/bottlefile/bottlefile/drivers"
@@ -27,32 +26,13 @@ func restartedByRuntime(rec *state.Record, lo *drivers.LiveObject) bool {
 	return was != "" && lo.Instance != "" && lo.Instance != was
 }
 
-// restartedWhat says what happened to a workload the runtime restarted:
-// "agent.coder was restarted by the cluster on node3 from its image (node
-// node2 is down)".
-func restartedWhat(addr string, rec *state.Record, lo *drivers.LiveObject) string {
-	from := "its image"
-	if b := rec.Computed[BootFromKey]; b != "" {
-		from = b
-	}
-	where := ""
-	if lo.Node != "" {
-		where = " on " + lo.Node
-	}
-	why := ""
-	if lo.Restarted != "" {
-		why = " (" + lo.Restarted + ")"
-	}
-	return fmt.Sprintf("%s was restarted by the cluster%s from %s%s", addr, where, from, why)
-}
-
-// lostWhere names where what the old instance wrote was: "on node2", or
-// "" when the record names no node.
-func lostWhere(rec *state.Record) string {
-	if n := rec.Computed[drivers.ComputedNode]; n != "" {
-		return " on " + n
-	}
-	return ""
+// restartedParams are what a reason about a workload the runtime
+// restarted says (restartedText): "agent.coder was restarted by the
+// cluster on node3 from its image (node node2 is down)"; and where what
+// the old instance wrote was (lost_node).
+func restartedParams(addr string, rec *state.Record, lo *drivers.LiveObject, more ...string) []string {
+	return append([]string{"addr", addr, "node", lo.Node, "boot_from", rec.Computed[BootFromKey], "restart_cause", lo.Restarted,
+		"lost_node", rec.Computed[drivers.ComputedNode]}, more...)
 }
 
 // planRestarted decides what becomes of a workload the runtime restarted
@@ -63,16 +43,15 @@ func lostWhere(rec *state.Record) string {
 // what happened and what was lost.
 func planRestarted(w *Change, ofAgent []*Change, ap *agentPlan, now time.Time) {
 	rec, lo := w.Prior, w.Live
-	what := restartedWhat(w.Addr, rec, lo)
-	record := func(why string) {
-		w.Reasons = []string{what + "; " + why}
+	record := func(code ReasonCode, more ...string) {
+		w.Reasons = []Reason{because(code, restartedParams(w.Addr, rec, lo, more...)...)}
 	}
 	switch {
 	case !ap.val.Resume:
-		record(fmt.Sprintf("what it wrote%s is lost, and resume = false: the new task is recorded", lostWhere(rec)))
+		record(ReasonRestartNoResume)
 		return
 	case ap.agent.FromSnapshot != "":
-		record(fmt.Sprintf("what it wrote%s is lost; it boots from %s (from_snapshot), as the new task did, which is recorded", lostWhere(rec), ap.agent.FromSnapshot))
+		record(ReasonRestartPinned, "snapshot", ap.agent.FromSnapshot)
 		return
 	}
 	// What the new instance booted from, and when that was taken; a
@@ -103,16 +82,16 @@ func planRestarted(w *Change, ofAgent []*Change, ap *agentPlan, now time.Time) {
 		}
 	}
 	if newest == nil {
-		record(fmt.Sprintf("no snapshot of it is newer than what it booted from, so what it wrote%s is lost and the new task is recorded", lostWhere(rec)))
+		record(ReasonRestartNoNewer)
 		return
 	}
 	w.Action, w.StateOnly, w.BootFrom = Replace, false, newest.Addr
-	w.Reasons = []string{
-		fmt.Sprintf("%s; it will be resumed from %s, taken %s", what, newest.Addr, clock(newestAt, now)),
-		fmt.Sprintf("what it wrote%s after %s was taken is lost with that task", lostWhere(rec), newest.Addr),
+	w.Reasons = []Reason{
+		because(ReasonRestartResumed, restartedParams(w.Addr, rec, lo, "snapshot", newest.Addr, "taken", clock(newestAt, now))...),
+		because(ReasonRestartLost, "lost_node", rec.Computed[drivers.ComputedNode], "snapshot", newest.Addr),
 	}
 	if !lo.Started.IsZero() {
-		w.Reasons = append(w.Reasons, fmt.Sprintf("the new task, started %s, is replaced", clock(lo.Started, now)))
+		w.Reasons = append(w.Reasons, because(ReasonRestartReplaced, "started", clock(lo.Started, now)))
 	}
 }
 

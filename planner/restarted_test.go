@@ -53,8 +53,8 @@ func TestRestartedByClusterResumes(t *testing.T) {
 		"agent.coder was restarted by the cluster on node3 from its image (node node1 is down); it will be resumed from agent.coder.snapshot.1, taken 09:01 UTC",
 		"what it wrote on node1 after agent.coder.snapshot.1 was taken is lost with that task",
 	}
-	if len(c.Reasons) < 2 || !slices.Equal(c.Reasons[:2], []string{strings.Replace(want[0], "09:01 UTC", clockOf(c.Reasons[0]), 1), want[1]}) {
-		t.Errorf("reasons:\n%s\nwant:\n%s", strings.Join(c.Reasons, "\n"), strings.Join(want, "\n"))
+	if len(planner.ReasonTexts(c.Reasons)) < 2 || !slices.Equal(planner.ReasonTexts(c.Reasons)[:2], []string{strings.Replace(want[0], "09:01 UTC", clockOf(planner.ReasonTexts(c.Reasons)[0]), 1), want[1]}) {
+		t.Errorf("reasons:\n%s\nwant:\n%s", strings.Join(planner.ReasonTexts(c.Reasons), "\n"), strings.Join(want, "\n"))
 	}
 	if got := pending(p); strings.Count(got, "\n") != 0 || !strings.HasPrefix(got, "-/+ agent.coder (") {
 		t.Errorf("the plan does more than resume the agent:\n%s", pending(p))
@@ -83,7 +83,7 @@ func TestRestartedByClusterNoSnapshot(t *testing.T) {
 	p := b.plan(planner.Options{})
 	c := change(p, "agent.coder")
 	want := "agent.coder was restarted by the cluster on node2 from its image (node node1 was drained); no snapshot of it is newer than what it booted from, so what it wrote on node1 is lost and the new task is recorded"
-	if c.Action != planner.Update || !c.StateOnly || len(c.Reasons) != 1 || c.Reasons[0] != want {
+	if c.Action != planner.Update || !c.StateOnly || len(planner.ReasonTexts(c.Reasons)) != 1 || planner.ReasonTexts(c.Reasons)[0] != want {
 		t.Fatalf("plan:\n%s", p)
 	}
 	b.apply(planner.Options{})
@@ -107,7 +107,7 @@ func TestRestartedByClusterNotRunningYet(t *testing.T) {
 	}
 	p := b.plan(planner.Options{})
 	c := change(p, "agent.coder")
-	all := strings.Join(c.Reasons, "\n")
+	all := strings.Join(planner.ReasonTexts(c.Reasons), "\n")
 	if c.Action != planner.Replace || c.BootFrom != "agent.coder.snapshot.1" || strings.Contains(all, "stopped outside bottlefile") ||
 		!strings.Contains(all, "was restarted by the cluster on node1") || !strings.Contains(all, "after agent.coder.snapshot.1 was taken is lost") {
 		t.Errorf("plan %s, reasons:\n%s", c.Action, all)

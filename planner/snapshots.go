@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -187,9 +188,9 @@ func (p *Planner) planPolicies(ctx context.Context, changes map[string]*Change, 
 				if policy != nil && slices.Contains(policy.Before, covered) && !dropped {
 					taken = p.takeSnapshot(changes, snaps, ap, w, covered)
 				} else if rt, ok := p.Runtimes[w.Runtime]; ok {
-					why := fmt.Sprintf("no snapshot_policy covers %q", covered)
+					why := because(ReasonPolicyNotCovered, "covered", covered)
 					if dropped {
-						why = "-include-snapshots deletes its snapshots too"
+						why = because(ReasonIncludeSnapshots)
 					}
 					discards.explain(ctx, rt, w, lineage, covered, why)
 				}
@@ -265,14 +266,14 @@ func indexSnapshots(changes map[string]*Change) snapshotIndex {
 
 // takeSnapshot plans a policy snapshot of the workload before it goes.
 func (p *Planner) takeSnapshot(changes map[string]*Change, snaps snapshotIndex, ap *agentPlan, w *Change, covered string) *Change {
-	reason := fmt.Sprintf("snapshot_policy.before includes %q: %s's filesystem is committed before it is %s", covered, ap.agent.Addr(), map[string]string{"replace": "replaced", "destroy": "destroyed", "migrate": "migrated"}[covered])
+	reason := because(ReasonSnapshotBefore, "covered", covered, "agent", ap.agent.Addr(), "action", map[string]string{"replace": "replaced", "destroy": "destroyed", "migrate": "migrated"}[covered])
 	if covered == "migrate" {
-		reason = fmt.Sprintf("%s's filesystem is committed on runtime %q and moved to %q (migration)", ap.agent.Addr(), w.Prior.Runtime, w.Runtime)
+		reason = because(ReasonSnapshotMigrate, "agent", ap.agent.Addr(), "from", w.Prior.Runtime, "to", w.Runtime)
 	}
 	c := newPolicySnapshot(changes, snaps, ap, w, "before "+covered, covered, reason)
 	w.SnapshotFirst = c.Addr
 	if covered != "migrate" {
-		w.Reasons = append(w.Reasons, fmt.Sprintf("%s is taken first (snapshot_policy)", c.Addr))
+		w.Reasons = append(w.Reasons, because(ReasonSnapshotFirst, "snapshot", c.Addr))
 	}
 	return c
 }
@@ -280,13 +281,13 @@ func (p *Planner) takeSnapshot(changes map[string]*Change, snaps snapshotIndex, 
 // newPolicySnapshot plans the agent's next policy snapshot,
 // agent.X.snapshot.N with N one more than the highest taken, of the
 // workload w.
-func newPolicySnapshot(changes map[string]*Change, snaps snapshotIndex, ap *agentPlan, w *Change, description, trigger, reason string) *Change {
+func newPolicySnapshot(changes map[string]*Change, snaps snapshotIndex, ap *agentPlan, w *Change, description, trigger string, reason Reason) *Change {
 	return newPolicySnapshotOf(changes, snaps, ap.agent.Addr(), ap.agent.Name, w, description, trigger, reason)
 }
 
 // newPolicySnapshotOf is newPolicySnapshot of the agent at agentAddr
 // (named name in the configuration; "" when its block is gone).
-func newPolicySnapshotOf(changes map[string]*Change, snaps snapshotIndex, agentAddr, name string, w *Change, description, trigger, reason string) *Change {
+func newPolicySnapshotOf(changes map[string]*Change, snaps snapshotIndex, agentAddr, name string, w *Change, description, trigger string, reason Reason) *Change {
 	var taken []string
 	for _, c := range snaps[agentAddr] {
 		taken = append(taken, c.Addr)
@@ -301,7 +302,7 @@ func newPolicySnapshotOf(changes map[string]*Change, snaps snapshotIndex, agentA
 		Addr: addr, Agent: name, Kind: drivers.KindSnapshot, Runtime: w.Runtime, Driver: w.Driver,
 		Action: Create, Object: obj, Fingerprint: fingerprint(obj.Kind, obj.Attrs, nil),
 		After:   map[string]json.RawMessage{},
-		Reasons: []string{reason},
+		Reasons: []Reason{reason},
 	}
 	for name, v := range obj.Attrs {
 		c.After[name] = RedactedJSON(v)
@@ -326,13 +327,13 @@ type discardReads struct {
 type discardRead struct {
 	w      *Change
 	at     int
-	reason string
+	reason Reason
 }
 
 const maxDiscardReads = 10
 
 // explain starts reading what w's workload wrote, when its driver can say.
-func (d *discardReads) explain(ctx context.Context, rt *Runtime, w *Change, lineage, covered, why string) {
+func (d *discardReads) explain(ctx context.Context, rt *Runtime, w *Change, lineage, covered string, why Reason) {
 	wr, ok := drivers.As[drivers.WrittenReader](rt.Driver)
 	if !ok {
 		return
@@ -352,14 +353,15 @@ func (d *discardReads) explain(ctx context.Context, rt *Runtime, w *Change, line
 		}
 		since := ""
 		if !written.Since.IsZero() {
-			since = " since " + written.Since.UTC().Format("2006-01-02 15:04 UTC")
+			since = written.Since.UTC().Format("2006-01-02 15:04 UTC")
 		}
 		if written.Unmeasured != "" {
 			// Nothing known, so the warning stands for whatever there is.
-			r.reason = fmt.Sprintf("this %s discards whatever was written inside it%s (not measured: %s); %s", covered, since, written.Unmeasured, why)
-			return
+			r.reason = because(ReasonDiscardsUnmeasured, "covered", covered, "since", since, "unmeasured", written.Unmeasured)
+		} else {
+			r.reason = because(ReasonDiscards, "covered", covered, "written", units.FormatBytes(written.Bytes), "since", since)
 		}
-		r.reason = fmt.Sprintf("this %s discards %s written inside it%s; %s", covered, units.FormatBytes(written.Bytes), since, why)
+		r.reason.Cause = &why
 	})
 }
 
@@ -367,7 +369,7 @@ func (d *discardReads) explain(ctx context.Context, rt *Runtime, w *Change, line
 func (d *discardReads) wait() {
 	d.wg.Wait()
 	for _, r := range d.reads {
-		if r.reason != "" {
+		if r.reason.Code != "" {
 			r.w.Reasons = slices.Insert(r.w.Reasons, r.at, r.reason)
 		}
 	}
@@ -396,7 +398,7 @@ func prune(ofAgent []*Change, agentAddr string, policy *lang.SnapshotPolicyValue
 		}
 	}
 	sort.Slice(snaps, func(i, j int) bool { return snaps[i].n > snaps[j].n }) // newest first
-	drop := func(c *Change, why string) {
+	drop := func(c *Change, why Reason) {
 		c.Action = Delete
 		c.Reasons = append(c.Reasons, why)
 		c.After = nil
@@ -410,13 +412,13 @@ func prune(ofAgent []*Change, agentAddr string, policy *lang.SnapshotPolicyValue
 			kept = append(kept, s)
 			continue
 		}
-		var why string
+		var why Reason
 		if policy.KeepLast > 0 && i >= policy.KeepLast {
-			why = fmt.Sprintf("snapshot_policy.keep_last = %d, and %d newer snapshots are kept", policy.KeepLast, policy.KeepLast)
+			why = because(ReasonKeepLast, "keep_last", strconv.Itoa(policy.KeepLast))
 		} else if created := recorded(s.c).Created; policy.MaxAge > 0 && !created.IsZero() && now.Sub(created) > policy.MaxAge {
-			why = fmt.Sprintf("it is older than snapshot_policy.max_age (%s, taken %s)", policy.MaxAge, created.UTC().Format("2006-01-02 15:04 UTC"))
+			why = because(ReasonMaxAge, "max_age", policy.MaxAge.String(), "taken", created.UTC().Format("2006-01-02 15:04 UTC"))
 		}
-		if why == "" {
+		if why.Code == "" {
 			kept = append(kept, s)
 			continue
 		}
@@ -435,12 +437,12 @@ func prune(ofAgent []*Change, agentAddr string, policy *lang.SnapshotPolicyValue
 	if total+takenSize <= policy.MaxTotalSize {
 		return
 	}
-	why := fmt.Sprintf("snapshot_policy.max_total_size = %s: the agent's snapshots total %s; the oldest go first", units.FormatBytes(policy.MaxTotalSize), units.FormatBytes(total))
-	switch {
-	case taken != nil && takenSize > 0:
-		why = fmt.Sprintf("snapshot_policy.max_total_size = %s: the agent's snapshots total %s, and about %s more with %s (what its workload wrote); the oldest go first", units.FormatBytes(policy.MaxTotalSize), units.FormatBytes(total), units.FormatBytes(takenSize), taken.Addr)
-	case taken != nil:
-		why = fmt.Sprintf("snapshot_policy.max_total_size = %s: the agent's snapshots total %s, and more with %s; the oldest go first", units.FormatBytes(policy.MaxTotalSize), units.FormatBytes(total), taken.Addr)
+	why := because(ReasonMaxTotalSize, "max_total_size", units.FormatBytes(policy.MaxTotalSize), "total", units.FormatBytes(total))
+	if taken != nil {
+		why.set("taken", taken.Addr)
+		if takenSize > 0 {
+			why.set("taken_size", units.FormatBytes(takenSize))
+		}
 	}
 	total += takenSize
 	for i := len(kept) - 1; i >= 0 && total > policy.MaxTotalSize; i-- { // oldest first
@@ -528,12 +530,13 @@ func resume(changes map[string]*Change, ofAgent []*Change, ap *agentPlan, w *Cha
 	var from *Change
 	if pin := ap.agent.FromSnapshot; pin != "" {
 		from = changes[pin]
-		gone := ""
+		gone, removal := "", ""
 		switch {
 		case from == nil:
 			gone = "it is not in the state (bottlefile snapshot list shows the snapshots there are)"
 		case from.Action == Delete || from.Action == Forget:
-			gone = "this plan removes it: " + strings.Join(from.Reasons, "; ")
+			removal = strings.Join(ReasonTexts(from.Reasons), "; ")
+			gone = "this plan removes it: " + removal
 		}
 		if gone == "" {
 			// booting from it, below
@@ -545,7 +548,11 @@ func resume(changes map[string]*Change, ofAgent []*Change, ap *agentPlan, w *Cha
 				Subject:  ap.agent.FromSnapshotRange.Ptr(),
 			}
 		} else {
-			w.Reasons = append(w.Reasons, fmt.Sprintf("from_snapshot names %s, but %s; it starts from its image", pin, gone))
+			if removal != "" {
+				w.Reasons = append(w.Reasons, because(ReasonPinRemoved, "snapshot", pin, "removal", removal))
+			} else {
+				w.Reasons = append(w.Reasons, because(ReasonPinMissing, "snapshot", pin))
+			}
 			return nil
 		}
 	} else if taken != nil {
@@ -570,27 +577,27 @@ func resume(changes map[string]*Change, ofAgent []*Change, ap *agentPlan, w *Cha
 	if carried {
 		return nil
 	}
-	if note != "" {
+	if note.Code != "" {
 		defer func() { w.Reasons = append(w.Reasons, note) }()
 	}
 	switch {
 	case from == taken:
-		w.Reasons = append(w.Reasons, fmt.Sprintf("it boots from %s, taken just before", from.Addr))
+		w.Reasons = append(w.Reasons, because(ReasonBootsTaken, "snapshot", from.Addr))
 	case ap.agent.FromSnapshot != "":
-		why := fmt.Sprintf("it boots from %s (from_snapshot)", from.Addr)
+		why := because(ReasonBootsPinned, "snapshot", from.Addr)
 		if of := snapshotAgent(from); of != "" && of != ap.agent.Addr() {
-			why += ", a snapshot of " + of
+			why.set("of", of)
 		}
 		if from.Prior == nil {
-			why += ", taken first"
+			why.set("first", "true")
 		} else if created := recorded(from).Created; !created.IsZero() {
-			why += ", taken " + created.UTC().Format("2006-01-02 15:04 UTC")
+			why.set("taken", created.UTC().Format("2006-01-02 15:04 UTC"))
 		}
 		w.Reasons = append(w.Reasons, why)
 	case from.Prior != nil:
-		w.Reasons = append(w.Reasons, fmt.Sprintf("it resumes from %s, taken %s (set resume = false to start from the image)", from.Addr, formatCreated(recorded(from).Created)))
+		w.Reasons = append(w.Reasons, because(ReasonResumes, "snapshot", from.Addr, "taken", formatCreated(recorded(from).Created)))
 	default:
-		w.Reasons = append(w.Reasons, fmt.Sprintf("it boots from %s", from.Addr))
+		w.Reasons = append(w.Reasons, because(ReasonBootsFrom, "snapshot", from.Addr))
 	}
 	return nil
 }
@@ -617,16 +624,16 @@ func forgetLostSnapshots(changes map[string]*Change) {
 			continue
 		}
 		agent := snapshotAgent(c)
-		why := "its image is gone from the runtime (deleted outside bottlefile, or by a run cut off before it updated the state)"
+		why := because(ReasonSnapshotLost)
 		if _, policy := policySnapshotIndex(agent, c.Addr); !policy {
 			if w := changes[agent]; notRunning(w) == "" && stays(w) {
-				c.Reasons = []string{why + fmt.Sprintf("; it is taken again from %s, which is running", agent)}
+				c.Reasons = []Reason{because(ReasonSnapshotRetaken, "agent", agent)}
 				continue
 			}
-			why += fmt.Sprintf(", and %s has no running workload to take it again from", agent)
+			why = because(ReasonSnapshotLostAgent, "agent", agent)
 		}
 		c.Action = Forget
-		c.Reasons = []string{why + "; only its record is removed"}
+		c.Reasons = []Reason{why}
 		c.After = nil
 	}
 }

@@ -119,7 +119,7 @@ func TestLostSnapshotForgotten(t *testing.T) {
 			b.fake.Remove(b.lineage(), "agent.coder.snapshot.1")
 			p := b.apply(planner.Options{Destroy: destroy})
 			c := change(p, "agent.coder.snapshot.1")
-			if c == nil || c.Action != planner.Forget || !strings.Contains(strings.Join(c.Reasons, ";"), "its image is gone from the runtime") {
+			if c == nil || c.Action != planner.Forget || !strings.Contains(strings.Join(planner.ReasonTexts(c.Reasons), ";"), "its image is gone from the runtime") {
 				t.Fatalf("the lost snapshot is not forgotten:\n%s", p)
 			}
 			if w := change(p, "agent.coder"); w != nil && w.BootFrom != "" {
@@ -149,12 +149,12 @@ snapshot "clean" {
 	b.apply(planner.Options{})
 	b.fake.Remove(b.lineage(), "snapshot.clean")
 	p := b.plan(planner.Options{})
-	if c := change(p, "snapshot.clean"); c == nil || c.Action != planner.Create || !strings.Contains(c.Reasons[0], "taken again from agent.coder, which is running") {
+	if c := change(p, "snapshot.clean"); c == nil || c.Action != planner.Create || !strings.Contains(planner.ReasonTexts(c.Reasons)[0], "taken again from agent.coder, which is running") {
 		t.Errorf("with the agent running:\n%s", p)
 	}
 	b.fake.Remove(b.lineage(), "agent.coder")
 	p = b.plan(planner.Options{})
-	if c := change(p, "snapshot.clean"); c == nil || c.Action != planner.Forget || !strings.Contains(c.Reasons[0], "agent.coder has no running workload") {
+	if c := change(p, "snapshot.clean"); c == nil || c.Action != planner.Forget || !strings.Contains(planner.ReasonTexts(c.Reasons)[0], "agent.coder has no running workload") {
 		t.Errorf("with the agent gone:\n%s", p)
 	}
 }
@@ -236,8 +236,8 @@ agent "bisect" {
 			for _, c := range p.Changes {
 				if c.Action == planner.Delete {
 					pruned = append(pruned, c.Addr)
-					if want := "snapshot_policy.max_total_size = 4.0 KiB: the agent's snapshots total 5.9 KiB, and about 2.9 KiB more with agent.coder.snapshot.4 (what its workload wrote); the oldest go first"; !slices.Contains(c.Reasons, want) {
-						t.Errorf("%s: reasons %q, want %q", c.Addr, c.Reasons, want)
+					if want := "snapshot_policy.max_total_size = 4.0 KiB: the agent's snapshots total 5.9 KiB, and about 2.9 KiB more with agent.coder.snapshot.4 (what its workload wrote); the oldest go first"; !slices.Contains(planner.ReasonTexts(c.Reasons), want) {
+						t.Errorf("%s: reasons %q, want %q", c.Addr, planner.ReasonTexts(c.Reasons), want)
 					}
 				}
 			}

@@ -42,7 +42,7 @@ func (p *Planner) planTake(ctx context.Context, changes map[string]*Change, agen
 			description = DefaultTakeDescription
 		}
 		taken := newPolicySnapshot(changes, snaps, ap, w, description, "take",
-			fmt.Sprintf("snapshot take: %s's filesystem is committed now", req.Agent))
+			because(ReasonSnapshotTake, "agent", req.Agent))
 		keep[taken.Addr] = true
 		if policy := ap.val.SnapshotPolicy; policy != nil {
 			prune(snaps[req.Agent], req.Agent, policy, taken, p.takenSize(ctx, policy, taken, w, lineage), p.pinned(w), p.now())

@@ -72,7 +72,7 @@ agent "a" {
 				t.Errorf("%s: %s, want no change (the recorded object stays)", c.Addr, c.Action)
 			}
 		}
-		if twinChange == nil || twinChange.Action != planner.Delete || !twinChange.Twin || !strings.Contains(strings.Join(twinChange.Reasons, " "), "second network of this name") {
+		if twinChange == nil || twinChange.Action != planner.Delete || !twinChange.Twin || !strings.Contains(strings.Join(planner.ReasonTexts(twinChange.Reasons), " "), "second network of this name") {
 			t.Fatalf("destroy=%v: plan has no removal of the twin:\n%s", destroy, p)
 		}
 	}

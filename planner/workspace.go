@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -39,17 +38,17 @@ func ownImage(ap *agentPlan) bool {
 }
 
 // imageWords names the agent's image in a plan line.
-func imageWords(ap *agentPlan) string {
+func imageWords(ap *agentPlan, more ...string) []string {
 	w := ap.val.Workload
 	if img, _ := w.GetAttr("image").Unmark(); !img.IsNull() && img.IsKnown() && img.Type() == cty.String {
-		return "image " + img.AsString()
+		return append([]string{"image", img.AsString()}, more...)
 	}
 	if b := w.GetAttr("build"); !b.IsNull() && b.IsKnown() {
 		if ctx, _ := b.GetAttr("context").Unmark(); !ctx.IsNull() && ctx.IsKnown() {
-			return "the image built from ./" + filepath.Base(ctx.AsString())
+			return append([]string{"build", filepath.Base(ctx.AsString())}, more...)
 		}
 	}
-	return "its new image"
+	return more
 }
 
 // imageChanged reports whether w's image differs from the one its
@@ -80,37 +79,37 @@ func snapshotImageChanged(w *Change, from, taken *Change) (changed, known bool) 
 // planCarry, true); without a workspace, the snapshot (false), with a
 // note that the new image is not used, which goes after the line that
 // says it resumes.
-func carryFromSnapshot(w, from, taken *Change, ap *agentPlan) (bool, string) {
+func carryFromSnapshot(w, from, taken *Change, ap *agentPlan) (bool, Reason) {
 	if !ownImage(ap) {
-		return false, ""
+		return false, Reason{}
 	}
 	if len(ap.val.Workspace) > 0 && from != taken && ap.agent.FromSnapshot == "" && w.Action == Replace && w.Live != nil && imageChanged(w) {
 		// An older snapshot, while the workload it would replace holds
 		// newer work: planCarry carries from that.
 		w.BootFrom = ""
-		return true, ""
+		return true, Reason{}
 	}
 	changed, known := snapshotImageChanged(w, from, taken)
 	if !changed {
-		return false, ""
+		return false, Reason{}
 	}
 	ws := ap.val.Workspace
 	if len(ws) == 0 {
 		if known {
-			return false, fmt.Sprintf("its image changed, but it resumes from %s, so %s is not used: declare workspace = [\"/workspace\", ...] on the agent to boot the new image with those paths carried over from %s, or set resume = false to boot the new image without them", from.Addr, imageWords(ap), from.Addr)
+			return false, because(ReasonResumeOldImage, imageWords(ap, "snapshot", from.Addr)...)
 		}
-		return false, ""
+		return false, Reason{}
 	}
 	w.BootFrom, w.Carry, w.CarryFrom = "", ws, from.Addr
-	why := fmt.Sprintf("it boots %s with %s from %s", imageWords(ap), strings.Join(ws, ", "), from.Addr)
+	why := because(ReasonCarrySnapshot, imageWords(ap, "paths", strings.Join(ws, ", "), "snapshot", from.Addr)...)
 	switch {
 	case from == taken:
-		why += ", taken just before"
+		why.set("just_before", "true")
 	case !known:
-		why += " (the image that snapshot was taken of is not known, so only the workspace is taken from it)"
+		why.set("image_unknown", "true")
 	}
 	w.Reasons = append(w.Reasons, why)
-	return true, ""
+	return true, Reason{}
 }
 
 // planCarry handles an image change that resume did not: a migration, or
@@ -126,23 +125,23 @@ func planCarry(changes map[string]*Change, w, taken *Change, ap *agentPlan) {
 	switch {
 	case w.Action == Migrate && taken != nil:
 		w.BootFrom, w.Carry, w.CarryFrom = "", ws, taken.Addr
-		w.Reasons = append(w.Reasons, fmt.Sprintf("its image changed: it boots %s with %s from %s", imageWords(ap), strings.Join(ws, ", "), taken.Addr))
+		w.Reasons = append(w.Reasons, because(ReasonCarryMigrate, imageWords(ap, "paths", strings.Join(ws, ", "), "snapshot", taken.Addr)...))
 	case w.Action != Replace || w.BootFrom != "" || w.Live == nil:
 		return
 	case taken != nil:
 		w.Carry, w.CarryFrom = ws, taken.Addr
-		w.Reasons = append(w.Reasons, fmt.Sprintf("it boots %s with %s from %s, taken just before", imageWords(ap), strings.Join(ws, ", "), taken.Addr))
+		w.Reasons = append(w.Reasons, because(ReasonCarryTaken, imageWords(ap, "paths", strings.Join(ws, ", "), "snapshot", taken.Addr)...))
 	default:
 		for _, dep := range w.Object.DependsOn {
 			if d := changes[dep]; d != nil && d.Kind != kindImage && (d.Action == Replace || d.Action == Create) {
 				// Its network goes first, so the old workload cannot
 				// stay beside the new one. (A built image is tagged by
 				// its content: the new one is made before the old goes.)
-				w.Reasons = append(w.Reasons, fmt.Sprintf("%s cannot be carried over from the current workload, because %s is %s too; add snapshot_policy { before = [\"replace\"] } to carry it from a snapshot", strings.Join(ws, ", "), dep, pastTense(d.Action)))
+				w.Reasons = append(w.Reasons, because(ReasonCarryBlocked, "paths", strings.Join(ws, ", "), "dependency", dep, "action", pastTense(d.Action)))
 				return
 			}
 		}
 		w.Carry = ws
-		w.Reasons = append(w.Reasons, fmt.Sprintf("it boots %s with %s carried over from the current workload, which is stopped and set aside until the new one has them, then removed (what it wrote elsewhere is not kept)", imageWords(ap), strings.Join(ws, ", ")))
+		w.Reasons = append(w.Reasons, because(ReasonCarryCurrent, imageWords(ap, "paths", strings.Join(ws, ", "))...))
 	}
 }

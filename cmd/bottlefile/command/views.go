@@ -40,7 +40,7 @@ func renderPlan(w io.Writer, p *planner.Plan, color bool) {
 		}
 		fmt.Fprintf(w, "\n  # %s%s %s\n", paint.bold(c.Addr), onNode(c), headline(c))
 		for _, r := range c.Reasons {
-			fmt.Fprintf(w, "  %s\n", paint.dim("# (because "+r+")"))
+			fmt.Fprintf(w, "  %s\n", paint.dim("# (because "+r.Text()+")"))
 		}
 		for _, r := range c.WhatIf {
 			fmt.Fprintf(w, "  %s\n", paint.dim("# (what-if: "+r+")"))

@@ -10,7 +10,7 @@ import (
 )
 
 // planFormatVersion is the version of the JSON plan document.
-const planFormatVersion = "1.0"
+const planFormatVersion = "1.1"
 
 // jsonPlan is the document plan -json and show -json print.
 type jsonPlan struct {
@@ -33,16 +33,20 @@ type jsonKept struct {
 }
 
 type jsonChange struct {
-	Address string                     `json:"address"`
-	Kind    string                     `json:"kind"`
-	Runtime string                     `json:"runtime"`
-	Action  string                     `json:"action"`
-	Reasons []string                   `json:"reasons"`
-	WhatIf  []string                   `json:"what_if,omitempty"`
-	Changed []string                   `json:"changed,omitempty"`
-	Forcing []string                   `json:"forces_replacement,omitempty"`
-	Before  map[string]json.RawMessage `json:"before"`
-	After   map[string]json.RawMessage `json:"after"`
+	Address string `json:"address"`
+	Kind    string `json:"kind"`
+	Runtime string `json:"runtime"`
+	Action  string `json:"action"`
+	// Reasons are the reasons' sentences, as the human plan prints them;
+	// ReasonCodes the same reasons as their codes and parameters, for
+	// programs (format 1.1).
+	Reasons     []string                   `json:"reasons"`
+	ReasonCodes []planner.Reason           `json:"reason_codes"`
+	WhatIf      []string                   `json:"what_if,omitempty"`
+	Changed     []string                   `json:"changed,omitempty"`
+	Forcing     []string                   `json:"forces_replacement,omitempty"`
+	Before      map[string]json.RawMessage `json:"before"`
+	After       map[string]json.RawMessage `json:"after"`
 	// Node is where the live workload runs, on a runtime of several
 	// machines (a swarm node).
 	Node string `json:"node,omitempty"`
@@ -58,7 +62,7 @@ func planDocument(p *planner.Plan) jsonPlan {
 	for _, c := range p.Changes {
 		jc := jsonChange{
 			Address: c.Addr, Kind: c.Kind, Runtime: c.Runtime, Action: c.Action.String(),
-			Reasons: append([]string{}, c.Reasons...), WhatIf: c.WhatIf, Changed: c.Changed, Forcing: c.Forcing,
+			Reasons: planner.ReasonTexts(c.Reasons), ReasonCodes: append([]planner.Reason{}, c.Reasons...), WhatIf: c.WhatIf, Changed: c.Changed, Forcing: c.Forcing,
 			Before: c.Before, After: c.After,
 			PreviousAddress: c.MovedFrom, PreviousRuntime: c.FromRuntime,
 		}

@@ -61,7 +61,7 @@ func renderChangeMarkdown(w io.Writer, c *planner.Change) {
 		html.EscapeString(onNode(c)), html.EscapeString(headline(c)))
 	var body []string
 	for _, r := range c.Reasons {
-		body = append(body, "# (because "+r+")")
+		body = append(body, "# (because "+r.Text()+")")
 	}
 	for _, r := range c.WhatIf {
 		body = append(body, "# (what-if: "+r+")")
@@ -116,14 +116,14 @@ func reviewRows(p *planner.Plan) []reviewRow {
 			continue
 		}
 		for _, r := range c.Reasons {
-			if discardsWork(r) {
-				loss = append(loss, reviewRow{reviewDataLoss, c.Addr, mdText(r)})
+			if r.DiscardsWork() {
+				loss = append(loss, reviewRow{reviewDataLoss, c.Addr, mdText(r.Text())})
 			}
 		}
 		if c.Kind == operations.KindSnapshot && (c.Action == planner.Delete || c.Action == planner.Replace) {
 			what := "snapshot deleted"
 			if len(c.Reasons) > 0 {
-				what += ": " + mdText(c.Reasons[0])
+				what += ": " + mdText(c.Reasons[0].Text())
 			}
 			loss = append(loss, reviewRow{reviewDataLoss, c.Addr, what})
 		}
@@ -131,14 +131,6 @@ func reviewRows(p *planner.Plan) []reviewRow {
 		creds = append(creds, sensitiveChanges(c)...)
 	}
 	return slices.Concat(loss, egress, creds)
-}
-
-// discardsWork reports a reason that says a change loses what a workload
-// wrote (planner/snapshots.go) or that a -force removal is data loss
-// (operations/snapshots.go). The reasons are sentences until they become
-// codes (issue 27); these are the words both of them use.
-func discardsWork(reason string) bool {
-	return strings.Contains(reason, " discards ") || strings.Contains(reason, "data loss")
 }
 
 // egressRuleAttrs are the attributes that hold egress rules a gateway lets
