@@ -131,3 +131,78 @@ func TestE2EForEach(t *testing.T) {
 		t.Errorf("containers left after destroy: %+v", left)
 	}
 }
+
+// foreachSingle is one agent, before a team shares it.
+const foreachSingle = `
+agent "coder" {
+  image   = %[1]q
+  command = ["sleep", "3600"]
+  workdir = "/workspace"
+}
+`
+
+// foreachAdopted is that agent's block with for_each and a count block
+// beside it, the single agent moved to the key "a".
+const foreachAdopted = `
+agent "coder" {
+  for_each = toset(["a", "b"])
+  image    = %[1]q
+  command  = ["sleep", "3600"]
+  workdir  = "/workspace"
+}
+
+agent "worker" {
+  count   = 2
+  image   = %[1]q
+  command = ["sleep", "3600"]
+}
+
+moved {
+  from = agent.coder
+  to   = agent.coder["a"]
+}
+`
+
+// TestE2EForEachAdopt: a moved block adopts a single agent into a
+// for_each on the real engine: the plan moves it and creates only the new
+// key; its container and files stay. Instances of count take snapshot
+// take, stop and start, and state mv takes instance addresses.
+func TestE2EForEachAdopt(t *testing.T) {
+	t.Parallel()
+	cli := dockertest.Client(t)
+	img := dockertest.BusyboxImage(t, cli)
+	dir := t.TempDir()
+	writeBottlefile(t, dir, foreachSingle, img)
+	mustRun(t, dir, "apply", "-auto-approve")
+	lineage := snapLineage(t, cli, dir)
+	mustRun(t, dir, "exec", "agent.coder", "--", "sh", "-c", "echo mine > /workspace/f")
+	id := movesContainer(t, cli, lineage, "agent.coder")
+
+	writeBottlefile(t, dir, foreachAdopted, img)
+	r := mustRun(t, dir, "plan")
+	movesWant(t, "plan of the adoption", r.stdout, `# agent.coder has moved to agent.coder["a"]`, `# agent.coder["b"] will be created`, `# agent.worker[1] will be created`)
+	if strings.Contains(r.stdout, "destroyed") || strings.Contains(r.stdout, `# agent.coder["a"] will be created`) {
+		t.Errorf("the adoption plans more than a move and new instances:\n%s", r)
+	}
+	mustRun(t, dir, "apply", "-auto-approve")
+	if r := mustRun(t, dir, "exec", `agent.coder["a"]`, "--", "cat", "/workspace/f"); r.stdout != "mine\n" {
+		t.Errorf(`agent.coder["a"] has /workspace/f = %q`, r.stdout)
+	}
+	if got := movesContainer(t, cli, lineage, "agent.coder"); got != id {
+		t.Errorf("the adopted container is %s, was %s", got, id)
+	}
+	wantNoChanges(t, dir, "plan after the adoption")
+
+	movesWant(t, "snapshot take of an instance", mustRun(t, dir, "snapshot", "take", "agent.worker[1]").stdout, "agent.worker[1].snapshot.1")
+	movesWant(t, "snapshot list", mustRun(t, dir, "snapshot", "list").stdout, "agent.worker[1].snapshot.1")
+	mustRun(t, dir, "stop", "agent.worker[0]")
+	wantNoChanges(t, dir, "plan after stopping an instance")
+	mustRun(t, dir, "start", "agent.worker[0]")
+
+	movesWant(t, "state mv of an instance", mustRun(t, dir, "state", "mv", `agent.coder["b"]`, `agent.coder["c"]`).stdout, `Moved agent.coder["b"] to agent.coder["c"]`)
+	movesWant(t, "state list", mustRun(t, dir, "state", "list").stdout, `agent.coder["c"]`+"\n", `agent.coder["c"].network`+"\n")
+	mustRun(t, dir, "destroy", "-auto-approve", "-include-snapshots")
+	if left := containersWith(t, cli, drivers.LabelLineage+"="+lineage); len(left) != 0 {
+		t.Errorf("containers left after destroy: %+v", left)
+	}
+}
