@@ -30,6 +30,20 @@ type Backend struct {
 
 var backendKinds = []string{refVar}
 
+// refersTo reports whether conn_str refers to variable name: its value
+// is then treated as sensitive. b may be nil.
+func (b *Backend) refersTo(name string) bool {
+	if b == nil {
+		return false
+	}
+	for _, ref := range exprRefs(b.ConnStr) {
+		if ref.kind == refVar && ref.name == name {
+			return true
+		}
+	}
+	return false
+}
+
 var backendSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "conn_str"},
@@ -175,4 +189,11 @@ func (s *Scope) EvalBackendConnStr(b *Backend) (string, hcl.Diagnostics) {
 	}
 	s.redact.add(v.Mark(Sensitive))
 	return v.AsString(), nil
+}
+
+// SensitiveVariable reports whether variable name's value is sensitive:
+// declared so, or the backend's conn_str refers to it.
+func (c *Config) SensitiveVariable(name string) bool {
+	v, ok := c.Variables[name]
+	return ok && (v.Sensitive || c.Backend.refersTo(name))
 }

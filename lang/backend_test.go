@@ -80,3 +80,34 @@ agent "broken" {
 		})
 	}
 }
+
+// A variable conn_str refers to is sensitive even when not declared so:
+// the connection string may hold a password.
+func TestBackendVariableIsSensitive(t *testing.T) {
+	fsys := fstest.MapFS{"proj/Bottlefile": &fstest.MapFile{Data: []byte(`
+variable "pg" {
+  type    = string
+  default = "host=db password=hunter2"
+}
+variable "role" {
+  default = "x"
+}
+backend "pg" {
+  conn_str = var.pg
+}
+output "conn" {
+  value = var.pg
+}
+`)}}
+	p := NewParserFS(fsys)
+	cfg, diags := p.LoadDir("proj")
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "Output refers to sensitive values") {
+		t.Errorf("an output of the connection string: %v", diags)
+	}
+	if strings.Contains(renderDiags(p, diags), "hunter2") {
+		t.Errorf("diagnostics show the connection string:\n%s", renderDiags(p, diags))
+	}
+	if !cfg.SensitiveVariable("pg") || cfg.SensitiveVariable("role") {
+		t.Errorf("SensitiveVariable: pg %v, role %v; want true, false", cfg.SensitiveVariable("pg"), cfg.SensitiveVariable("role"))
+	}
+}

@@ -133,7 +133,9 @@ func (c *Config) newScopeWith(vars map[string]cty.Value, partial bool) (*Scope, 
 			})
 			val = cty.UnknownVal(v.Type)
 		}
-		if v.Sensitive {
+		if v.Sensitive || c.Backend.refersTo(name) {
+			// A backend's connection string may hold a password,
+			// whatever its variable says: shown nowhere, in no plan file.
 			val = val.Mark(Sensitive)
 		}
 		s.vars[name] = val
@@ -202,7 +204,9 @@ func (c *Config) validationScope() *Scope {
 	s.validating = true
 	for name, v := range c.Variables {
 		val := cty.UnknownVal(v.Type)
-		if v.Sensitive {
+		if v.Sensitive || c.Backend.refersTo(name) {
+			// A backend's connection string may hold a password,
+			// whatever its variable says: shown nowhere, in no plan file.
 			val = val.Mark(Sensitive)
 		}
 		s.vars[name] = val

@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/zclconf/go-cty/cty"
 
+	"github.com/bottlefile/bottlefile/lang"
 	"github.com/bottlefile/bottlefile/state"
 	"github.com/bottlefile/bottlefile/state/pgtest"
 )
@@ -121,5 +123,31 @@ backend "pg" {
 	// Without a backend block there is nothing to migrate between.
 	if _, diags := StateMigrate(b, "pg", 0); !diags.HasErrors() || !strings.Contains(diags.Error(), "has no backend block") {
 		t.Errorf("migrating without a backend block: %v", diags)
+	}
+}
+
+// A saved plan keeps no value of a variable the backend's conn_str refers
+// to, sensitive or not.
+func TestSaveValuesLeavesConnStrOut(t *testing.T) {
+	dir := t.TempDir()
+	writeBottlefile(t, dir, `
+variable "pg" {
+  type = string
+}
+variable "role" {
+  type = string
+}
+backend "pg" {
+  conn_str = var.pg
+}
+`)
+	p := lang.NewParser()
+	cfg, diags := p.LoadDir(dir)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	saved := saveValues(cfg, map[string]cty.Value{"pg": cty.StringVal("host=db password=hunter2"), "role": cty.StringVal("x")})
+	if _, ok := saved["pg"]; ok || saved["role"] == nil {
+		t.Errorf("saved values: %v; want role only", saved)
 	}
 }

@@ -63,8 +63,7 @@ type savedValue struct {
 func saveValues(cfg *lang.Config, vals map[string]cty.Value) map[string]json.RawMessage {
 	out := map[string]json.RawMessage{}
 	for name, v := range vals {
-		decl, ok := cfg.Variables[name]
-		if !ok || decl.Sensitive || lang.IsSensitive(v) {
+		if _, ok := cfg.Variables[name]; !ok || cfg.SensitiveVariable(name) || lang.IsSensitive(v) {
 			continue
 		}
 		v, _ = v.UnmarkDeep()

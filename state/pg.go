@@ -158,7 +158,19 @@ func openPG(dir string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// pgTableNames are the tables pgSchema makes.
+var pgTableNames = []string{"bottlefile_states", "bottlefile_objects", "bottlefile_intents", "bottlefile_backups", "bottlefile_locks"}
+
+// makeSchema makes the tables that are missing: once they exist, a role
+// that may only read and write them will do.
 func (p *pgStorage) makeSchema(ctx context.Context) error {
+	var n int
+	if err := p.conn.QueryRow(ctx, `SELECT count(*) FROM unnest($1::text[]) t WHERE to_regclass(t) IS NOT NULL`, pgTableNames).Scan(&n); err != nil {
+		return err
+	}
+	if n == len(pgTableNames) {
+		return nil
+	}
 	return pgx.BeginFunc(ctx, p.conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, pgSchemaKey); err != nil {
 			return err

@@ -207,3 +207,41 @@ func connect(t *testing.T, connStr string) *pgx.Conn {
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
 }
+
+// TestPGReadWriteRole: once the tables exist, a role that may only read
+// and write them (no CREATE, not a superuser) uses the state and its lock,
+// and a waiter still names the holder.
+func TestPGReadWriteRole(t *testing.T) {
+	t.Parallel()
+	srv := pgtest.Start(t)
+	first, err := Open(t.TempDir(), Options{PG: &PG{ConnStr: srv.ConnStr}, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	conn := connect(t, srv.ConnStr)
+	for _, q := range []string{
+		`CREATE ROLE fleet LOGIN`,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON bottlefile_states, bottlefile_objects, bottlefile_intents, bottlefile_backups, bottlefile_locks TO fleet`,
+	} {
+		if _, err := conn.Exec(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pg := &PG{ConnStr: strings.Replace(srv.ConnStr, "user=postgres", "user=fleet", 1)}
+	s, err := Open(t.TempDir(), Options{PG: pg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Init(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(Record{Addr: "agent.a"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(t.TempDir(), Options{PG: pg, LockTimeout: 200 * time.Millisecond})
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d on host", os.Getpid())) || strings.Contains(err.Error(), "Not holders") {
+		t.Errorf("a second writer as the same role: %v", err)
+	}
+}
