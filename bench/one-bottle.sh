@@ -24,8 +24,8 @@
 # interleaved (REPS rounds, default 5, after WARMUP=1 warm-up round);
 # medians, ratios and paired ratios are printed at the end with every
 # sample and the load average at the start and end. TRACE=1 also runs one
-# traced first start, destroy and resume (BOTTLEFILE_LOG=trace) and prints
-# bench/tracesum's summary of each.
+# traced first start, snapshot, destroy and resume (BOTTLEFILE_LOG=trace)
+# and prints bench/tracesum's summary of each.
 #
 # Usage: bench/one-bottle.sh   (env: REPS=5 WARMUP=1 SIZE_MB=1024 TRACE=0 DOCKER=docker BOTTLEFILE=path)
 set -euo pipefail
@@ -89,14 +89,15 @@ bf_snapshot() { bf snapshot take agent.a; }
 bf_destroy() { bf destroy -auto-approve; }
 bf_container() { $docker ps -q --filter "label=$label" --filter "label=io.bottlefile.address=agent.a"; }
 bf_clean() { bf destroy -auto-approve -include-snapshots; rm -rf "$work/bf/.bottlefile"; }
-bf_traced() { # bf_traced NAME [COMMAND]: one traced apply (or COMMAND), summarised
-  local t0 t1
+bf_traced() { # bf_traced NAME COMMAND...: one traced bottlefile COMMAND, summarised
+  local name=$1 t0 t1
+  shift
   t0=$(now)
-  BOTTLEFILE_LOG=trace "$work/bottlefile" -chdir="$work/bf" "${2:-apply}" -auto-approve >"$work/bf/out.log" 2>"$work/trace.$1.log" || die "traced ${2:-apply} failed"
+  BOTTLEFILE_LOG=trace "$work/bottlefile" -chdir="$work/bf" "$@" >"$work/bf/out.log" 2>"$work/trace.$name.log" || die "traced $* failed: $(tail -3 "$work/trace.$name.log")"
   t1=$(now)
   echo
-  echo "trace of the $1 ($(((t1 - t0) / 1000)) ms):"
-  "$work/tracesum" -total "$(((t1 - t0) / 1000))ms" "$work/trace.$1.log" | sed 's/^/  /'
+  echo "trace of the $name ($(((t1 - t0) / 1000)) ms):"
+  "$work/tracesum" -total "$(((t1 - t0) / 1000))ms" "$work/trace.$name.log" | sed 's/^/  /'
 }
 
 # --- docker CLI: the same objects by hand
@@ -184,9 +185,10 @@ done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 if ((trace)); then
-  bf_traced "first start"
+  bf_traced "first start" apply -auto-approve
   fill "$(bf_container)"
-  bf_traced "destroy" destroy
-  bf_traced "resume"
+  bf_traced "snapshot" snapshot take agent.a
+  bf_traced "destroy" destroy -auto-approve
+  bf_traced "resume" apply -auto-approve
   bf_clean
 fi

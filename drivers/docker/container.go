@@ -108,9 +108,6 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 	if err != nil {
 		return fail("%v", err)
 	}
-	if _, err := d.ensureImage(ctx, api, addr, spec.Image, spec.built); err != nil {
-		return fail("%v", err)
-	}
 	// Carrying the workspace out of the container being replaced: it is
 	// stopped and set aside, so that this one takes its name (workspace.go).
 	carryFrom := ""
@@ -123,22 +120,6 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 				d.putBack(ctx, api, carryFrom, name)
 			}
 		}()
-	}
-
-	// A crash between create and record leaves our own container behind:
-	// remove it and create it again. Anyone else's is theirs.
-	old, err := api.ContainerInspect(ctx, name)
-	switch {
-	case err == nil:
-		if old.Config == nil || old.Config.Labels[drivers.LabelLineage] != req.Lineage {
-			return fail("a container with this name already exists and does not belong to this state (lineage %s); remove or rename it", req.Lineage)
-		}
-		d.log.Info("removing unrecorded container of this lineage before creating it again", "addr", addr, "name", name, "id", shortID(old.ID))
-		if err := d.removeContainer(ctx, api, old.ID); err != nil {
-			return fail("removing the unrecorded container %s left by an earlier run: %v", shortID(old.ID), err)
-		}
-	case !cerrdefs.IsNotFound(err):
-		return fail("checking for an existing container: %v", err)
 	}
 
 	labels := map[string]string{}
@@ -197,7 +178,22 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 		return fail("%v", err)
 	}
 
+	// Created straight away, as docker run does: no look for the image
+	// or the name first (two engine calls per workload, issue 28). A
+	// container of this name left by a crash between create and record is
+	// our own, and createNamed removes it and creates again; anyone else's
+	// is theirs. An image the engine lacks is pulled, and the create made
+	// again, once.
+	ensured := false
 	created, err := d.createNamed(ctx, api, req.Lineage, addr, name, func() (container.CreateResponse, error) {
+		created, err := api.ContainerCreate(ctx, cfg, hostCfg, netCfg, nil, name)
+		if !cerrdefs.IsNotFound(err) || ensured {
+			return created, err
+		}
+		ensured = true
+		if _, ierr := d.ensureImage(ctx, api, addr, spec.Image, spec.built); ierr != nil {
+			return created, ierr
+		}
 		return api.ContainerCreate(ctx, cfg, hostCfg, netCfg, nil, name)
 	})
 	if err != nil {
@@ -235,7 +231,7 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 		}
 		return drivers.ApplyResponse{}, fmt.Errorf("starting container %s for %s: %w", name, addr, err)
 	}
-	d.started.Store(created.ID, time.Now())
+	d.markStarted(created.ID)
 	carryFrom = "" // set aside for good: the delete that follows removes it
 	d.log.Info("created container", "addr", addr, "name", name, "id", shortID(created.ID), "image", spec.Image)
 	resp, err := d.containerResponse(ctx, api, addr, created.ID, spec.network)
@@ -249,6 +245,7 @@ func (d *Driver) containerResponse(ctx context.Context, api dockerAPI, addr, id,
 	if err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("inspecting container %s of %s: %w", shortID(id), addr, err)
 	}
+	d.markLooked(info)
 	name := trimSlash(info.Name)
 	ip := ""
 	if info.NetworkSettings != nil {
@@ -274,7 +271,7 @@ func (d *Driver) startContainer(ctx context.Context, api dockerAPI, req drivers.
 		}
 		return drivers.ApplyResponse{}, fmt.Errorf("starting container %s of %s: %w", shortID(id), addr, err)
 	}
-	d.started.Store(id, time.Now())
+	d.markStarted(id)
 	d.log.Info("started container", "addr", addr, "id", shortID(id))
 	return d.containerResponse(ctx, api, addr, id, "")
 }

@@ -68,9 +68,10 @@ type Driver struct {
 	// hostWG waits for a background probe (prefetchEngineHost) at Close,
 	// so that it removes its container.
 	hostWG sync.WaitGroup
-	// started holds, per container ID, when this process's start of it
-	// returned: Settle watches a workload from its own start, not from
-	// when the executor gets to it (issue 28).
+	// started holds, per container ID, a startMark: when this process's
+	// start of it returned, and what the inspect after it saw. Settle
+	// watches a workload from its own start, not from when the executor
+	// gets to it (issue 28).
 	started sync.Map
 }
 

@@ -280,10 +280,6 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 		return fail("rules: %v", err)
 	}
 
-	if err := d.removeStale(ctx, api, req.Lineage, addr, spec.name); err != nil {
-		return fail("%v", err)
-	}
-
 	listen := netip.AddrPortFrom(ip, gateway.Port).String()
 	cmd := []string{"gateway", "-listen", listen, "-rules", gateway.RulesDir + "/" + gateway.RulesFile, "-forbid-file", gateway.RulesDir + "/" + gateway.ForbidFile, "-credentials", gateway.RulesDir + "/" + credentialsName,
 		"-state", gateway.StatePath}
@@ -367,28 +363,6 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 	resp.Computed["proxy"] = fmt.Sprintf("http://%s:%d", spec.name, gateway.Port)
 	maps.Copy(resp.Computed, applied)
 	return resp, nil
-}
-
-// removeStale removes a container of this lineage made for addr under
-// name by an apply that crashed before recording it. A container of that
-// name that is anyone else's, or another object's of this lineage, is
-// left alone and refused.
-func (d *Driver) removeStale(ctx context.Context, api dockerAPI, lineage, addr, name string) error {
-	old, err := api.ContainerInspect(ctx, name)
-	if cerrdefs.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("checking for an existing container: %w", err)
-	}
-	if old.Config == nil || old.Config.Labels[drivers.LabelLineage] != lineage || old.Config.Labels[drivers.LabelAddress] != addr {
-		return fmt.Errorf("a container named %s already exists and is not this state's %s (lineage %s); remove or rename it", name, addr, lineage)
-	}
-	d.log.Info("removing unrecorded container of this lineage before creating it again", "addr", addr, "name", name, "id", shortID(old.ID))
-	if err := d.removeContainer(ctx, api, old.ID); err != nil {
-		return fmt.Errorf("removing the unrecorded container %s left by an earlier run: %w", shortID(old.ID), err)
-	}
-	return nil
 }
 
 // updateGateway changes the allowlist in place: it writes the new rules

@@ -513,8 +513,10 @@ func TestIntegrationMissingImage(t *testing.T) {
 		}
 	}
 	calls := e.api.take()
-	if calls["ImagePull"] != 1 || calls["ContainerCreate"] != 0 {
-		t.Errorf("calls = %v, want one pull and no create", calls)
+	// Created straight away, as docker run does: the engine refuses the
+	// create for the missing image, the pull fails, and nothing is made.
+	if calls["ImagePull"] != 1 || calls["ContainerCreate"] != 1 {
+		t.Errorf("calls = %v, want one create refused and one pull", calls)
 	}
 	e.apply(drivers.OpDelete, objs["agent.lost.network"], netResp.ID)
 	e.assertGone()
@@ -557,7 +559,7 @@ func TestIntegrationCrashBetweenCreateAndRecord(t *testing.T) {
 		e.cli.ContainerRemove(context.Background(), foreign.ID, container.RemoveOptions{Force: true})
 	})
 	_, err = e.try(drivers.OpCreate, objs["agent.crash"], "")
-	if err == nil || !strings.Contains(err.Error(), "does not belong to this state") || !strings.Contains(err.Error(), name) {
+	if err == nil || !strings.Contains(err.Error(), "is not this state's agent.crash") || !strings.Contains(err.Error(), name) {
 		t.Errorf("err = %v, want a refusal naming %s", err, name)
 	}
 	if _, err := e.cli.ContainerInspect(ctx, foreign.ID); err != nil {

@@ -24,6 +24,32 @@ var (
 // it watches; one without is looked at on its start and at the deadline.
 const settlePoll = 200 * time.Millisecond
 
+// startMark is what Settle learns of a start this process made: when it
+// returned, and whether the inspect that followed (containerResponse) saw
+// the container running without a healthcheck.
+type startMark struct {
+	at      time.Time
+	running bool
+}
+
+// markStarted records a start of id this process made, as it returned.
+func (d *Driver) markStarted(id string) {
+	d.started.Store(id, startMark{at: time.Now()})
+}
+
+// markLooked records what the inspect right after a start of id saw: the
+// watch's first look when it was running without a healthcheck.
+func (d *Driver) markLooked(info container.InspectResponse) {
+	if info.ContainerJSONBase == nil || info.State == nil || !info.State.Running || info.State.Health != nil {
+		return
+	}
+	if v, ok := d.started.Load(info.ID); ok {
+		m := v.(startMark)
+		m.running = true
+		d.started.Store(info.ID, m)
+	}
+}
+
 // lastLines is how many lines of its log an exited workload reports.
 const lastLines = 5
 
@@ -44,11 +70,22 @@ func (d *Driver) Settle(ctx context.Context, req drivers.SettleRequest) error {
 	}
 	// The watch counts from the container's start: the inspect and the
 	// state write after it are time it ran too.
-	from := time.Now()
+	from, looked := time.Now(), false
 	if v, ok := d.started.LoadAndDelete(req.ID); ok {
-		from = v.(time.Time)
+		m := v.(startMark)
+		from, looked = m.at, m.running
 	}
 	deadline := from.Add(req.Wait)
+	if looked {
+		// The inspect right after the start saw it running without a
+		// healthcheck: that was the first look, and the next is at the
+		// deadline (one inspect fewer per workload, issue 28).
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Until(deadline)):
+		}
+	}
 	for {
 		info, err := api.ContainerInspect(ctx, req.ID)
 		if err != nil {

@@ -23,7 +23,7 @@ func TestSettleCountsFromStart(t *testing.T) {
 	}}
 	d := fakeDriver(t, api, DefaultSubnetPool)
 	obj := drivers.Object{Addr: "agent.a", Kind: kindContainer}
-	d.started.Store("c1", time.Now().Add(-time.Hour))
+	d.started.Store("c1", startMark{at: time.Now().Add(-time.Hour)})
 	if err := d.Settle(t.Context(), drivers.SettleRequest{Lineage: testLineage, Object: obj, ID: "c1", Wait: 2 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestSettleLooksAgainAtDeadline(t *testing.T) {
 	}}
 	d := fakeDriver(t, api, DefaultSubnetPool)
 	obj := drivers.Object{Addr: "agent.a", Kind: kindContainer}
-	d.started.Store("c2", time.Now())
+	d.started.Store("c2", startMark{at: time.Now()})
 	err := d.Settle(t.Context(), drivers.SettleRequest{Lineage: testLineage, Object: obj, ID: "c2", Wait: 300 * time.Millisecond})
 	var ee *drivers.ExitError
 	if !errors.As(err, &ee) || ee.Exit.Code != 137 {
@@ -53,5 +53,60 @@ func TestSettleLooksAgainAtDeadline(t *testing.T) {
 	}
 	if n := inspects.Load(); n != 2 {
 		t.Errorf("%d inspects, want 2: at the start and at the deadline", n)
+	}
+}
+
+// TestSettleTakesTheInspectAfterStart: the inspect right after a start
+// (containerResponse) that saw the container running without a
+// healthcheck is the watch's first look: Settle looks once more, at the
+// deadline, and an exit by then fails it. One that saw a healthcheck is
+// watched from the start.
+func TestSettleTakesTheInspectAfterStart(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		health  *container.Health
+		exited  bool // at the watch's looks
+		inspect int  // by Settle
+	}{
+		{"running", nil, false, 1},
+		{"exited by the deadline", nil, true, 1},
+		{"healthcheck", &container.Health{Status: container.Starting}, false, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var inspects atomic.Int32
+			afterStart := true
+			api := &fakeAPI{ContainerInspectFn: func(id string) (container.InspectResponse, error) {
+				st := &container.State{Running: true, Health: tc.health}
+				if afterStart {
+					afterStart = false
+				} else {
+					inspects.Add(1)
+					if tc.exited {
+						st = &container.State{ExitCode: 3, FinishedAt: time.Now().Format(time.RFC3339Nano)}
+					} else if tc.health != nil && inspects.Load() > 1 {
+						st.Health = &container.Health{Status: container.Healthy}
+					}
+				}
+				return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: id, State: st}}, nil
+			}}
+			d := fakeDriver(t, api, DefaultSubnetPool)
+			d.markStarted("c3")
+			if _, err := d.containerResponse(t.Context(), api, "agent.a", "c3", ""); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			const wait = 200 * time.Millisecond
+			err := d.Settle(t.Context(), drivers.SettleRequest{Lineage: testLineage, Object: drivers.Object{Addr: "agent.a", Kind: kindContainer}, ID: "c3", Wait: wait})
+			var ee *drivers.ExitError
+			if tc.exited != errors.As(err, &ee) || (!tc.exited && err != nil) {
+				t.Fatalf("err = %v, exited %v", err, tc.exited)
+			}
+			if n := inspects.Load(); n != int32(tc.inspect) {
+				t.Errorf("%d inspects by the watch, want %d", n, tc.inspect)
+			}
+			if tc.health == nil && time.Since(start) < wait/2 {
+				t.Errorf("the one look came %v after the start, before the deadline", time.Since(start))
+			}
+		})
 	}
 }
