@@ -68,6 +68,7 @@ func crashConfig(image, command string) string {
 // check the test waits until the lineage's objects stop changing (settle),
 // as a user re-running apply a moment later would.
 func TestE2ECrash(t *testing.T) {
+	parallel(t)
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
 	c := &crashRig{t: t, cli: cli, dir: t.TempDir(), image: image}

@@ -78,7 +78,7 @@ agent "coder" {
 // container id and start time stay, and the next request carries the new
 // key.
 func TestE2ECredentials(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	r := &escapeRig{t: t, cli: cli, img: dockertest.BusyboxImage(t, cli), run: randomHex(4), dir: t.TempDir()}
 	r.makeOutside()

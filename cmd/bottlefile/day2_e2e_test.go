@@ -31,6 +31,7 @@ agent "ops" {
 // stdin), merged logs, status of an agent that exited with code 3, and the
 // saved log read after destroy.
 func TestE2EDayTwo(t *testing.T) {
+	parallel(t)
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()

@@ -16,6 +16,7 @@ import (
 // of the last hour. The requests are refused by the
 // policy, so nothing leaves the machine (no name is even looked up).
 func TestE2EEgressDenials(t *testing.T) {
+	parallel(t)
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()

@@ -22,7 +22,7 @@ import (
 // About 30 s (two sizes, about ten runs of the binary each); it mounts,
 // so it needs root, and unmounts what it mounted.
 func TestE2EDiskFull(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	if os.Geteuid() != 0 {
 		if os.Getenv("BOTTLEFILE_REQUIRE_DOCKER") != "" {
 			t.Fatal("mounting a small tmpfs needs root")

@@ -79,6 +79,7 @@ func (l *eventLog) stop() []events.Message {
 // network, the engine sees none of it. The same watch during apply sees
 // those events, so the check can fail.
 func TestE2EPlanHasNoSideEffects(t *testing.T) {
+	parallel(t)
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()

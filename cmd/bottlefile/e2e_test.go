@@ -1,12 +1,50 @@
+// The end-to-end tests of this package run the bottlefile binary against
+// the real Docker engine, and a real 3-node swarm in namespaces. They are
+// most of CI's wall time and wait on engines far more than they compute,
+// so they run side by side, e2eParallel at a time (TestMain lifts go
+// test's own -parallel bound, GOMAXPROCS, unless the command line sets
+// one).
+//
+// A new e2e test follows this pattern:
+//
+//   - parallel(t) first: t.Parallel, then a place among the e2eParallel.
+//     Plain t.Parallel() is only for the few tests that are each a chain
+//     of minutes (the long lane): they start at once, beside the others, so
+//     that the package ends when its longest chain does.
+//     Its subtests, when independent, call t.Parallel() (never
+//     parallel(t): their parent holds its place until they end).
+//   - Its own t.TempDir(), the lineage its state gives (lineageOf
+//     registers the cleanup by label), names and labels that carry that
+//     lineage or a random part: nothing another test could see, list or
+//     remove. Networks of its own from dockertest.TestNetwork (explicit
+//     subnets: the engine's default pools hold about 30 networks in all).
+//   - Environment for the binary through setDirEnv(t, dir, "K=V"), which
+//     mustRun and bottlefile pass to every run in dir; never t.Setenv,
+//     which forbids t.Parallel (a test that must change this process's
+//     environment stays serial, and short: the serial tests run first,
+//     alone, before any parallel one starts).
+//   - On the swarm: a case of TestE2ESwarm (swarm_e2e_test.go), not a
+//     top-level test. The swarm's tests run one after another (some cut a
+//     node off, kill its engine or stop the registry) in one lane beside
+//     the docker tests.
+//   - Shared fixtures, never made per test: the binary (built once here),
+//     dockertest.BusyboxImage (imported once per machine), swarmtest.Start
+//     (one swarm per package).
+//   - Wait on the condition (poll every 100-200 ms up to a deadline), never
+//     a fixed sleep; a bound that always expires is a fixed sleep.
+
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +64,44 @@ import (
 // user would, in its own process, with real exit codes.
 var binary string
 
+// e2eParallel is how many tests that call parallel run at once: go
+// test's default, GOMAXPROCS, suits tests that compute, and these mostly
+// wait on engines, containers and their own processes.
+const e2eParallel = 4
+
+// e2eSlots holds a token for each test parallel let run.
+var e2eSlots = make(chan struct{}, e2eParallel)
+
+// parallel marks t as a parallel test and waits for one of e2eParallel
+// places, held until t and its cleanups end: what every e2e test on the
+// Docker engine calls first.
+func parallel(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	e2eSlots <- struct{}{}
+	t.Cleanup(func() { <-e2eSlots })
+}
+
+// The long lane: TestE2ESwarm, TestEscape and TestE2EEngineKill call
+// t.Parallel() alone. Each is a chain of minutes, so each starts with the
+// parallel phase, beside the e2eParallel, instead of whenever a place
+// frees up (go test lets waiting tests in in no useful order), which
+// would put its whole length after that moment.
+
+// noParallelBound is -parallel unless the command line sets it: parallel
+// and the long lane bound the tests, not go test.
+const noParallelBound = 64
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(noParallelBound)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
 	dir, err := os.MkdirTemp("", "bottlefile-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -61,6 +136,30 @@ func (r result) String() string {
 func bottlefile(t *testing.T, dir string, args ...string) result {
 	t.Helper()
 	return bottlefileWithin(t, 3*time.Minute, dir, args...)
+}
+
+// dirEnv is extra environment for every run of the binary in a
+// directory (setDirEnv).
+var dirEnv sync.Map // dir -> []string
+
+// setDirEnv adds "KEY=VALUE" entries to the environment of every later
+// run of the binary in dir through runBinary (bottlefile, mustRun,
+// bottlefileWithin), until the test ends; a later entry for the same key
+// wins. Unlike t.Setenv it leaves this process's environment
+// alone, so the test may run in parallel.
+func setDirEnv(t *testing.T, dir string, kv ...string) {
+	t.Helper()
+	old, _ := dirEnv.Load(dir)
+	env, _ := old.([]string)
+	dirEnv.Store(dir, append(append([]string(nil), env...), kv...))
+	t.Cleanup(func() { dirEnv.Delete(dir) })
+}
+
+// envFor is the extra environment of runs in dir.
+func envFor(dir string) []string {
+	env, _ := dirEnv.Load(dir)
+	e, _ := env.([]string)
+	return e
 }
 
 // mustRun runs the binary and fails the test unless it exits 0.
@@ -157,6 +256,7 @@ agent "coder" {
 // deletion that plan explains and apply repairs, and a destroy that leaves
 // nothing behind.
 func TestE2ELifecycle(t *testing.T) {
+	parallel(t)
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
@@ -248,6 +348,7 @@ func TestE2ELifecycle(t *testing.T) {
 // TestE2ELockHeld: a second apply while another process holds the state
 // fails at once, naming the lock.
 func TestE2ELockHeld(t *testing.T) {
+	parallel(t)
 	dir := t.TempDir()
 	writeBottlefile(t, dir, agentConfig, "bottlefile-test/never-used:1", `["true"]`)
 	held, err := state.Open(dir, state.Options{})

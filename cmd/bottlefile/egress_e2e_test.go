@@ -38,7 +38,7 @@ agent "coder" {
 // gateway. Removing the block deletes the gateway, again without touching
 // the agent, and the way out is closed again.
 func TestE2EEgressAddRemove(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	r := &escapeRig{t: t, cli: cli, img: dockertest.BusyboxImage(t, cli), run: randomHex(4), dir: t.TempDir()}
 	r.makeOutside()

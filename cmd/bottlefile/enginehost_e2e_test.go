@@ -48,7 +48,7 @@ agent "coder" {
 // allowlist has 0.0.0.0/0:PORT is refused at the gateway all the same,
 // because the driver learned the engine host's addresses from the engine.
 func TestE2EEngineHostAddressForbidden(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	if os.Geteuid() != 0 {
 		if os.Getenv(dockertest.RequireEnv) == "1" {
 			t.Fatal("making an interface and a network namespace needs root")

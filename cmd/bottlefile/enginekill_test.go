@@ -399,7 +399,7 @@ var engineKillPoints = []engineKillPoint{
 //
 // It runs its own dockerd (see ownEngine, so it needs root).
 func TestE2EEngineKill(t *testing.T) {
-	t.Parallel()
+	t.Parallel() // the long lane (e2e_test.go): not parallel(t)
 	main := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, main)
 	eng := startOwnEngine(t)

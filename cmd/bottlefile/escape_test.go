@@ -144,7 +144,7 @@ type workload struct {
 // closed, each in its own subtest, and checks controls that prove every
 // target would have answered if it were reachable.
 func TestEscape(t *testing.T) {
-	t.Parallel()
+	t.Parallel() // the long lane (e2e_test.go): not parallel(t)
 	cli := dockertest.Client(t)
 	r := &escapeRig{t: t, cli: cli, img: dockertest.BusyboxImage(t, cli), run: randomHex(4), dir: t.TempDir()}
 	start := time.Now()
@@ -1026,7 +1026,7 @@ func (s *syncBuffer) String() string {
 // it) and once with none (nothing tells, so it is refused too), and stops
 // it after. The same Bottlefile plans on the first engine.
 func TestEscapeIsolationCheck(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	dockerd, err := exec.LookPath("dockerd")
@@ -1168,7 +1168,7 @@ func startEngine(t *testing.T, dockerd string, flags ...string) string {
 // egress_network: a bottlefile-managed egress network shared by the
 // runtime's gateways, and what each gateway and agent runs with.
 func TestEscapeManagedEgressNetwork(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()

@@ -34,6 +34,7 @@ import (
 // byte of a key in its docker inspect. The allowlisted hosts are never
 // contacted.
 func TestE2ECodingAgentsExample(t *testing.T) {
+	parallel(t)
 	cli := dockertest.Client(t)
 	ctx := context.Background()
 	dir := copyExampleTree(t, "coding-agents")
@@ -43,8 +44,7 @@ func TestE2ECodingAgentsExample(t *testing.T) {
 	}
 	const claudeKey, codexKey, rotatedKey = "sk-ant-e2e-never-shown", "sk-oai-e2e-never-shown", "sk-ant-e2e-rotated"
 	keys := []string{claudeKey, codexKey, rotatedKey}
-	t.Setenv("BOTTLEFILE_VAR_anthropic_api_key", claudeKey)
-	t.Setenv("BOTTLEFILE_VAR_openai_api_key", codexKey)
+	setDirEnv(t, dir, "BOTTLEFILE_VAR_anthropic_api_key="+claudeKey, "BOTTLEFILE_VAR_openai_api_key="+codexKey)
 	noSecrets := func(what, out string) {
 		t.Helper()
 		for _, k := range keys {
@@ -220,7 +220,7 @@ func TestE2ECodingAgentsExample(t *testing.T) {
 
 	// The README's rotation: a new key changes the two gateways that
 	// inject it, in place; the agents are not touched.
-	t.Setenv("BOTTLEFILE_VAR_anthropic_api_key", rotatedKey)
+	setDirEnv(t, dir, "BOTTLEFILE_VAR_anthropic_api_key="+rotatedKey)
 	r = mustRun(t, dir, "plan")
 	wantAll(t, "plan of a rotated key", r.stdout, "~ agent.claude.gateway (gateway)", "~ agent.reviewer.gateway (gateway)",
 		"Plan: 0 to add, 2 to change, 0 to destroy.")
@@ -368,7 +368,7 @@ func runBinary(timeout time.Duration, dir string, env []string, args ...string) 
 	cmd := exec.CommandContext(ctx, binary, append([]string{"-chdir=" + dir}, args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	cmd.Env = append(append(os.Environ(), "NO_COLOR=1"), env...)
+	cmd.Env = append(append(append(os.Environ(), "NO_COLOR=1"), envFor(dir)...), env...)
 	err = cmd.Run()
 	r = result{stdout: out.String(), stderr: errb.String()}
 	var exitErr *exec.ExitError

@@ -14,6 +14,7 @@ import (
 // exited with code 127 and what it printed last, not that someone
 // stopped it.
 func TestE2EApplyWorkloadExited(t *testing.T) {
+	parallel(t)
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()

@@ -40,6 +40,7 @@ agent "coder" {
 // the order both start within a moment of each other, two seconds before
 // /ready exists.
 func TestE2EAgentWaitsForHealthySidecar(t *testing.T) {
+	parallel(t)
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
@@ -97,6 +98,7 @@ func TestE2EAgentWaitsForHealthySidecar(t *testing.T) {
 // once its retries are spent, naming it with its last health output; the
 // agent that waits for it is not started (nor created).
 func TestE2EUnhealthySidecar(t *testing.T) {
+	parallel(t)
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()

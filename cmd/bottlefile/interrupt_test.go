@@ -136,6 +136,7 @@ var (
 // exactly what finished, nothing on the engine is unrecorded, and the next
 // plan creates only the rest.
 func TestE2EInterrupt(t *testing.T) {
+	parallel(t)
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
@@ -249,6 +250,7 @@ func TestE2EInterrupt(t *testing.T) {
 // step reported failed. Nothing the apply made is left unrecorded, and the
 // next plan explains what is left.
 func TestE2EInterruptTwice(t *testing.T) {
+	parallel(t)
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -65,7 +65,7 @@ func keepContainer(t *testing.T, cli *client.Client, lineage, addr string) strin
 // nothing to do. On main before this change the removal destroyed all
 // three snapshots with no reason, discard or kept line.
 func TestE2ERemovedAgentKeepsSnapshots(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
@@ -124,7 +124,7 @@ func TestE2ERemovedAgentKeepsSnapshots(t *testing.T) {
 // fork booted from is refused, naming the fork; -force removes it and says
 // it is data loss. On main before this change it was removed silently.
 func TestE2ESnapshotRmRefusesForkSource(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
@@ -168,7 +168,7 @@ agent "fork" {
 // change every snapshot counted its whole 50 MiB image, so each take
 // pruned every older snapshot and one was left.
 func TestE2EMaxTotalSizeCountsWhatSnapshotsAdd(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	base := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
@@ -235,7 +235,7 @@ agent "coder" {
 // what it discards, as an agent's does: no snapshot holds a sidecar. On
 // main before this change it said nothing.
 func TestE2ESidecarReplaceSaysWhatItDiscards(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()

@@ -148,6 +148,7 @@ func checkStateDir(t *testing.T, dir, secret, when string) (files []string) {
 // apply killed at its prompt leaves a record that the next command
 // recognises as gone and removes.
 func TestE2ELockHidesVarValues(t *testing.T) {
+	parallel(t)
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()

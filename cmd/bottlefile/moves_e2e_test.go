@@ -91,7 +91,7 @@ func movesWant(t *testing.T, what, out string, want ...string) {
 // the file and after it is removed. A new agent given the old name then
 // gets engine names of its own, beside the moved bottle's.
 func TestE2EMovedBlock(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
@@ -160,7 +160,7 @@ func TestE2EMovedBlock(t *testing.T) {
 // TestE2EStateMv moves an agent's records by hand: state mv, then a plan
 // for the renamed block that has nothing to do, the same container id.
 func TestE2EStateMv(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
@@ -189,7 +189,7 @@ func TestE2EStateMv(t *testing.T) {
 // snapshot, no re-create, nothing destroyed; the container and its
 // gateway are the same, with its file; the next plan has nothing to do.
 func TestE2ENameTheDefaultRuntime(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
@@ -245,7 +245,7 @@ runtime "two" {
 // other runtime, as a saved plan, moves its records: the same container,
 // and again nothing to do after.
 func TestE2ETwoRuntimesOneEngine(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
@@ -292,7 +292,7 @@ func TestE2ETwoRuntimesOneEngine(t *testing.T) {
 // with a saved plan: plan -out, then apply PLANFILE. The saved plan is not
 // refused as stale, and the agent's file arrives on the second engine.
 func TestE2ESavedMigrationBetweenEngines(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	host, cli2 := snapSecondEngine(t, cli)

@@ -19,6 +19,7 @@ import (
 // records the one it replaced; a gateway, which gets its rules and its
 // egress connection between create and start, is replaced.
 func TestE2ENeverStarted(t *testing.T) {
+	parallel(t)
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()

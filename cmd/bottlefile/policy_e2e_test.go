@@ -48,7 +48,7 @@ agent "coder" {
 // place, and the plan after it is "No changes.". A changed policy replaces the
 // gateway, as the plan says.
 func TestE2EOperatorPolicy(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	r := &escapeRig{t: t, cli: cli, img: dockertest.BusyboxImage(t, cli), run: randomHex(4), dir: t.TempDir()}
 	r.makeOutside()

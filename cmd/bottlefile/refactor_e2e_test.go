@@ -69,7 +69,7 @@ agent %[2]q {
 // -include-snapshots, after which nothing of the lineage is left: no
 // container, network or image, no bottle CA.
 func TestE2EWorkSurvivesRefactor(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	ctx := context.Background()
 	base := dockertest.BusyboxImage(t, cli)

@@ -94,6 +94,7 @@ func wantOneReachError(t *testing.T, dir string, words ...string) {
 // does not take, and a port where nothing listens are each one clear
 // error.
 func TestE2ERemoteTLS(t *testing.T) {
+	parallel(t)
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
 	te := enginetest.StartTLSEngine(t, enginetest.Socket)

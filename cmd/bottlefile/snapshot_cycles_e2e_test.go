@@ -26,7 +26,7 @@ const cyclesEnv = "BOTTLEFILE_TEST_SNAPSHOT_CYCLES"
 // be empty. The script cleans up after itself (destroy
 // -include-snapshots, then by lineage label); so does the test.
 func TestE2ESnapshotCycles(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	bash, err := exec.LookPath("bash")

@@ -124,7 +124,7 @@ func engineMeasuresWrites(t *testing.T, cli *client.Client) (bool, string) {
 // replacement under snapshot_policy { before = ["replace"] }: plan shows
 // the snapshot taken first, and the new container has the file.
 func TestE2ESnapshotBeforeReplace(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
@@ -171,7 +171,7 @@ func TestE2ESnapshotBeforeReplace(t *testing.T) {
 // TestE2ESnapshotBeforeDestroyResumes: destroy under before = ["destroy"]
 // keeps the snapshot image, and applying again resumes with the file.
 func TestE2ESnapshotBeforeDestroyResumes(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
@@ -222,7 +222,7 @@ func TestE2ESnapshotBeforeDestroyResumes(t *testing.T) {
 // TestE2ESnapshotPrune: with keep_last = 2 and four snapshots, plan prunes
 // the two oldest and apply removes their images.
 func TestE2ESnapshotPrune(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
@@ -280,7 +280,7 @@ func TestE2ESnapshotPrune(t *testing.T) {
 // flatten_depth keep working, flattening on the way, and the file written
 // in the first cycle is still there at the end.
 func TestE2ESnapshotFlattenChain(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
@@ -330,7 +330,7 @@ func TestE2ESnapshotFlattenChain(t *testing.T) {
 // imported into another (another directory, as on another machine), where
 // the agent is then created from it with the file.
 func TestE2ESnapshotExportImport(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	src := t.TempDir()
@@ -566,7 +566,7 @@ agent "coder" {
 // and the migration's driver steps (snapshot, save piped into load, create
 // from the snapshot, remove the original) run on the two engines directly.
 func TestE2EMigrateBetweenEngines(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	host, cli2 := snapSecondEngine(t, cli)
@@ -748,7 +748,7 @@ func snapMigrateDriverSteps(t *testing.T, cli, cli2 *client.Client, host string)
 // touching it, prunes by keep_last, list shows what it took, and rm leaves
 // no image of the lineage while the agent keeps running.
 func TestE2ESnapshotTakeListRm(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()

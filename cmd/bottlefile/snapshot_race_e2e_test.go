@@ -198,7 +198,7 @@ func (s *raceSide) check(t *testing.T, what string, destroyed bool) {
 // BOTTLEFILE_TEST_RACE_ROUNDS sets the rounds (default 1); repeat the
 // whole test with -count=N.
 func TestE2ESnapshotRace(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	rounds := 1

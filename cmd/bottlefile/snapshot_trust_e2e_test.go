@@ -277,7 +277,7 @@ func trustLineageLeft(t *testing.T, cli *client.Client, lineage string) []string
 // last destroy -include-snapshots exits 0 and leaves nothing carrying the
 // lineage label.
 func TestE2ESnapshotTrust(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()

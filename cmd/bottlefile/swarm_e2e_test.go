@@ -13,13 +13,13 @@ import (
 	"github.com/bottlefile/bottlefile/drivers/swarm/swarmtest"
 )
 
-// TestE2ESwarmPlacement is issue 15's first promise on the three-node
+// e2eSwarmPlacement is issue 15's first promise on the three-node
 // fixture: nine bottles placed by node labels land on the labelled nodes
 // (status says where), a second plan says "No changes.", one scaled
 // outside bottlefile is drift the plan names with its node, and destroy
 // leaves no service, network, task container, config or image of the
 // lineage on any node.
-func TestE2ESwarmPlacement(t *testing.T) {
+func e2eSwarmPlacement(t *testing.T) {
 	f := swarmtest.Start(t)
 	dir := t.TempDir()
 	var cfg strings.Builder
@@ -119,9 +119,9 @@ agent %q {
 	}
 }
 
-// TestE2ESwarmExamplePlans: examples/swarm, pointed at the fixture's
+// e2eSwarmExamplePlans: examples/swarm, pointed at the fixture's
 // manager and registry as its README says, plans what it describes.
-func TestE2ESwarmExamplePlans(t *testing.T) {
+func e2eSwarmExamplePlans(t *testing.T) {
 	f := swarmtest.Start(t)
 	dir := copyExampleTree(t, "swarm")
 	r := mustRun(t, dir, "plan", "-var", "manager="+f.Manager().Host, "-var", "registry="+f.Registry)
@@ -137,5 +137,31 @@ func TestE2ESwarmExamplePlans(t *testing.T) {
 	}
 	if strings.Contains(r.stdout, "agent.gamma.gateway") {
 		t.Errorf("gamma has no egress block, but its plan has a gateway:\n%s", r.stdout)
+	}
+}
+
+// TestE2ESwarm runs the end-to-end tests on the package's one test swarm
+// (swarmtest.Start), one after another: several cut a node off, kill its
+// engine or stop the registry, which the others must not meet. The group
+// takes one parallel slot beside the docker engine's tests: the swarm's
+// nodes are engines of their own. A new swarm test is a case here.
+func TestE2ESwarm(t *testing.T) {
+	t.Parallel() // the long lane (e2e_test.go): not parallel(t)
+	for _, tc := range []struct {
+		name string
+		test func(*testing.T)
+	}{
+		{"Placement", e2eSwarmPlacement},
+		{"ExamplePlans", e2eSwarmExamplePlans},
+		{"PartitionedPush", e2eSwarmPartitionedPush},
+		{"RegistryDownDuringBuild", e2eSwarmRegistryDownDuringBuild},
+		{"DestroyNodeDown", e2eSwarmDestroyNodeDown},
+		{"NodeBackBeforePlan", e2eSwarmNodeBackBeforePlan},
+		{"NodeLoss", e2eSwarmNodeLoss},
+		{"Migrate", e2eSwarmMigrate},
+		{"WorkspaceImageUpgrade", e2eSwarmWorkspaceImageUpgrade},
+		{"WorkspaceMigrateUpgrade", e2eSwarmWorkspaceMigrateUpgrade},
+	} {
+		t.Run(tc.name, tc.test)
 	}
 }

@@ -14,13 +14,13 @@ import (
 	"github.com/bottlefile/bottlefile/drivers/swarm/swarmtest"
 )
 
-// TestE2ESwarmNodeBackBeforePlan is issue 26's third swarm fault: the
+// e2eSwarmNodeBackBeforePlan is issue 26's third swarm fault: the
 // dockerd of the node running the agent is killed after a snapshot and
 // more writes, and comes back before anyone plans. The plan does not call
 // that a stop outside bottlefile: it says the task was replaced, that
 // what was written since the last snapshot is lost, and resumes from the
 // snapshot; after apply the snapshot's file is there.
-func TestE2ESwarmNodeBackBeforePlan(t *testing.T) {
+func e2eSwarmNodeBackBeforePlan(t *testing.T) {
 	f := swarmtest.Start(t)
 	dir := t.TempDir()
 	writeBottlefile(t, dir, `%s

@@ -99,7 +99,7 @@ func registryTags(t *testing.T, f *swarmtest.Fixture, lineage string) []string {
 	return out
 }
 
-// TestE2ESwarmNodeLoss is issue 16's first promise on the three-node
+// e2eSwarmNodeLoss is issue 16's first promise on the three-node
 // fixture (one-second heartbeat): an agent writes a file, snapshot take
 // takes a snapshot (twice: keep_last = 1 prunes the first from the
 // registry), and the dockerd of the node running it is killed with
@@ -108,7 +108,7 @@ func registryTags(t *testing.T, f *swarmtest.Fixture, lineage string) []string {
 // file is there, and exec, logs and status reach it on its new node. Then
 // destroy -include-snapshots leaves no tag of the lineage in the registry
 // and nothing of it on any node.
-func TestE2ESwarmNodeLoss(t *testing.T) {
+func e2eSwarmNodeLoss(t *testing.T) {
 	f := swarmtest.Start(t)
 	dir := t.TempDir()
 	writeBottlefile(t, dir, `%s
@@ -232,13 +232,13 @@ agent "coder" {
 }
 `
 
-// TestE2ESwarmMigrate is issue 16's second promise: a bottle moved from a
+// e2eSwarmMigrate is issue 16's second promise: a bottle moved from a
 // docker runtime to a swarm runtime and back, each time one reviewed plan
 // (=> migrate with its snapshot), keeps a file written before the first
 // move. Then snapshot export of the snapshot the first move left on the
 // swarm, and snapshot import of it into another state whose agent is on
 // the swarm, which that state's apply resumes from.
-func TestE2ESwarmMigrate(t *testing.T) {
+func e2eSwarmMigrate(t *testing.T) {
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
 	f := swarmtest.Start(t)

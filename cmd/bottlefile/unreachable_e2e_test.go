@@ -50,7 +50,7 @@ func oneError(t *testing.T, what string, r result, summary string, withSource bo
 // runtime's error points at its block. Nothing is touched: once the
 // engine answers again, plan finds nothing to do.
 func TestE2EUnreachableEngineOneError(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	agents := func(runtime string) string {

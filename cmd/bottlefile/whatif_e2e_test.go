@@ -36,6 +36,7 @@ agent "coder" {
 // that it would now allow the refused destination (2 requests) and deny
 // the one in use (1 request), in the human plan and in plan -json.
 func TestE2EEgressWhatIf(t *testing.T) {
+	parallel(t)
 	cli := dockertest.Client(t)
 	r := &escapeRig{t: t, cli: cli, img: dockertest.BusyboxImage(t, cli), run: randomHex(4), dir: t.TempDir()}
 	r.makeOutside()

@@ -96,6 +96,7 @@ func upgradeWorkspace(t *testing.T, dir, base, wantPlan, kind string) {
 // has it. Nothing is left behind: no carrier container, no container set
 // aside.
 func TestE2EWorkspaceImageUpgrade(t *testing.T) {
+	parallel(t)
 	cli := dockertest.Client(t)
 	base := dockertest.BusyboxImage(t, cli)
 	for _, tc := range []struct {
@@ -107,6 +108,7 @@ func TestE2EWorkspaceImageUpgrade(t *testing.T) {
 			"it boots the image built from ./agent with /workspace carried over from the current workload"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // its own lineage; the parent holds the place
 			dir := t.TempDir()
 			workspaceContext(t, filepath.Join(dir, "agent"), base, 1)
 			writeBottlefile(t, dir, workspaceBottlefile, tc.policy)
@@ -131,13 +133,13 @@ func TestE2EWorkspaceImageUpgrade(t *testing.T) {
 	}
 }
 
-// TestE2ESwarmWorkspaceImageUpgrade is TestE2EWorkspaceImageUpgrade on the
+// e2eSwarmWorkspaceImageUpgrade is TestE2EWorkspaceImageUpgrade on the
 // swarm fixture: the agent's built image (pushed to the registry) gets a
 // marker file, and the new service runs an image the node's engine
 // composed, the new image with the old /workspace, from the policy's
 // snapshot or from the replaced service's task. The composed images go
 // from the registry with the services that ran them.
-func TestE2ESwarmWorkspaceImageUpgrade(t *testing.T) {
+func e2eSwarmWorkspaceImageUpgrade(t *testing.T) {
 	cli := dockertest.Client(t)
 	f := swarmtest.Start(t)
 	for _, tc := range []struct {
@@ -149,6 +151,7 @@ func TestE2ESwarmWorkspaceImageUpgrade(t *testing.T) {
 			"it boots the image built from ./agent with /workspace carried over from the current workload"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // its own lineage; no fault runs until both end
 			dir := t.TempDir()
 			workspaceContext(t, filepath.Join(dir, "agent"), f.Busybox, 1)
 			config := swarmRuntime(f, "fleet") + strings.Replace(workspaceBottlefile, "agent \"coder\" {\n", "agent \"coder\" {\n  runtime = runtime.fleet\n", 1)
@@ -175,6 +178,7 @@ func TestE2ESwarmWorkspaceImageUpgrade(t *testing.T) {
 // work; the next plan carries the workspace from it again, and the apply
 // converges with nothing left over.
 func TestE2EWorkspaceCutOff(t *testing.T) {
+	parallel(t)
 	cli := dockertest.Client(t)
 	base := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
@@ -213,12 +217,12 @@ func TestE2EWorkspaceCutOff(t *testing.T) {
 	mustRun(t, dir, "destroy", "-auto-approve", "-include-snapshots")
 }
 
-// TestE2EWorkspaceMigrateUpgrade: in one plan an agent moves from docker
+// e2eSwarmWorkspaceMigrateUpgrade: in one plan an agent moves from docker
 // to the swarm and its image changes (the swarm runs the registry's
 // busybox): it migrates through its snapshot and boots the new image
 // there with its workspace carried from the moved snapshot, and nothing
 // it wrote elsewhere.
-func TestE2EWorkspaceMigrateUpgrade(t *testing.T) {
+func e2eSwarmWorkspaceMigrateUpgrade(t *testing.T) {
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
 	f := swarmtest.Start(t)
@@ -255,6 +259,7 @@ func TestE2EWorkspaceMigrateUpgrade(t *testing.T) {
 // image with the workspace carried from the snapshot, read through a
 // container of it that is removed after.
 func TestE2EWorkspaceFromImportedSnapshot(t *testing.T) {
+	parallel(t)
 	cli := dockertest.Client(t)
 	base := dockertest.BusyboxImage(t, cli)
 	policy := "  snapshot_policy {\n    before = [\"replace\"]\n  }\n"

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
@@ -70,7 +71,15 @@ func Client(t testing.TB) *client.Client {
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err = cli.Ping(ctx)
+		var ping types.Ping
+		ping, err = cli.Ping(ctx)
+		if err == nil {
+			// Negotiated now, before the test shares the client between
+			// goroutines: the docker client reads its version unguarded
+			// while its first call negotiates it (a data race the race
+			// detector reports when two goroutines make the first calls).
+			cli.NegotiateAPIVersionPing(ping)
+		}
 		cancel()
 		if err != nil {
 			cli.Close()
