@@ -74,12 +74,16 @@ var e2eSlots = make(chan struct{}, e2eParallel)
 
 // parallel marks t as a parallel test and waits for one of e2eParallel
 // places, held until t and its cleanups end: what every e2e test on the
-// Docker engine calls first.
+// Docker engine calls first. The wait is logged: a test's elapsed time counts it.
 func parallel(t *testing.T) {
 	t.Helper()
 	t.Parallel()
+	start := time.Now()
 	e2eSlots <- struct{}{}
 	t.Cleanup(func() { <-e2eSlots })
+	if waited := time.Since(start); waited >= time.Second {
+		t.Logf("waited %.1fs for a place", waited.Seconds())
+	}
 }
 
 // The long lane: TestE2ESwarm, TestEscape and TestE2EEngineKill call
