@@ -74,7 +74,8 @@ var e2eSlots = make(chan struct{}, e2eParallel)
 
 // parallel marks t as a parallel test and waits for one of e2eParallel
 // places, held until t and its cleanups end: what every e2e test on the
-// Docker engine calls first. The wait is logged: a test's elapsed time counts it.
+// Docker engine calls first. The wait is logged: a test's elapsed time
+// counts it.
 func parallel(t *testing.T) {
 	t.Helper()
 	t.Parallel()
