@@ -8,9 +8,10 @@
 // A new e2e test follows this pattern:
 //
 //   - parallel(t) first: t.Parallel, then a place among the e2eParallel.
-//     Plain t.Parallel() is only for the few tests that are each a chain
-//     of minutes (the long lane): they start at once, beside the others, so
-//     that the package ends when its longest chain does.
+//     Plain t.Parallel() is for a test that touches no engine (it costs
+//     next to nothing), and for the few that are each a chain of minutes
+//     (the long lane): they start at once, beside the others, so that the
+//     package ends when its longest chain does.
 //     Its subtests, when independent, call t.Parallel() (never
 //     parallel(t): their parent holds its place until they end).
 //   - Its own t.TempDir(), the lineage its state gives (lineageOf

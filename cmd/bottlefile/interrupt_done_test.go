@@ -17,7 +17,7 @@ import (
 // and exits 0, not "Apply incomplete ... Failed: 0. Not started: 0." and
 // exit 1. The next plan says No changes.
 func TestE2EInterruptAfterLastStart(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()

@@ -62,7 +62,7 @@ func pulledLineage(t *testing.T, doc string) string {
 // another; the other directory's plan says "No changes." and its destroy
 // removes the bottles the first one made.
 func TestE2EPGStateMigrateShared(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	srv := pgtest.Start(t)
 	image := dockertest.BusyboxImage(t, cli)
@@ -126,7 +126,7 @@ func wantNoChangesEnv(t *testing.T, dir string, env []string, when string) {
 // with a longer one and then finds nothing left to do; a holder killed
 // with SIGKILL releases the lock, as its session ends.
 func TestE2EPGStateLock(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	srv := pgtest.Start(t)
 	image := dockertest.BusyboxImage(t, cli)
