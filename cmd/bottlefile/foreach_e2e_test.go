@@ -37,7 +37,7 @@ agent "coder" {
 // more; removing one name plans exactly that bottle's removal, its work
 // committed first and its snapshot kept; the others keep their containers.
 func TestE2EForEach(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
@@ -168,7 +168,7 @@ moved {
 // key; its container and files stay. Instances of count take snapshot
 // take, stop and start, and state mv takes instance addresses.
 func TestE2EForEachAdopt(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
