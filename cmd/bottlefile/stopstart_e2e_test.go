@@ -28,6 +28,7 @@ agent "coder" {
 // the agent back with a file it wrote before the stop; restart stops and
 // starts it again, keeping the same containers.
 func TestE2EStopStart(t *testing.T) {
+	parallel(t)
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
