@@ -166,3 +166,24 @@ func TestEditDistance(t *testing.T) {
 		}
 	}
 }
+
+// TestBelow: the labels below an agent, the engine-safe agent name and
+// the owner an engine object is named after.
+func TestBelow(t *testing.T) {
+	for _, tt := range []struct {
+		addr, below, safe, owner string
+	}{
+		{`agent.coder`, ``, `coder`, `agent.coder`},
+		{`agent.coder.network`, `network`, `coder`, `agent.coder`},
+		{`agent.coder.image`, `image`, `coder`, `agent.coder`},
+		{`agent.coder["a"].sidecar.db`, `sidecar.db`, `coder__a`, `agent.coder["a"].sidecar.db`},
+		{`agent.coder[0].sidecar.db.image`, `sidecar.db.image`, `coder--0`, `agent.coder[0].sidecar.db`},
+		{`agent.coder.gateway`, `gateway`, `coder`, `agent.coder.gateway`},
+		{`snapshot.base`, ``, ``, `snapshot.base`},
+	} {
+		a := MustParse(tt.addr)
+		if got := strings.Join(a.Below(), "."); got != tt.below || a.SafeAgent() != tt.safe || a.Owner().String() != tt.owner {
+			t.Errorf("%s: Below %q, SafeAgent %q, Owner %s; want %q, %q, %s", tt.addr, got, a.SafeAgent(), a.Owner(), tt.below, tt.safe, tt.owner)
+		}
+	}
+}

@@ -31,27 +31,23 @@ var NamePart = regexp.MustCompile(`^[a-zA-Z0-9_.-]+$`)
 
 // AddrPart turns an object address into the agent-specific part of its
 // engine name: "agent.coder", "agent.coder.network" and "agent.coder.image"
-// all give "coder"; deeper addresses keep their path, joined by dashes;
-// agent.coder["frontend"] gives "coder__frontend" (addrs.SafeName).
+// all give "coder" (a network or image is named after its owner,
+// addrs.Addr.Owner); deeper addresses keep their path below the agent,
+// joined by dashes; agent.coder["frontend"] gives "coder__frontend"
+// (addrs.SafeName). The address is read with addrs.Parse, never cut by
+// hand.
 func AddrPart(addr, kind string) (string, error) {
-	// An instance of an agent with for_each or count spells its key in
-	// letters, digits, '_' and '-' (coder__frontend, coder--0): brackets
-	// and quotes are no part of an engine name.
-	safe, err := addrs.Safe(addr)
+	a, err := addrs.Parse(addr)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("address %q cannot name an engine object: %w", addr, err)
 	}
-	rest, ok := strings.CutPrefix(safe, "agent.")
-	if !ok || rest == "" {
+	if a.Agent() == "" {
 		return "", fmt.Errorf("address %q is not below %q", addr, "agent")
 	}
-	switch kind {
-	case KindNetwork:
-		rest = strings.TrimSuffix(rest, ".network")
-	case KindImage:
-		rest = strings.TrimSuffix(rest, ".image")
+	if (kind == KindNetwork && a.Kind() == addrs.NetworkKind) || (kind == KindImage && (a.Kind() == addrs.ImageKind || a.Kind() == addrs.SidecarImageKind)) {
+		a = a.Owner()
 	}
-	part := strings.ReplaceAll(rest, ".", "-")
+	part := strings.Join(append([]string{a.SafeAgent()}, a.Below()...), "-")
 	if !NamePart.MatchString(part) {
 		return "", fmt.Errorf("address %q gives the name part %q, which the engine does not accept (use letters, digits, '_', '.', '-')", addr, part)
 	}

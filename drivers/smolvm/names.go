@@ -16,17 +16,17 @@ const maxNameLen = 128
 
 // addrPart turns an object address into the agent-specific part of a
 // machine name: "agent.coder" gives "coder"; deeper addresses keep their
-// path, joined by dashes.
+// path below the agent, joined by dashes. The address is read with
+// addrs.Parse, never cut by hand.
 func addrPart(addr string) (string, error) {
-	safe, err := addrs.Safe(addr) // agent.coder["a"] is machine coder__a
+	a, err := addrs.Parse(addr)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("address %q cannot name a machine: %w", addr, err)
 	}
-	rest, ok := strings.CutPrefix(safe, "agent.")
-	if !ok || rest == "" {
+	if a.Agent() == "" {
 		return "", fmt.Errorf("address %q is not below %q", addr, "agent")
 	}
-	return strings.ReplaceAll(rest, ".", "-"), nil
+	return strings.Join(append([]string{a.SafeAgent()}, a.Below()...), "-"), nil
 }
 
 // machineName is the smolvm name of an agent's machine:
@@ -51,12 +51,12 @@ func machineName(lineage, addr string) (string, error) {
 // give a valid machine name with any lineage. The agent's own name is
 // checked as it is: a dot in it would otherwise pass as a path separator.
 func checkPlanName(addr, agent string) error {
-	part, err := addrPart(addr)
-	if err != nil {
-		return err
-	}
-	if agent != "" && addr == addrs.Agent(agent).String() {
-		part = agent
+	part := agent
+	if agent == "" || addr != addrs.Agent(agent).String() {
+		var err error
+		if part, err = addrPart(addr); err != nil {
+			return err
+		}
 	}
 	if err := checkName("bf-00000000-" + part); err != nil {
 		return fmt.Errorf("the agent name %q cannot name a smolvm machine (bf-<lineage>-%s): %w", strings.TrimPrefix(addr, "agent."), part, err)
