@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -263,6 +264,17 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 	resp, err := rt.Driver.Apply(ctx, req)
 	if err != nil {
 		return err
+	}
+	if op == drivers.OpUpdate && c.StartsAfterUpdate() {
+		// Updated in place while stopped: started too, and then watched
+		// as any start is.
+		notes := resp.Notes
+		req.Op, req.ID = drivers.OpStart, cmp.Or(resp.ID, id)
+		if resp, err = rt.Driver.Apply(ctx, req); err != nil {
+			return fmt.Errorf("updated in place, but starting it: %w", err)
+		}
+		resp.Notes = append(notes, resp.Notes...)
+		op = drivers.OpStart
 	}
 	if n, ok := e.Hook.(Noter); ok {
 		for _, note := range resp.Notes {

@@ -746,6 +746,11 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 				c.Action = Replace
 			} else {
 				c.Action = Update
+				if d.object.Workload && !lo.Running {
+					// Not started by a second apply: the executor starts
+					// it after the update (Change.StartsAfterUpdate).
+					c.Reasons = append(c.Reasons, stoppedAs(lo.Exit, ReasonStoppedUpdate, ReasonExitedUpdate))
+				}
 			}
 		case fp.Hash != rec.Hash:
 			// Same attributes, other hash: the driver changed what it hashes.
@@ -803,13 +808,20 @@ func configDrift(rec *state.Record, lo *drivers.LiveObject) string {
 // started: it exited on its own (with its code, when, and what it printed
 // last), or someone stopped it.
 func stoppedReason(e *drivers.Exit) Reason {
+	return stoppedAs(e, ReasonStopped, ReasonExited)
+}
+
+// stoppedAs is the reason of kind stopped (someone stopped it: its code,
+// when) or exited (it exited on its own: how, what it printed last), as e
+// says.
+func stoppedAs(e *drivers.Exit, stopped, exited ReasonCode) Reason {
 	if e == nil || e.Stopped {
 		if e != nil && !e.At.IsZero() {
-			return because(ReasonStopped, "code", strconv.Itoa(e.Code), "at", e.At.UTC().Format("2006-01-02 15:04 UTC"))
+			return because(stopped, "code", strconv.Itoa(e.Code), "at", e.At.UTC().Format("2006-01-02 15:04 UTC"))
 		}
-		return because(ReasonStopped)
+		return because(stopped)
 	}
-	return because(ReasonExited, "exit", e.Describe(), "last", e.LastLines())
+	return because(exited, "exit", e.Describe(), "last", e.LastLines())
 }
 
 // inParallel calls f for 0 .. n-1, spread over as many goroutines as there

@@ -61,6 +61,8 @@ const (
 	ReasonRestartedRecorded ReasonCode = "restarted-recorded"
 	ReasonStopped           ReasonCode = "stopped"
 	ReasonExited            ReasonCode = "exited"
+	ReasonStoppedUpdate     ReasonCode = "stopped-update"
+	ReasonExitedUpdate      ReasonCode = "exited-update"
 	ReasonPreventDestroy    ReasonCode = "prevent-destroy"
 	ReasonDependsReplaced   ReasonCode = "depends-replaced"
 	ReasonDependsRecreated  ReasonCode = "depends-recreated"
@@ -139,6 +141,8 @@ var reasonKinds = map[ReasonCode]reasonKind{
 	ReasonRestartedRecorded: {text: restartedText + "; the new task is recorded"},
 	ReasonStopped:           {text: "it was stopped outside bottlefile{?at: (code {code} at %s)}; it will be started, not replaced"},
 	ReasonExited:            {text: "it {exit}{?last: after printing %s}; it will be started again, not replaced"},
+	ReasonStoppedUpdate:     {text: "it was stopped outside bottlefile{?at: (code {code} at %s)}; it will be started once updated in place"},
+	ReasonExitedUpdate:      {text: "it {exit}{?last: after printing %s}; it will be started once updated in place"},
 	ReasonPreventDestroy:    {text: "lifecycle.prevent_destroy changes to {value}; only the record changes"},
 	ReasonDependsReplaced:   {text: "{dependency}, which it depends on, will be {action}"},
 	ReasonDependsRecreated:  {text: "{dependency}, which it depends on, was re-created after it"},
