@@ -175,10 +175,12 @@ func (c *Change) Shows() Shows { return c.row().shows }
 func (c *Change) Takes() bool { return c.row().symbol == takeRow.symbol }
 
 // StartsAfterUpdate reports an update in place of a workload the plan
-// found stopped: the apply starts it once updated, as its plan says, so
-// one apply converges (the next plan would start it otherwise).
+// found stopped, not with bottlefile stop: the apply starts it once
+// updated, as its plan says, so one apply converges (the next plan would
+// start it otherwise).
 func (c *Change) StartsAfterUpdate() bool {
-	return c.Action == Update && !c.StateOnly && c.Object.Workload && c.Live != nil && !c.Live.Running
+	return c.Action == Update && !c.StateOnly && c.Object.Workload && c.Live != nil && !c.Live.Running &&
+		(c.Prior == nil || c.Prior.Computed[StoppedKey] == "")
 }
 
 // steps are the up and down steps the apply makes of the change.

@@ -746,9 +746,10 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 				c.Action = Replace
 			} else {
 				c.Action = Update
-				if d.object.Workload && !lo.Running {
-					// Not started by a second apply: the executor starts
-					// it after the update (Change.StartsAfterUpdate).
+				if d.object.Workload && !lo.Running && rec.Computed[StoppedKey] == "" {
+					// Not left for a second apply to start: the executor
+					// starts it after the update (Change.StartsAfterUpdate).
+					// One stopped with bottlefile stop stays stopped.
 					c.Reasons = append(c.Reasons, stoppedAs(lo.Exit, ReasonStoppedUpdate, ReasonExitedUpdate))
 				}
 			}
