@@ -25,7 +25,7 @@ agent "coder" {
 // Before, the apply updated it, said "Apply complete!" and left it
 // stopped for a second apply to start.
 func TestE2EStoppedAgentUpdatedAndStarted(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
