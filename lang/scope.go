@@ -251,9 +251,8 @@ func (s *Scope) instancesValue(name string) (cty.Value, bool) {
 	}
 	if a.Count != nil {
 		vals := make([]cty.Value, len(insts))
-		for i, inst := range insts {
+		for _, inst := range insts {
 			vals[inst.Key.Int()] = value(inst)
-			_ = i
 		}
 		if len(vals) == 0 {
 			return cty.EmptyTupleVal, true
