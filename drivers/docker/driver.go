@@ -73,6 +73,10 @@ type Driver struct {
 	// watches a workload from its own start, not from when the executor
 	// gets to it (issue 28).
 	started sync.Map
+	// gatewayImageRef is the gateway image this driver last made sure the
+	// engine has (gatewayImage), under gatewayImageMu.
+	gatewayImageMu  sync.Mutex
+	gatewayImageRef string
 }
 
 var (

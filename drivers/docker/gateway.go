@@ -341,6 +341,10 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 		cleanup()
 		return fail("%v", err)
 	}
+	// Its files hold the forbid list: the others' pushes skip it unless
+	// theirs differs (each was an archive write, 0.3-3 s of engine time on
+	// fuse-overlayfs, to a gateway starting with the same list, issue 28).
+	forbidSent(created.ID, forbid)
 	gatewayStarting(created.ID, true)
 	defer gatewayStarting(created.ID, false)
 	if err := api.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
@@ -352,7 +356,6 @@ func (d *Driver) createGateway(ctx context.Context, api dockerAPI, pool netip.Pr
 		return fail("%v", err)
 	}
 	gatewayStarting(created.ID, false)
-	forbidSent(created.ID, forbid)
 	// The others of this state learn of what this apply made (a network).
 	d.pushForbid(ctx, api, req.Lineage, forbid)
 	d.log.Info("created gateway", "addr", addr, "name", spec.name, "id", shortID(created.ID), "listen", listen, "allow", len(spec.allow), "forbid", len(forbid), "credentials", len(credFile.Credentials))
@@ -522,6 +525,25 @@ func (d *Driver) followGateway(ctx context.Context, api dockerAPI, id string, wa
 	return 0, fmt.Errorf("the gateway's log ended before it was ready; its log:\n%s", gateway.Indent(log))
 }
 
+// gatewayImage is engine.GatewayImage asked once per driver: once it made
+// sure of the image, the gateways created after go straight to their
+// create, and the engine says when the image went (another process's
+// sweep): again asks anew. An inspect fewer per gateway, each made under
+// a process-wide lock (issue 28).
+func (d *Driver) gatewayImage(ctx context.Context, api dockerAPI, bin gateway.Binary, again bool) (string, error) {
+	d.gatewayImageMu.Lock()
+	defer d.gatewayImageMu.Unlock()
+	if ref := bin.ImageRef(); !again && d.gatewayImageRef == ref {
+		return ref, nil
+	}
+	d.gatewayImageRef = ""
+	ref, err := engine.GatewayImage(ctx, api, bin, d.log)
+	if err == nil {
+		d.gatewayImageRef = ref
+	}
+	return ref, err
+}
+
 // createGatewayContainer creates the gateway container from the image of
 // the binary at path, making the image first when it is missing. Another
 // process's sweep can remove the image between making it and using it:
@@ -530,7 +552,7 @@ func (d *Driver) createGatewayContainer(ctx context.Context, api dockerAPI, bin 
 	engine.GatewayImageUse.RLock()
 	defer engine.GatewayImageUse.RUnlock()
 	for attempt := 1; ; attempt++ {
-		ref, err := engine.GatewayImage(ctx, api, bin, d.log)
+		ref, err := d.gatewayImage(ctx, api, bin, attempt > 1)
 		if err == nil {
 			cfg.Image = ref
 			var created container.CreateResponse
@@ -562,6 +584,9 @@ const sweepTimeout = 30 * time.Second
 func (d *Driver) sweepGatewayImages(ctx context.Context, api dockerAPI) {
 	engine.GatewayImageUse.Lock()
 	defer engine.GatewayImageUse.Unlock()
+	d.gatewayImageMu.Lock()
+	d.gatewayImageRef = ""
+	d.gatewayImageMu.Unlock()
 	list, err := api.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", gateway.ImageLabel+"=1"))})
 	if err != nil {
 		d.log.Debug("listing gateway images", "error", err)

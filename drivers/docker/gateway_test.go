@@ -715,6 +715,48 @@ func TestGatewayImageSweptMeanwhile(t *testing.T) {
 	}
 }
 
+// TestGatewayImageMadeSureOnce: a driver makes sure of the gateway image
+// once; the gateways created after go straight to their create, and one
+// the engine answers "no such image" (swept by another process) makes
+// sure of it again; a sweep of this driver's forgets it.
+func TestGatewayImageMadeSureOnce(t *testing.T) {
+	gone := false
+	api := &fakeAPI{
+		ImageInspectFn: func(ref string) (image.InspectResponse, error) { return image.InspectResponse{ID: "sha256:gw"}, nil },
+		ContainerCreateFn: func(cfg *container.Config, name string) (container.CreateResponse, error) {
+			if gone {
+				gone = false
+				return container.CreateResponse{}, cerrdefs.ErrNotFound.WithMessage("No such image: " + cfg.Image)
+			}
+			return container.CreateResponse{ID: name}, nil
+		},
+		ImageListFn: func(image.ListOptions) ([]image.Summary, error) { return nil, nil },
+	}
+	d := egressDriver(t, api, nil)
+	create := func(name string) []string {
+		t.Helper()
+		api.Calls = nil
+		if _, err := d.createGatewayContainer(t.Context(), api, gateway.Binary{Path: "/unused", Sum: "abc"}, &container.Config{}, &container.HostConfig{}, &network.NetworkingConfig{}, name); err != nil {
+			t.Fatal(err)
+		}
+		return api.calls()
+	}
+	if calls := create("g1"); !slices.Equal(calls, []string{"ImageInspect", "ContainerCreate"}) {
+		t.Errorf("first gateway: calls %v, want the image made sure of, then the create", calls)
+	}
+	if calls := create("g2"); !slices.Equal(calls, []string{"ContainerCreate"}) {
+		t.Errorf("second gateway: calls %v, want the create alone", calls)
+	}
+	gone = true
+	if calls := create("g3"); !slices.Equal(calls, []string{"ContainerCreate", "ImageInspect", "ContainerCreate"}) {
+		t.Errorf("image swept meanwhile: calls %v, want the create, the image made sure of again, the create", calls)
+	}
+	d.sweepGatewayImages(t.Context(), api)
+	if calls := create("g4"); !slices.Equal(calls, []string{"ImageInspect", "ContainerCreate"}) {
+		t.Errorf("after this driver's sweep: calls %v, want the image made sure of again", calls)
+	}
+}
+
 // TestReadGatewayReports: Read asks each running gateway started with a
 // report (-state) for it, one call each beside the list calls, and reports
 // what it has in force as LiveObject.Config: the last files-in-force line
