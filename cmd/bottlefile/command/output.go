@@ -1,14 +1,6 @@
 package command
 
-import (
-	"encoding/json"
-	"fmt"
-	"strings"
-
-	"github.com/zclconf/go-cty/cty"
-
-	"github.com/bottlefile/bottlefile/planner"
-)
+import "strings"
 
 // OutputCommand prints the configuration's outputs, evaluated against what
 // the state records.
@@ -59,38 +51,6 @@ func (c *OutputCommand) Run(args []string) int {
 	if m.showDiags(op.Files(), diags) {
 		return 1
 	}
-	if byName != "" && !*asJSON {
-		fmt.Fprintln(m.Stdout, rawOutput(outputs[0].Value))
-		return 0
-	}
-	values := map[string]json.RawMessage{}
-	for _, o := range outputs {
-		values[o.Name] = planner.RedactedJSON(o.Value)
-	}
-	if *asJSON {
-		var data []byte
-		if byName != "" {
-			data = values[byName]
-		} else {
-			data, _ = json.MarshalIndent(values, "", "  ")
-		}
-		fmt.Fprintln(m.Stdout, string(data))
-		return 0
-	}
-	if len(outputs) == 0 {
-		fmt.Fprintln(m.Stdout, "The Bottlefile declares no outputs.")
-		return 0
-	}
-	for _, o := range outputs {
-		fmt.Fprintf(m.Stdout, "%s = %s\n", o.Name, planner.FormatJSON(values[o.Name]))
-	}
+	newOutputsView(*asJSON, m.Stdout).Outputs(outputs, byName)
 	return 0
-}
-
-// rawOutput prints a string as it is and anything else as HCL would.
-func rawOutput(v cty.Value) string {
-	if v.Type() == cty.String && !v.IsNull() {
-		return v.AsString()
-	}
-	return planner.FormatJSON(planner.RedactedJSON(v))
 }

@@ -1,6 +1,7 @@
 package command
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -53,4 +54,57 @@ func renderOutputs(w io.Writer, outputs []operations.Output) {
 	for _, o := range outputs {
 		fmt.Fprintf(w, "%s = %s\n", o.Name, outputValue(o.Value))
 	}
+}
+
+// outputsView renders the output command: name = value lines for people
+// (one output's value alone, as a script reads it), or JSON.
+type outputsView interface {
+	// Outputs shows outputs; byName, when not "", is the one asked for.
+	Outputs(outputs []operations.Output, byName string)
+}
+
+func newOutputsView(asJSON bool, w io.Writer) outputsView {
+	if asJSON {
+		return jsonOutputsView{w}
+	}
+	return humanOutputsView{w}
+}
+
+type humanOutputsView struct{ w io.Writer }
+
+func (v humanOutputsView) Outputs(outputs []operations.Output, byName string) {
+	switch {
+	case byName != "":
+		fmt.Fprintln(v.w, rawOutput(outputs[0].Value))
+	case len(outputs) == 0:
+		fmt.Fprintln(v.w, "The Bottlefile declares no outputs.")
+	default:
+		for _, o := range outputs {
+			fmt.Fprintf(v.w, "%s = %s\n", o.Name, planner.FormatJSON(planner.RedactedJSON(o.Value)))
+		}
+	}
+}
+
+// jsonOutputsView prints one JSON object of every output, or the value of
+// the one asked for; a sensitive value redacted.
+type jsonOutputsView struct{ w io.Writer }
+
+func (v jsonOutputsView) Outputs(outputs []operations.Output, byName string) {
+	values := map[string]json.RawMessage{}
+	for _, o := range outputs {
+		values[o.Name] = planner.RedactedJSON(o.Value)
+	}
+	data := values[byName]
+	if byName == "" {
+		data, _ = json.MarshalIndent(values, "", "  ")
+	}
+	fmt.Fprintln(v.w, string(data))
+}
+
+// rawOutput prints a string as it is and anything else as HCL would.
+func rawOutput(v cty.Value) string {
+	if v.Type() == cty.String && !v.IsNull() {
+		return v.AsString()
+	}
+	return planner.FormatJSON(planner.RedactedJSON(v))
 }
