@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strconv"
 	"strings"
+
+	"github.com/bottlefile/bottlefile/units"
 )
 
 // ReasonCode names a kind of reason: why an action not driven by the
@@ -151,11 +154,11 @@ var reasonKinds = map[ReasonCode]reasonKind{
 	ReasonSnapshotMigrate:    {text: "{agent}'s filesystem is committed on runtime {from:q} and moved to {to:q} (migration)"},
 	ReasonSnapshotTake:       {text: "snapshot take: {agent}'s filesystem is committed now"},
 	ReasonSnapshotFirst:      {text: "{snapshot} is taken first (snapshot_policy)"},
-	ReasonDiscards:           {text: "this {covered} discards {written} written inside it{?since: since %s}; {cause}", discardsWork: true},
+	ReasonDiscards:           {text: "this {covered} discards {written_bytes:bytes} written inside it{?since: since %s}; {cause}", discardsWork: true},
 	ReasonDiscardsUnmeasured: {text: "this {covered} discards whatever was written inside it{?since: since %s} (not measured: {unmeasured}); {cause}", discardsWork: true},
 	ReasonKeepLast:           {text: "snapshot_policy.keep_last = {keep_last}, and {keep_last} newer snapshots are kept"},
 	ReasonMaxAge:             {text: "it is older than snapshot_policy.max_age ({max_age}, taken {taken})"},
-	ReasonMaxTotalSize:       {text: "snapshot_policy.max_total_size = {max_total_size}: the agent's snapshots total {total}{?taken_size:, and about %s more with {taken} (what its workload wrote)}{?taken:{!taken_size:, and more with %s}}; the oldest go first"},
+	ReasonMaxTotalSize:       {text: "snapshot_policy.max_total_size = {max_total_size_bytes:bytes}: the agent's snapshots total {total_bytes:bytes}{?taken_bytes:, and about {taken_bytes:bytes} more with {taken} (what its workload wrote)}{?taken:{!taken_bytes:, and more with %s}}; the oldest go first"},
 	ReasonPinMissing:         {text: "from_snapshot names {snapshot}, but it is not in the state (bottlefile snapshot list shows the snapshots there are); it starts from its image"},
 	ReasonPinRemoved:         {text: "from_snapshot names {snapshot}, but this plan removes it: {removal}; it starts from its image"},
 	ReasonBootsTaken:         {text: "it boots from {snapshot}, taken just before"},
@@ -262,8 +265,9 @@ func (r Reason) Text() string {
 
 func (r Reason) String() string { return r.Text() }
 
-// expand fills a reason's text: {name}, {name:q}, {?name:...%s...} (only
-// when set), {!name:...} (only when not set).
+// expand fills a reason's text: {name}, {name:q}, {name:bytes} (a number of
+// bytes, as "2.9 KiB"), {?name:...%s...} (only when set), {!name:...} (only
+// when not set).
 func expand(text string, params map[string]string) string {
 	var b strings.Builder
 	for {
@@ -291,6 +295,15 @@ func expand(text string, params map[string]string) string {
 			name, body, _ := strings.Cut(field[1:], ":")
 			if params[name] == "" {
 				b.WriteString(expand(body, params))
+			}
+		case strings.HasSuffix(field, ":bytes"):
+			// A size in bytes, a parameter as programs read it, in binary
+			// units as people do.
+			n, err := strconv.ParseInt(params[strings.TrimSuffix(field, ":bytes")], 10, 64)
+			if err != nil {
+				b.WriteString(params[strings.TrimSuffix(field, ":bytes")])
+			} else {
+				b.WriteString(units.FormatBytes(n))
 			}
 		case strings.HasSuffix(field, ":q"):
 			fmt.Fprintf(&b, "%q", params[strings.TrimSuffix(field, ":q")])

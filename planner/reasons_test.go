@@ -17,14 +17,14 @@ func TestReasonText(t *testing.T) {
 		{because(ReasonMoved, "addr", "agent.new", "from", "agent.old"), "agent.old has moved to agent.new"},
 		{because(ReasonMoved, "addr", "agent.x", "from_runtime", "default", "runtime", "local"), `agent.x has moved from runtime "default" to runtime "local" (the same engine)`},
 		{because(ReasonRuntimeChanged, "from", `a"b`, "to", "c"), `it moves from runtime "a\"b" to "c"`},
-		{because(ReasonMaxTotalSize, "max_total_size", "4.0 KiB", "total", "5.9 KiB"), "snapshot_policy.max_total_size = 4.0 KiB: the agent's snapshots total 5.9 KiB; the oldest go first"},
-		{because(ReasonMaxTotalSize, "max_total_size", "4.0 KiB", "total", "5.9 KiB", "taken", "agent.a.snapshot.4"), "snapshot_policy.max_total_size = 4.0 KiB: the agent's snapshots total 5.9 KiB, and more with agent.a.snapshot.4; the oldest go first"},
-		{because(ReasonMaxTotalSize, "max_total_size", "4.0 KiB", "total", "5.9 KiB", "taken", "agent.a.snapshot.4", "taken_size", "2.9 KiB"), "snapshot_policy.max_total_size = 4.0 KiB: the agent's snapshots total 5.9 KiB, and about 2.9 KiB more with agent.a.snapshot.4 (what its workload wrote); the oldest go first"},
+		{because(ReasonMaxTotalSize, "max_total_size_bytes", "4096", "total_bytes", "6000"), "snapshot_policy.max_total_size = 4.0 KiB: the agent's snapshots total 5.9 KiB; the oldest go first"},
+		{because(ReasonMaxTotalSize, "max_total_size_bytes", "4096", "total_bytes", "6000", "taken", "agent.a.snapshot.4"), "snapshot_policy.max_total_size = 4.0 KiB: the agent's snapshots total 5.9 KiB, and more with agent.a.snapshot.4; the oldest go first"},
+		{because(ReasonMaxTotalSize, "max_total_size_bytes", "4096", "total_bytes", "6000", "taken", "agent.a.snapshot.4", "taken_bytes", "3000"), "snapshot_policy.max_total_size = 4.0 KiB: the agent's snapshots total 5.9 KiB, and about 2.9 KiB more with agent.a.snapshot.4 (what its workload wrote); the oldest go first"},
 		{because(ReasonCarryBlocked, "paths", "/workspace", "dependency", "agent.a.network", "action", "replaced"), `/workspace cannot be carried over from the current workload, because agent.a.network is replaced too; add snapshot_policy { before = ["replace"] } to carry it from a snapshot`},
 		{because(ReasonCarryCurrent, "paths", "/w"), "it boots its new image with /w carried over from the current workload, which is stopped and set aside until the new one has them, then removed (what it wrote elsewhere is not kept)"},
 		{because(ReasonAdoptLeftover, "kind", "container", "name", "x"), "container x carries this state's lineage but is not recorded (left by an interrupted apply); it matches the configuration and will be recorded"},
 		{because(ReasonAdoptLeftover, "kind", "container", "name", "x", "start", "true", "never_started", "true"), "container x carries this state's lineage but is not recorded (left by an interrupted apply); it matches the configuration, but it was never started: it will be started and recorded, not replaced"},
-		{Reason{Code: ReasonDiscards, Params: map[string]string{"covered": "replace", "written": "1.0 MiB"}, Cause: &Reason{Code: ReasonPolicyNotCovered, Params: map[string]string{"covered": "replace"}}},
+		{Reason{Code: ReasonDiscards, Params: map[string]string{"covered": "replace", "written_bytes": "1048576"}, Cause: &Reason{Code: ReasonPolicyNotCovered, Params: map[string]string{"covered": "replace"}}},
 			`this replace discards 1.0 MiB written inside it; no snapshot_policy covers "replace"`},
 		{TextReason("a {sentence} of version 1"), "a {sentence} of version 1"},
 		{Reason{Code: "from-a-newer-bottlefile"}, "from-a-newer-bottlefile"},
@@ -42,7 +42,7 @@ func TestReasonKinds(t *testing.T) {
 	loss := map[ReasonCode]bool{ReasonDiscards: true, ReasonDiscardsUnmeasured: true, ReasonForceRemoveInUse: true}
 	for code, k := range reasonKinds {
 		params := map[string]string{}
-		for _, name := range []string{"text", "id", "addr", "from", "to", "kind", "name", "leftover", "runtime", "drift", "exit", "last", "value", "dependency", "action", "covered", "agent", "snapshot", "written", "since", "unmeasured", "keep_last", "max_age", "taken", "max_total_size", "total", "removal", "of", "paths", "image", "started", "at", "what", "users", "code", "cause"} {
+		for _, name := range []string{"text", "id", "addr", "from", "to", "kind", "name", "leftover", "runtime", "drift", "exit", "last", "value", "dependency", "action", "covered", "agent", "snapshot", "written", "since", "unmeasured", "keep_last", "max_age", "taken", "max_total_size_bytes", "total_bytes", "taken_bytes", "written_bytes", "removal", "of", "paths", "image", "started", "at", "what", "users", "code", "cause"} {
 			params[name] = "X"
 		}
 		got := Reason{Code: code, Params: params}.Text()

@@ -18,7 +18,6 @@ import (
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/lang"
 	"github.com/bottlefile/bottlefile/state"
-	"github.com/bottlefile/bottlefile/units"
 )
 
 // Policy snapshots live below their agent: agent.NAME.snapshot.N, N
@@ -359,7 +358,7 @@ func (d *discardReads) explain(ctx context.Context, rt *Runtime, w *Change, line
 			// Nothing known, so the warning stands for whatever there is.
 			r.reason = because(ReasonDiscardsUnmeasured, "covered", covered, "since", since, "unmeasured", written.Unmeasured)
 		} else {
-			r.reason = because(ReasonDiscards, "covered", covered, "written", units.FormatBytes(written.Bytes), "since", since)
+			r.reason = because(ReasonDiscards, "covered", covered, "written_bytes", strconv.FormatInt(written.Bytes, 10), "since", since)
 		}
 		r.reason.Cause = &why
 	})
@@ -437,11 +436,11 @@ func prune(ofAgent []*Change, agentAddr string, policy *lang.SnapshotPolicyValue
 	if total+takenSize <= policy.MaxTotalSize {
 		return
 	}
-	why := because(ReasonMaxTotalSize, "max_total_size", units.FormatBytes(policy.MaxTotalSize), "total", units.FormatBytes(total))
+	why := because(ReasonMaxTotalSize, "max_total_size_bytes", strconv.FormatInt(policy.MaxTotalSize, 10), "total_bytes", strconv.FormatInt(total, 10))
 	if taken != nil {
 		why.set("taken", taken.Addr)
 		if takenSize > 0 {
-			why.set("taken_size", units.FormatBytes(takenSize))
+			why.set("taken_bytes", strconv.FormatInt(takenSize, 10))
 		}
 	}
 	total += takenSize
