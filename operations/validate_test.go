@@ -61,7 +61,7 @@ func guardedRegistry(t *testing.T) Registry {
 			return guarded{Driver: d, t: t}, nil
 		}
 	}
-	return Registry{"docker": wrap(docker.New), "smolvm": wrap(smolvm.New), "swarm": wrap(swarm.New)}
+	return Registry{"docker": wrap(docker.New), "smolvm": wrap(smolvm.New), "swarm": wrap(swarm.Factory(docker.NewEngine))}
 }
 
 // TestValidateStatic runs validate on each fixture in testdata/validate.

@@ -36,9 +36,9 @@ declare -A allowed=(
   [drivers/gateway]="drivers egress"
   [drivers/docker]="drivers egress dockersave drivers/engine drivers/gateway"
   [drivers/docker/dockertest]="drivers"
-  # swarm drives a docker.Driver for its manager: the connection, builds
-  # and the gateway image are that driver's.
-  [drivers/swarm]="drivers drivers/docker drivers/engine drivers/gateway egress"
+  # swarm drives each engine of the swarm through an engine.Driver that
+  # cmd/bottlefile wires in (the docker driver's): never drivers/docker.
+  [drivers/swarm]="drivers drivers/engine drivers/gateway egress"
   [drivers/swarm/swarmtest]="drivers drivers/docker/dockertest"
   [drivers/smolvm]="drivers egress dockersave"
   [drivers/smolvm/fakesmolvm]=""
@@ -55,6 +55,17 @@ declare -A allowed=(
   [cmd/bottlefile/command]="operations executor planner planner/dag lang units"
   [cmd/bottlefile]="cmd/bottlefile/command drivers drivers/docker drivers/smolvm drivers/swarm egress"
 )
+# No driver imports another: what two drivers share lives in a package of
+# its own (these), and cmd/bottlefile wires one driver into another. The
+# test kits (dockertest, swarmtest) are not drivers.
+shared="drivers/engine drivers/gateway drivers/drivertest"
+driverOf() { # the driver a package drivers/NAME[/...] belongs to, or ""
+  case "$1" in drivers/*) ;; *) return ;; esac
+  local d
+  d=$(echo "$1" | cut -d/ -f1-2)
+  for s in $shared; do [ "$d" = "$s" ] && return; done
+  echo "$d"
+}
 status=0
 for pkg in $(go list ./... | sed "s#^$mod/\{0,1\}##"); do
   [ -n "$pkg" ] || continue
@@ -65,6 +76,14 @@ for pkg in $(go list ./... | sed "s#^$mod/\{0,1\}##"); do
     continue
   fi
   for dep in $(go list -f '{{join .Imports "\n"}}' "./$pkg" | grep "^$mod/" | sed "s#^$mod/##"); do
+    case "$pkg" in drivers/*/*) ;; *)
+      from=$(driverOf "$pkg") to=$(driverOf "$dep")
+      if [ -n "$from" ] && [ -n "$to" ] && [ "$from" != "$to" ]; then
+        echo "import check: driver $pkg may not import another driver's package $dep: move what they share into a package of its own, and wire the driver in from cmd/bottlefile" >&2
+        status=1
+        continue
+      fi ;;
+    esac
     ok=0
     for a in ${allowed[$pkg]} $anyone; do [ "$dep" = "$a" ] && ok=1; done
     if [ $ok -eq 0 ]; then

@@ -21,11 +21,13 @@ func Commands(meta *command.Meta) map[string]cli.CommandFactory {
 	return cmds
 }
 
-// registry lists the concrete drivers: main is their only importer.
+// registry lists the concrete drivers: main is their only importer. The
+// swarm driver reaches each engine of the swarm through the docker
+// driver, wired here so that neither driver imports the other.
 func registry() drivers.Registry {
 	return drivers.Registry{
 		"docker": docker.New,
 		"smolvm": smolvm.New,
-		"swarm":  swarm.New,
+		"swarm":  swarm.Factory(docker.NewEngine),
 	}
 }

@@ -11,7 +11,7 @@ import (
 // Apply performs one operation on one object.
 func (d *Driver) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
 	resp, err := d.apply(ctx, req)
-	return resp, d.unreachable(err)
+	return resp, d.Unreachable(err)
 }
 
 func (d *Driver) apply(ctx context.Context, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/docker/docker/client"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
@@ -87,11 +88,34 @@ var (
 
 // New makes an unconfigured docker driver.
 func New(log hclog.Logger) (drivers.Driver, error) {
+	return NewEngine(log)
+}
+
+// NewEngine is New as the driver of one engine that a driver running on
+// several (swarm) drives each engine through (engine.Driver).
+func NewEngine(log hclog.Logger) (engine.Driver, error) {
 	d := newDriver(log, nil)
 	// With BOTTLEFILE_LOG=trace the client logs every engine call
 	// (drivers/engine trace.go).
 	d.newAPI = func(ep engine.Endpoint) (dockerAPI, error) { return ep.OpenTraced(d.log) }
 	return d, nil
+}
+
+var _ engine.Driver = (*Driver)(nil)
+
+// Client is the engine client the configured driver uses, as the whole
+// Docker API, for calls this driver does not make (swarm services). The
+// first call checks that the engine answers (drivers/engine Connect).
+func (d *Driver) Client(ctx context.Context) (client.APIClient, error) {
+	api, _, err := d.engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cli, ok := api.(client.APIClient)
+	if !ok {
+		return nil, fmt.Errorf("the docker client in use (%T) is not the whole engine API", api)
+	}
+	return cli, nil
 }
 
 func newDriver(log hclog.Logger, newAPI func(ep engine.Endpoint) (dockerAPI, error)) *Driver {
@@ -234,12 +258,12 @@ func (d *Driver) Close() error {
 	return api.Close()
 }
 
-// unreachable turns an error that says the engine cannot be reached at
+// Unreachable turns an error that says the engine cannot be reached at
 // all into a drivers.UnreachableError naming what failed (refused, TLS,
 // authentication, API too old: drivers/engine), which the planner reports
 // once for the runtime rather than once per object; other errors pass
 // unchanged.
-func (d *Driver) unreachable(err error) error {
+func (d *Driver) Unreachable(err error) error {
 	if err == nil {
 		return nil
 	}

@@ -25,11 +25,11 @@ func (d *Driver) EngineID(ctx context.Context) (string, error) {
 	}
 	api, _, err := d.engine(ctx)
 	if err != nil {
-		return "", d.unreachable(err)
+		return "", d.Unreachable(err)
 	}
 	info, err := api.Info(ctx)
 	if err != nil {
-		return "", d.unreachable(fmt.Errorf("reading the engine's info: %w", err))
+		return "", d.Unreachable(fmt.Errorf("reading the engine's info: %w", err))
 	}
 	if info.ID == "" {
 		return "", nil

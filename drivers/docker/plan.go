@@ -21,7 +21,7 @@ import (
 // per driver instance (the isolation check); it changes nothing.
 func (d *Driver) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.PlanResponse, error) {
 	resp, err := d.plan(ctx, req)
-	return resp, d.unreachable(err)
+	return resp, d.Unreachable(err)
 }
 
 func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.PlanResponse, error) {
@@ -156,4 +156,26 @@ func workloadObject(addr, netAddr string, w cty.Value) drivers.Object {
 		DependsOn: []string{netAddr},
 		Attrs:     attrs,
 	}
+}
+
+// PlanImage is the image object of a workload at addr with a build block
+// (its context hashed, as this driver plans it: addrs.ImageOf(addr)), and the
+// context hash the workload's own object records as build_hash; nil and ""
+// without a build block. It reads the context and contacts nothing.
+func (d *Driver) PlanImage(addr string, w cty.Value) (*drivers.Object, string, error) {
+	build := drivers.WorkloadAttr(w, "build")
+	if build.IsNull() {
+		return nil, "", nil
+	}
+	objs, err := d.planWorkload(addr, addrs.NetworkOf(addr), w)
+	if err != nil {
+		return nil, "", err
+	}
+	for i := range objs {
+		if objs[i].Kind == kindImage {
+			sum, err := drivers.String(objs[i].Attrs["context_hash"])
+			return &objs[i], sum, err
+		}
+	}
+	return nil, "", errors.New("a build block planned no image")
 }

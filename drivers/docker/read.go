@@ -22,7 +22,7 @@ import (
 // bottlefile's to manage by address and are left out (logged).
 func (d *Driver) Read(ctx context.Context, req drivers.ReadRequest) (drivers.ReadResponse, error) {
 	resp, err := d.read(ctx, req)
-	return resp, d.unreachable(err)
+	return resp, d.Unreachable(err)
 }
 
 func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.ReadResponse, error) {

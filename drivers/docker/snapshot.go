@@ -771,3 +771,28 @@ func (d *Driver) Written(ctx context.Context, lineage string, obj drivers.LiveOb
 	}
 	return w, nil
 }
+
+// CommitSnapshot takes the snapshot req.Object of the agent req.Agent from
+// the container named (or with the id) ctr on this driver's engine, as
+// Apply takes one of the agent's own container: no secret of the
+// container's config in the image, never removed by a sweep while it is
+// being made. The image is tagged SnapshotRef's reference on this engine;
+// the response is a snapshot create's.
+func (d *Driver) CommitSnapshot(ctx context.Context, req drivers.ApplyRequest, ctr string) (drivers.ApplyResponse, error) {
+	if ctr == "" {
+		return drivers.ApplyResponse{}, errors.New("no container to commit")
+	}
+	return d.commitSnapshot(ctx, req, ctr)
+}
+
+// SweepSnapshots removes what making snapshots of the lineage left on
+// this driver's engine that nothing records (untagged images of the
+// lineage, intermediates a crash left), unless an image of the lineage
+// is being made in this process: then Close does.
+func (d *Driver) SweepSnapshots(ctx context.Context, lineage string) {
+	api, _, err := d.engine(ctx)
+	if err != nil {
+		return
+	}
+	d.sweepSnapshots(ctx, api, lineage)
+}

@@ -23,7 +23,7 @@ const stopTimeout = 10
 func (d *Driver) StopWorkload(ctx context.Context, req drivers.StopRequest) error {
 	api, _, err := d.engine(ctx)
 	if err != nil {
-		return d.unreachable(err)
+		return d.Unreachable(err)
 	}
 	addr := req.Object.Addr
 	if req.ID == "" {
@@ -31,14 +31,14 @@ func (d *Driver) StopWorkload(ctx context.Context, req drivers.StopRequest) erro
 	}
 	info, err := api.ContainerInspect(ctx, req.ID)
 	if err != nil {
-		return d.unreachable(fmt.Errorf("stopping container %s of %s: %w", shortID(req.ID), addr, err))
+		return d.Unreachable(fmt.Errorf("stopping container %s of %s: %w", shortID(req.ID), addr, err))
 	}
 	if info.Config == nil || info.Config.Labels[drivers.LabelLineage] != req.Lineage {
 		return fmt.Errorf("stopping container %s of %s: it does not belong to this state", shortID(req.ID), addr)
 	}
 	timeout := stopTimeout
 	if err := api.ContainerStop(ctx, req.ID, container.StopOptions{Timeout: &timeout}); err != nil && !cerrdefs.IsNotFound(err) {
-		return d.unreachable(fmt.Errorf("stopping container %s of %s: %w", shortID(req.ID), addr, err))
+		return d.Unreachable(fmt.Errorf("stopping container %s of %s: %w", shortID(req.ID), addr, err))
 	}
 	d.log.Info("stopped container", "addr", addr, "id", shortID(req.ID))
 	return nil

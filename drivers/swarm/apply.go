@@ -8,12 +8,6 @@ import (
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
-// Apply performs one operation on one object.
-func (d *Driver) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
-	resp, err := d.apply(ctx, req)
-	return resp, d.eng.Unreachable(err)
-}
-
 func (d *Driver) apply(ctx context.Context, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
 	api, err := d.manager(ctx)
 	if err != nil {

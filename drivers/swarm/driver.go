@@ -16,7 +16,6 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
-	"github.com/bottlefile/bottlefile/drivers/docker"
 	"github.com/bottlefile/bottlefile/drivers/engine"
 	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
@@ -26,9 +25,11 @@ import (
 type Driver struct {
 	log hclog.Logger
 
-	// eng is the docker driver configured against the manager's engine:
-	// the connection, image builds and the gateway image are its.
-	eng *docker.Driver
+	// eng is the driver of the manager's engine (the docker driver, as
+	// cmd/bottlefile wires it: engine.Driver): the connection and image
+	// builds are its. newEngine makes one per node engine (nodes.go).
+	eng       engine.Driver
+	newEngine engine.Factory
 
 	// mu guards the fields below, which Configure sets.
 	mu         sync.RWMutex
@@ -57,21 +58,24 @@ type Driver struct {
 }
 
 var (
-	_ drivers.Driver  = (*Driver)(nil)
-	_ drivers.Closer  = (*Driver)(nil)
-	_ drivers.Factory = New
+	_ drivers.Driver = (*Driver)(nil)
+	_ drivers.Closer = (*Driver)(nil)
 )
 
-// New makes an unconfigured swarm driver.
-func New(log hclog.Logger) (drivers.Driver, error) {
-	if log == nil {
-		log = hclog.NewNullLogger()
+// Factory is the swarm driver's factory: each driver reaches the manager's
+// engine, and each node's, through a driver of that engine newEngine
+// makes. cmd/bottlefile gives it the docker driver's (docker.NewEngine).
+func Factory(newEngine engine.Factory) drivers.Factory {
+	return func(log hclog.Logger) (drivers.Driver, error) {
+		if log == nil {
+			log = hclog.NewNullLogger()
+		}
+		eng, err := newEngine(log)
+		if err != nil {
+			return nil, err
+		}
+		return &Driver{log: log.Named("swarm"), eng: eng, newEngine: newEngine}, nil
 	}
-	eng, err := docker.New(log)
-	if err != nil {
-		return nil, err
-	}
-	return &Driver{log: log.Named("swarm"), eng: eng.(*docker.Driver)}, nil
 }
 
 // Name is the driver attribute value of a swarm runtime block.
@@ -112,7 +116,7 @@ func Declaration() drivers.Declaration {
 var gatewayAttrs = slices.Sorted(maps.Keys(gateway.RuntimeSpec()))
 
 // sharedAttrs are the attributes a swarm runtime block passes on to the
-// docker driver as they are: how to reach the manager's engine
+// engine's driver as they are: how to reach the manager's engine
 // (drivers/engine), and the gateway's.
 var sharedAttrs = func() []string {
 	out := slices.Sorted(maps.Keys(engine.Spec()))
@@ -142,12 +146,12 @@ func agentSpec() hcldec.ObjectSpec {
 	}
 }
 
-// dockerConfig is the docker driver's runtime block for the manager's
-// engine: the connection and gateway attributes of the swarm block, the
-// others null (their defaults). The docker driver's isolation check,
-// which judges its own bridge networks, does not apply to overlays.
-func dockerConfig(cfg cty.Value) cty.Value {
-	spec := docker.Declaration().Schema.Runtime
+// engineConfig is the runtime block, in the schema of the engine's driver
+// (spec), for the manager's engine: the connection and gateway attributes
+// of the swarm block, the others null (their defaults). The docker
+// driver's isolation check, which judges its own bridge networks, does
+// not apply to overlays.
+func engineConfig(spec hcldec.ObjectSpec, cfg cty.Value) cty.Value {
 	ty := hcldec.ImpliedType(spec)
 	vals := map[string]cty.Value{}
 	for name, aty := range ty.AttributeTypes() {
@@ -164,8 +168,8 @@ func dockerConfig(cfg cty.Value) cty.Value {
 	return cty.ObjectVal(vals)
 }
 
-// Configure reads the runtime block and configures the docker driver for
-// the manager's engine. It does not contact the engine.
+// Configure reads the runtime block and configures the driver of the
+// manager's engine. It does not contact the engine.
 func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) error {
 	registry, err := drivers.ConfigString(req.Config, "registry")
 	if err != nil {
@@ -208,7 +212,7 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 		return fmt.Errorf("runtime %q: %s: %w", req.Runtime, attrNodeTimeout, err)
 	}
 	dreq := req
-	dreq.Config = dockerConfig(req.Config)
+	dreq.Config = engineConfig(d.eng.Declare().Schema.Runtime, req.Config)
 	if err := d.eng.Configure(ctx, dreq); err != nil {
 		return err
 	}
@@ -224,12 +228,48 @@ func (d *Driver) Configure(ctx context.Context, req drivers.ConfigureRequest) er
 	d.gwImage = &gatewayImage{}
 	d.gwBinary = &binaryOnce{path: binary}
 	oldNodes := d.nodeEngs
-	d.nodeEngs = &nodeEngines{hosts: nodeHosts, cfg: req.Config, req: req}
+	d.nodeEngs = &nodeEngines{hosts: nodeHosts, cfg: req.Config, req: req, spec: d.eng.Declare().Schema.Runtime}
 	d.regAPI = reg
 	d.mu.Unlock()
 	_ = oldNodes.close()
 	d.log.Debug("configured", "runtime", req.Runtime, "registry", registry)
 	return nil
+}
+
+// Read, Plan and Apply report a manager's engine that cannot be reached at
+// all as one *drivers.UnreachableError (the engine driver's Unreachable),
+// which the planner reports once for the runtime rather than once per
+// object.
+
+// Read lists the services, networks and built images of one lineage, and
+// the tasks of those services, with one list call per kind (and one of the
+// nodes, to name where each task runs). A service reads as running when
+// its task is running.
+func (d *Driver) Read(ctx context.Context, req drivers.ReadRequest) (drivers.ReadResponse, error) {
+	return reached(d, d.read)(ctx, req)
+}
+
+// Plan expands one agent into its overlay network, its images when they
+// are built, its service and its sidecars' services, and, with an egress
+// block, its gateway service and the runtime's egress network. It reads
+// build contexts and the gateway binary to hash them, and asks the
+// manager (once per configured driver, read-only) that it is one and
+// which node it is; it changes nothing.
+func (d *Driver) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.PlanResponse, error) {
+	return reached(d, d.plan)(ctx, req)
+}
+
+// Apply performs one operation on one object.
+func (d *Driver) Apply(ctx context.Context, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
+	return reached(d, d.apply)(ctx, req)
+}
+
+// reached is f with a failure to reach the manager's engine classified.
+func reached[Req, Resp any](d *Driver, f func(context.Context, Req) (Resp, error)) func(context.Context, Req) (Resp, error) {
+	return func(ctx context.Context, req Req) (Resp, error) {
+		resp, err := f(ctx, req)
+		return resp, d.eng.Unreachable(err)
+	}
 }
 
 // checkRegistry accepts a registry address as a repository prefix:

@@ -9,6 +9,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/docker"
 	"github.com/bottlefile/bottlefile/drivers/swarm/swarmtest"
 )
 
@@ -37,7 +38,7 @@ func runtimeConfig(attrs map[string]cty.Value) cty.Value {
 // manager, with its registry unless registry is false.
 func fixtureDriver(t *testing.T, f *swarmtest.Fixture, registry bool, more map[string]cty.Value) *Driver {
 	t.Helper()
-	d, err := New(testLogger(t))
+	d, err := Factory(docker.NewEngine)(testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,10 +13,10 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
+	"github.com/hashicorp/hcl/v2/hcldec"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/bottlefile/bottlefile/drivers"
-	"github.com/bottlefile/bottlefile/drivers/docker"
 	"github.com/bottlefile/bottlefile/drivers/engine"
 )
 
@@ -117,14 +117,15 @@ func parseNodeEngines(cfg cty.Value) (map[string]string, error) {
 	return m, nil
 }
 
-// nodeEngines holds the docker drivers of the nodes' engines, made when
-// first needed, per configured driver.
+// nodeEngines holds the drivers of the nodes' engines, made when first
+// needed, per configured driver.
 type nodeEngines struct {
 	mu    sync.Mutex
-	hosts map[string]string         // node_hosts
-	cfg   cty.Value                 // the runtime block, for the TLS files
-	req   drivers.ConfigureRequest  // as Configure was given it
-	made  map[string]*docker.Driver // by node hostname
+	hosts map[string]string        // node_hosts
+	cfg   cty.Value                // the runtime block, for the TLS files
+	req   drivers.ConfigureRequest // as Configure was given it
+	spec  hcldec.ObjectSpec        // the engine driver's runtime block
+	made  map[string]engine.Driver // by node hostname
 }
 
 // nodeError is a node's engine failing: an error that names the node and
@@ -146,11 +147,11 @@ func nodeFailed(node, host string, err error) error {
 	return &nodeError{node: node, err: fmt.Errorf("node %s: %v", node, err)}
 }
 
-// nodeEngine is the docker driver of the engine of the node with this
+// nodeEngine is the driver of the engine of the node with this
 // hostname: node_hosts' entry for it, else the manager's own driver when
 // it is the manager's node. A node the block does not name is an error
 // that says how to name it.
-func (d *Driver) nodeEngine(ctx context.Context, node string) (*docker.Driver, string, error) {
+func (d *Driver) nodeEngine(ctx context.Context, node string) (engine.Driver, string, error) {
 	d.mu.RLock()
 	ne, runtime := d.nodeEngs, d.runtime
 	d.mu.RUnlock()
@@ -174,29 +175,28 @@ func (d *Driver) nodeEngine(ctx context.Context, node string) (*docker.Driver, s
 		}
 		return nil, "", &nodeError{node: node, err: fmt.Errorf("runtime %q does not say how to reach the engine of node %s (%s): add it to node_hosts, as in node_hosts = { %q = \"tcp://HOST:2376\" }", runtime, node, named, node)}
 	}
-	eng, err := docker.New(d.log.Named(node))
+	eng, err := d.newEngine(d.log.Named(node))
 	if err != nil {
 		return nil, "", err
 	}
 	req := ne.req
 	req.Runtime = runtime
-	req.Config = nodeConfig(ne.cfg, host)
+	req.Config = nodeConfig(ne.spec, ne.cfg, host)
 	if err := eng.Configure(ctx, req); err != nil {
 		return nil, "", nodeFailed(node, host, err)
 	}
-	de := eng.(*docker.Driver)
 	if ne.made == nil {
-		ne.made = map[string]*docker.Driver{}
+		ne.made = map[string]engine.Driver{}
 	}
-	ne.made[node] = de
-	return de, host, nil
+	ne.made[node] = eng
+	return eng, host, nil
 }
 
-// nodeConfig is the docker driver's runtime block for a node's engine at
-// host: the swarm block's (dockerConfig) with host set, and its TLS files
+// nodeConfig is the engine driver's runtime block for a node's engine at
+// host: the swarm block's (engineConfig) with host set, and its TLS files
 // only for a tcp:// engine (the others take none).
-func nodeConfig(cfg cty.Value, host string) cty.Value {
-	base := dockerConfig(cfg)
+func nodeConfig(spec hcldec.ObjectSpec, cfg cty.Value, host string) cty.Value {
+	base := engineConfig(spec, cfg)
 	vals := base.AsValueMap()
 	vals[engine.AttrHost] = cty.StringVal(host)
 	if u, err := engine.ParseHost(host); err != nil || u.Scheme != engine.SchemeTCP {

@@ -27,17 +27,6 @@ var serviceAttrs = []string{"image", "command", "entrypoint", "env", "workdir", 
 // service without one keeps the config hash it always had.
 var mappedAttrs = append(slices.Clone(serviceAttrs), "pids")
 
-// Plan expands one agent into its overlay network, its images when they
-// are built, its service and its sidecars' services, and, with an egress
-// block, its gateway service and the runtime's egress network. It reads
-// build contexts and the gateway binary to hash them, and asks the
-// manager (once per configured driver, read-only) that it is one and
-// which node it is; it changes nothing.
-func (d *Driver) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.PlanResponse, error) {
-	resp, err := d.plan(ctx, req)
-	return resp, d.eng.Unreachable(err)
-}
-
 func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.PlanResponse, error) {
 	a := req.Agent
 	addr := a.Addr

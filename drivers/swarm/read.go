@@ -13,15 +13,6 @@ import (
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
-// Read lists the services, networks and built images of one lineage, and
-// the tasks of those services, with one list call per kind (and one of the
-// nodes, to name where each task runs). A service reads as running when
-// its task is running.
-func (d *Driver) Read(ctx context.Context, req drivers.ReadRequest) (drivers.ReadResponse, error) {
-	resp, err := d.read(ctx, req)
-	return resp, d.eng.Unreachable(err)
-}
-
 func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.ReadResponse, error) {
 	var resp drivers.ReadResponse
 	if req.Lineage == "" {

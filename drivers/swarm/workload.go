@@ -9,7 +9,6 @@ import (
 	"github.com/docker/docker/api/types/swarm"
 
 	"github.com/bottlefile/bottlefile/drivers"
-	"github.com/bottlefile/bottlefile/drivers/docker"
 	"github.com/bottlefile/bottlefile/drivers/engine"
 )
 
@@ -23,10 +22,10 @@ var (
 )
 
 // taskContainer is the container of a service's current task (the one the
-// cluster wants running, else the newest), the docker driver of its node's
+// cluster wants running, else the newest), the driver of its node's
 // engine, and the node's hostname. With running, a task that is not
 // running is an error that says what the cluster says of it.
-func (d *Driver) taskContainer(ctx context.Context, obj drivers.LiveObject, running bool) (*docker.Driver, string, nodeAt, error) {
+func (d *Driver) taskContainer(ctx context.Context, obj drivers.LiveObject, running bool) (engine.Driver, string, nodeAt, error) {
 	api, err := d.manager(ctx)
 	if err != nil {
 		return nil, "", nodeAt{}, err
