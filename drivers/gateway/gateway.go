@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2/hcldec"
@@ -73,18 +72,25 @@ var (
 // about a second instead of five: the gateway resolves for its bottle.
 var DNSOptions = []string{"timeout:1", "attempts:1"}
 
-// Addr is the address of an agent's gateway object.
-func Addr(agentAddr string) string { return agentAddr + "." + Kind }
+// Addr is the address of the gateway object of the agent agentAddr (or
+// of the agent anything at agentAddr is below); "" below no agent.
+func Addr(agentAddr string) string {
+	a, ok := addrs.AgentOf(agentAddr)
+	if !ok {
+		return ""
+	}
+	return a.Gateway().String()
+}
 
 // AgentOf returns the agent address an object of a bottle belongs to:
 // "agent.coder" for agent.coder, agent.coder.gateway and
-// agent.coder.sidecar.web.
+// agent.coder.sidecar.web; an address below no agent is returned as it is.
 func AgentOf(addr string) string {
-	parts := strings.SplitN(addr, ".", 3)
-	if len(parts) < 2 {
+	a, ok := addrs.AgentOf(addr)
+	if !ok {
 		return addr
 	}
-	return parts[0] + "." + parts[1]
+	return a.String()
 }
 
 // AllowValue turns an agent's egress allow list into the gateway's "allow"

@@ -97,3 +97,23 @@ func TestWait(t *testing.T) {
 		})
 	}
 }
+
+// TestAddrAndAgentOf: a gateway and its agent are found from anything of
+// the bottle, through addrs; an address below no agent has no gateway.
+func TestAddrAndAgentOf(t *testing.T) {
+	for _, tt := range []struct{ in, addr, agent string }{
+		{"agent.coder", "agent.coder.gateway", "agent.coder"},
+		{"agent.coder.gateway", "agent.coder.gateway", "agent.coder"},
+		{"agent.coder.sidecar.web", "agent.coder.gateway", "agent.coder"},
+		{"agent.coder.image", "agent.coder.gateway", "agent.coder"},
+		{"runtime.local.egress", "", "runtime.local.egress"},
+		{"snapshot.base", "", "snapshot.base"},
+	} {
+		if got := Addr(tt.in); got != tt.addr {
+			t.Errorf("Addr(%q) = %q, want %q", tt.in, got, tt.addr)
+		}
+		if got := AgentOf(tt.in); got != tt.agent {
+			t.Errorf("AgentOf(%q) = %q, want %q", tt.in, got, tt.agent)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/docker/docker/api/types/image"
 
+	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/engine"
 	"github.com/bottlefile/bottlefile/drivers/gateway"
@@ -113,7 +114,7 @@ func (d *Driver) deleteBuiltFromRegistry(ctx context.Context, api swarmAPI, req 
 // builtRef is what a service of a built image runs: the image's tag in
 // the registry, or on the manager without one.
 func builtRef(lineage, addr, buildHash, registry string) (string, error) {
-	tag, err := engine.ImageTag(lineage, addr+".image", buildHash)
+	tag, err := engine.ImageTag(lineage, addrs.ImageOf(addr), buildHash)
 	if err != nil {
 		return "", err
 	}

@@ -123,7 +123,7 @@ func (d *Driver) createService(ctx context.Context, api swarmAPI, req drivers.Ap
 	if err := d.removeStale(ctx, api, req.Lineage, addr, s.name); err != nil {
 		return fail("%v", err)
 	}
-	gw, err := serviceName(req.Lineage, req.NamedAddr(gateway.Addr(agentOf(addr))))
+	gw, err := serviceName(req.Lineage, req.NamedAddr(gateway.Addr(addr)))
 	if err != nil {
 		return fail("%v", err)
 	}
