@@ -17,9 +17,11 @@
 //	  gateway_dns    = ["10.0.0.53"]   # optional: the gateways' DNS servers
 //	}
 //
-// The driver talks to one manager, through the docker driver configured
-// against the same engine (drivers/docker): it shares that driver's
-// connection, image builds and gateway image rather than copying them.
+// The driver talks to one manager, through a driver of that one engine
+// (engine.Driver: the docker driver, as cmd/bottlefile wires it with
+// Factory(docker.NewEngine)); it shares that driver's connection, image
+// builds and snapshots rather than copying them, and never imports it.
+// The gateway image is drivers/engine's, its files drivers/gateway's.
 //
 // # Objects
 //
@@ -55,7 +57,7 @@
 //     agent's placement.
 //   - agent.coder.gateway (kind "gateway", a workload), only for an agent
 //     with an egress block: the egress gateway, "bottlefile gateway" from
-//     the docker driver's gateway image (pushed to the registry), as a
+//     the gateway image (drivers/engine; pushed to the registry), as a
 //     service on the bottle's network (alias "gateway", listening only on
 //     its address there) and on the runtime's egress network, through
 //     which it reaches the outside (docker_gwbridge on its node). Its

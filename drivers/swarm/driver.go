@@ -50,7 +50,7 @@ type Driver struct {
 	// gwBinary is the gateway binary, read once per configured driver.
 	gwBinary *binaryOnce
 
-	// nodeEngs are docker drivers of the nodes' engines (node_hosts, as
+	// nodeEngs are the drivers of the nodes' engines (node_hosts, as
 	// nodes), regAPI the registry's API (snapshots); nil before
 	// Configure, regAPI without a registry.
 	nodeEngs *nodeEngines

@@ -34,7 +34,7 @@ import (
 //
 // Taking one commits the agent's task container through the engine of the
 // node it runs on (node_hosts, nodes.go), as the docker driver commits a
-// container (docker.Driver.CommitSnapshot): the image's config is that of
+// container (engine.Driver CommitSnapshot): the image's config is that of
 // the image the task runs, with this lineage's labels, never the task
 // container's (whose env holds the agent's secrets), and no image being
 // made is ever swept. The node's engine pushes it to the registry, and its
