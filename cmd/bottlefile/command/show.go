@@ -1,8 +1,6 @@
 package command
 
 import (
-	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/bottlefile/bottlefile/operations"
@@ -74,70 +72,7 @@ func (c *ShowCommand) Run(args []string) int {
 	if m.showDiags(nil, diags) {
 		return 1
 	}
-	if *asJSON {
-		return writeState(m, st)
-	}
-	if len(st.Records) == 0 {
-		fmt.Fprintln(m.Stdout, "The state is empty: nothing has been applied here.")
-		return 0
-	}
-	for i, r := range st.Records {
-		if i > 0 {
-			fmt.Fprintln(m.Stdout)
-		}
-		renderRecord(m, r)
-	}
-	return 0
-}
-
-// renderRecord prints one state record for humans.
-func renderRecord(m *Meta, r operations.Record) {
-	w := m.Stdout
-	fmt.Fprintf(w, "# %s (%s)\n", r.Addr, r.Kind)
-	rows := [][2]string{
-		{"id", r.ID}, {"driver", r.Driver}, {"runtime", r.Runtime}, {"config_hash", r.Hash},
-		{"created_at", r.CreatedAt.Format("2006-01-02T15:04:05Z07:00")}, {"updated_at", r.UpdatedAt.Format("2006-01-02T15:04:05Z07:00")},
-	}
-	if len(r.DependsOn) > 0 {
-		rows = append(rows, [2]string{"depends_on", strings.Join(r.DependsOn, ", ")})
-	}
-	if r.PreventDestroy {
-		rows = append(rows, [2]string{"prevent_destroy", "true"})
-	}
-	for _, k := range sortedNames(r.Attrs) {
-		if !isNull(r.Attrs[k]) {
-			rows = append(rows, [2]string{k, planner.FormatJSON(r.Attrs[k])})
-		}
-	}
-	for _, k := range sortedNames(r.Computed) {
-		rows = append(rows, [2]string{k, r.Computed[k]})
-	}
-	width := 0
-	for _, row := range rows {
-		width = max(width, len(row[0]))
-	}
-	for _, row := range rows {
-		fmt.Fprintf(w, "  %-*s = %s\n", width, row[0], row[1])
-	}
-}
-
-// stateDocument is what state pull and show -json print.
-type stateDocument struct {
-	FormatVersion string              `json:"format_version"`
-	Lineage       string              `json:"lineage"`
-	Serial        uint64              `json:"serial"`
-	Objects       []operations.Record `json:"objects"`
-}
-
-// writeState prints the state as state pull and show -json do.
-func writeState(m *Meta, st *operations.State) int {
-	recs := st.Records
-	if recs == nil {
-		recs = []operations.Record{}
-	}
-	enc := json.NewEncoder(m.Stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(stateDocument{FormatVersion: "1", Lineage: st.Lineage, Serial: st.Serial, Objects: recs}); err != nil {
+	if err := newStateView(*asJSON, m.Stdout).State(st); err != nil {
 		return m.fail("Cannot write the state", err)
 	}
 	return 0

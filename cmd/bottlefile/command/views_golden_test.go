@@ -2,6 +2,7 @@ package command
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"regexp"
@@ -146,4 +147,24 @@ func TestValidateViewsGolden(t *testing.T) {
 		t.Errorf("validate -json of a valid file: exit %d\n%s", code, errs)
 	}
 	golden(t, "testdata/views/validate-valid.json", out)
+}
+
+func TestStateViewsGolden(t *testing.T) {
+	at := time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC)
+	st := &operations.State{Lineage: "7d1e2f", Serial: 4, Records: []operations.Record{
+		{Addr: "agent.coder", Kind: "container", Driver: "docker", Runtime: "default", ID: "c1", Hash: "h1", Workload: true,
+			DependsOn: []string{"agent.coder.network"}, Attrs: map[string]json.RawMessage{"image": []byte(`"busybox:1"`), "memory": []byte(`null`)},
+			Computed: map[string]string{"boot_from": "agent.coder.snapshot.1"}, PreventDestroy: true, CreatedAt: at, UpdatedAt: at.Add(time.Hour)},
+		{Addr: "agent.coder.network", Kind: "network", Driver: "docker", Runtime: "default", ID: "n1", Hash: "h2", CreatedAt: at, UpdatedAt: at},
+	}}
+	for name, s := range map[string]*operations.State{"state": st, "state-empty": {Lineage: "7d1e2f"}} {
+		for _, asJSON := range []bool{false, true} {
+			var out bytes.Buffer
+			if err := newStateView(asJSON, &out).State(s); err != nil {
+				t.Fatal(err)
+			}
+			ext := map[bool]string{false: ".txt", true: ".json"}[asJSON]
+			golden(t, "testdata/views/"+name+ext, out.String())
+		}
+	}
 }
