@@ -34,6 +34,7 @@ var optional = map[string]func(drivers.Driver) bool{
 	"BottleForgetter":  func(d drivers.Driver) bool { _, ok := drivers.As[drivers.BottleForgetter](d); return ok },
 	"EngineIdentifier": func(d drivers.Driver) bool { _, ok := drivers.As[drivers.EngineIdentifier](d); return ok },
 	"EngineNamer":      func(d drivers.Driver) bool { _, ok := drivers.As[drivers.EngineNamer](d); return ok },
+	"Stopper":          func(d drivers.Driver) bool { _, ok := drivers.As[drivers.Stopper](d); return ok },
 }
 
 // TestWrapperKeepsOptionalInterfaces: a wrapped driver has exactly the
@@ -173,4 +174,5 @@ var optionalTypes = map[string]reflect.Type{
 	"BottleForgetter":  reflect.TypeFor[drivers.BottleForgetter](),
 	"EngineIdentifier": reflect.TypeFor[drivers.EngineIdentifier](),
 	"EngineNamer":      reflect.TypeFor[drivers.EngineNamer](),
+	"Stopper":          reflect.TypeFor[drivers.Stopper](),
 }
