@@ -25,9 +25,10 @@
 //     environment stays serial, and short: the serial tests run first,
 //     alone, before any parallel one starts).
 //   - On the swarm: a case of TestE2ESwarm (swarm_e2e_test.go), not a
-//     top-level test. The swarm's tests run one after another (some cut a
-//     node off, kill its engine or stop the registry) in one lane beside
-//     the docker tests.
+//     top-level test, marked fault if it breaks the swarm for a while (cuts
+//     a node off, kills its engine, stops the registry): the faults run
+//     alone, the others together after them, in one lane beside the
+//     docker tests.
 //   - Shared fixtures, never made per test: the binary (built once here),
 //     dockertest.BusyboxImage (imported once per machine), swarmtest.Start
 //     (one swarm per package).
