@@ -131,6 +131,7 @@ func TestE2ERemoteTLS(t *testing.T) {
 // loopback; ssh runs `docker system dial-stdio` there) plans, applies,
 // execs and destroys; a key the host refuses is one authentication error.
 func TestE2ERemoteSSH(t *testing.T) {
+	parallel(t)
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
 	sshd := enginetest.StartSSHD(t)
@@ -138,12 +139,12 @@ func TestE2ERemoteSSH(t *testing.T) {
 	block := fmt.Sprintf("  host = %q", sshd.Host())
 	writeBottlefile(t, dir, remoteConfig, block, image)
 
-	sshd.UseClient(t, enginetest.Client{})
+	setDirEnv(t, dir, "PATH="+sshd.ClientPath(t, enginetest.Client{}))
 	remoteLifecycle(t, dir)
 	if !strings.Contains(sshd.Log(), "Accepted publickey") {
 		t.Errorf("the sshd accepted no login:\n%s", sshd.Log())
 	}
 
-	sshd.UseClient(t, enginetest.Client{OtherKey: true})
+	setDirEnv(t, dir, "PATH="+sshd.ClientPath(t, enginetest.Client{OtherKey: true}))
 	wantOneReachError(t, dir, `host = "`+sshd.Host()+`"`, "ssh authentication to "+strings.TrimPrefix(sshd.Host(), "ssh://")+" failed", "Permission denied (publickey)")
 }

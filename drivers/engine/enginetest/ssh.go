@@ -161,6 +161,13 @@ type Client struct {
 // sshd's host key, nothing of the user's.
 func (s *SSHD) UseClient(t testing.TB, c Client) {
 	t.Helper()
+	t.Setenv("PATH", s.ClientPath(t, c))
+}
+
+// ClientPath is the PATH UseClient sets, for a test that hands it to the
+// processes it starts instead (t.Setenv forbids t.Parallel).
+func (s *SSHD) ClientPath(t testing.TB, c Client) string {
+	t.Helper()
 	real, err := exec.LookPath("ssh")
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +199,7 @@ func (s *SSHD) UseClient(t testing.TB, c Client) {
 	if err := os.WriteFile(filepath.Join(bin, "ssh"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return bin + string(os.PathListSeparator) + os.Getenv("PATH")
 }
 
 func keygen(t testing.TB, path string) {
