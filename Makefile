@@ -21,9 +21,12 @@ build: ## Build bin/bottlefile (static)
 deps: ## Install what the tests need that Go does not bring (busybox-static)
 	@scripts/ensure-busybox.sh
 
+# -p 4: four test binaries at once, not GOMAXPROCS (2): cmd/bottlefile,
+# drivers/swarm and drivers/docker each take minutes waiting on engines
+# (cmd/bottlefile paces its own e2e tests, see its e2e_test.go).
 .PHONY: test
 test: deps ## Unit and integration tests (real Docker engine)
-	$(GO) test -race -count=1 -timeout 60m $(TESTFLAGS) $(PKGS)
+	$(GO) test -race -count=1 -p 4 -timeout 60m $(TESTFLAGS) $(PKGS)
 
 .PHONY: check
 check: ## gofmt, vet, staticcheck, go mod tidy drift, example formatting, import direction
