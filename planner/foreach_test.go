@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/bottlefile/bottlefile/planner"
@@ -63,6 +64,9 @@ func TestForEachKeys(t *testing.T) {
 	slices.Sort(wantChanged)
 	if !slices.Equal(changed, wantChanged) {
 		t.Errorf("removing a key changes %q, want %q:\n%s", changed, wantChanged, p)
+	}
+	if text := p.String(); !strings.Contains(text, `agent.coder["b"] is no longer an instance of agent.coder, and`) || strings.Contains(text, "block was removed") {
+		t.Errorf("the removal does not say the key left agent.coder:\n%s", text)
 	}
 	if len(p.Kept) != 1 || p.Kept[0].Addr != `agent.coder["b"].snapshot.1` {
 		t.Errorf("kept = %v, want the removed instance's snapshot", p.Kept)

@@ -184,13 +184,13 @@ var reasonKinds = map[ReasonCode]reasonKind{
 
 	ReasonPolicyRecorded:    {text: "its snapshot_policy changed, and is recorded: removing its block keeps what the recorded policy keeps; only the record changes"},
 	ReasonSnapshotFirstGone: {text: "{snapshot} is taken first (the snapshot_policy it was applied with)"},
-	ReasonRemovedDestroy:    {text: "{agent}'s block was removed, and the snapshot_policy it was applied with includes \"destroy\": its filesystem is committed before it is destroyed, and its snapshots are kept"},
-	ReasonRemovedNoKeep:     {text: "{agent}'s block was removed, and the snapshot_policy it was applied with does not keep snapshots across destroy"},
+	ReasonRemovedDestroy:    {text: "{agent}{?block: is no longer an instance of %s}{!block:'s block was removed}, and the snapshot_policy it was applied with includes \"destroy\": its filesystem is committed before it is destroyed, and its snapshots are kept"},
+	ReasonRemovedNoKeep:     {text: "{agent}{?block: is no longer an instance of %s}{!block:'s block was removed}, and the snapshot_policy it was applied with does not keep snapshots across destroy"},
 	ReasonIntent:            {text: "an apply cut off at {at} was creating {what} and the runtime shows none: it is created now, and one that lands late is taken over, not refused"},
 	ReasonForceRemoveInUse:  {text: "-force: this is data loss: {users}, and none of it can be created from this snapshot again", discardsWork: true},
 	ReasonIncludeSnapshots:  {text: "-include-snapshots deletes its snapshots too"},
-	ReasonRemovedNoPolicy:   {text: "its block was removed, and it was applied with no snapshot_policy"},
-	ReasonRemovedNoDestroy:  {text: "its block was removed, and the snapshot_policy it was applied with does not include \"destroy\""},
+	ReasonRemovedNoPolicy:   {text: "{?block:it is no longer an instance of %s}{!block:its block was removed}, and it was applied with no snapshot_policy"},
+	ReasonRemovedNoDestroy:  {text: "{?block:it is no longer an instance of %s}{!block:its block was removed}, and the snapshot_policy it was applied with does not include \"destroy\""},
 	ReasonSidecarNoSnapshot: {text: "a sidecar is in no snapshot (snapshot_policy commits only the agent)"},
 	ReasonPolicyNotCovered:  {text: "no snapshot_policy covers {covered:q}"},
 }

@@ -81,6 +81,22 @@ func (p *Planner) declared(agentAddr string) bool {
 	return ok
 }
 
+// stillRepeated is the block address (agent.coder) of an instance whose
+// key left its block's for_each or count while the block stays declared,
+// so a reason says that rather than that the block was removed; "" for
+// anything else.
+func (p *Planner) stillRepeated(a addrs.Addr) string {
+	if a.Key().IsNone() {
+		return ""
+	}
+	for name := range p.Config.Agents {
+		if b, err := addrs.Parse("agent." + name); err == nil && b.BlockName() == a.BlockName() {
+			return "agent." + a.BlockName()
+		}
+	}
+	return ""
+}
+
 // keptAfterRemoval reports whether the policy snapshot at addr of an agent
 // whose block is gone stays: its workload (workload, nil when gone
 // already) was applied with "destroy" in its policy, or is gone and left
@@ -128,6 +144,7 @@ func (p *Planner) planRemovedAgents(ctx context.Context, changes map[string]*Cha
 		if w.Action != Delete && w.Action != Forget {
 			continue
 		}
+		block := p.stillRepeated(a)
 		policy := decodePolicy(w.Prior)
 		keeps := policy != nil && slices.Contains(policy.Before, "destroy") && !p.Options.IncludeSnapshots
 		if keeps {
@@ -137,7 +154,7 @@ func (p *Planner) planRemovedAgents(ctx context.Context, changes map[string]*Cha
 			p.keptByRemoval[agentAddr] = true
 			var taken *Change
 			if w.Action == Delete && w.Live != nil {
-				reason := because(ReasonRemovedDestroy, "agent", agentAddr)
+				reason := because(ReasonRemovedDestroy, "agent", agentAddr, "block", block)
 				taken = newPolicySnapshotOf(changes, snaps, agentAddr, "", w, "before destroy", "destroy", reason)
 				// No block to evaluate: the snapshot keeps the config of the
 				// image the workload runs, as every snapshot does.
@@ -153,16 +170,16 @@ func (p *Planner) planRemovedAgents(ctx context.Context, changes map[string]*Cha
 		case p.Options.IncludeSnapshots:
 			why = because(ReasonIncludeSnapshots)
 		case policy == nil:
-			why = because(ReasonRemovedNoPolicy)
+			why = because(ReasonRemovedNoPolicy, "block", block)
 		default:
-			why = because(ReasonRemovedNoDestroy)
+			why = because(ReasonRemovedNoDestroy, "block", block)
 		}
 		if rt, ok := p.Runtimes[w.Runtime]; ok && w.Action == Delete && w.Live != nil {
 			discards.explain(ctx, rt, w, lineage, "destroy", why)
 		}
 		for _, c := range snaps[agentAddr] {
 			if c.Action == Delete && len(c.Reasons) == 0 {
-				c.Reasons = append(c.Reasons, because(ReasonRemovedNoKeep, "agent", agentAddr))
+				c.Reasons = append(c.Reasons, because(ReasonRemovedNoKeep, "agent", agentAddr, "block", block))
 			}
 		}
 	}
