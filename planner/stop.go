@@ -77,10 +77,14 @@ func (p *Planner) planStopStart(changes map[string]*Change) hcl.Diagnostics {
 			diags = append(diags, d)
 		}
 	}
-	for addr := range changes {
+	for addr, c := range changes {
 		if !keep[addr] {
 			delete(changes, addr)
+			continue
 		}
+		// No policy is planned here: the workload keeps recording the one
+		// it was applied with, or the next plan would record it again.
+		c.Policy = c.Prior.Computed[PolicyKey]
 	}
 	return diags
 }
