@@ -90,3 +90,40 @@ func TestStopConfigChange(t *testing.T) {
 		t.Errorf("stop of an unknown agent: %q", err)
 	}
 }
+
+// TestStopStartKeepsPolicy: a stop and a start plan no snapshot_policy,
+// yet the workload keeps recording the one it was applied with, so the
+// plan after them has nothing to do (a start once dropped it, and the
+// next plan recorded it again as an update).
+func TestStopStartKeepsPolicy(t *testing.T) {
+	b := newBench(t)
+	b.write(`
+agent "coder" {
+  image   = "busybox:1"
+  command = ["sleep", "600"]
+  snapshot_policy {
+    before = ["destroy"]
+  }
+}
+`)
+	b.apply(planner.Options{})
+	applied := b.records()["agent.coder"].Computed[planner.PolicyKey]
+	if applied == "" {
+		t.Fatal("apply recorded no snapshot_policy")
+	}
+	for _, step := range []struct {
+		verb string
+		opts planner.Options
+	}{
+		{"stop", planner.Options{Stop: []string{"agent.coder"}}},
+		{"start", planner.Options{Start: []string{"agent.coder"}}},
+	} {
+		b.apply(step.opts)
+		if got := b.records()["agent.coder"].Computed[planner.PolicyKey]; got != applied {
+			t.Errorf("after %s the record's policy is %q, want %q", step.verb, got, applied)
+		}
+		if p := b.plan(planner.Options{}); p.Applyable() {
+			t.Errorf("a plan after %s has something to do:\n%s", step.verb, pending(p))
+		}
+	}
+}
