@@ -69,21 +69,7 @@ func TestDriftOnSwarm(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := applyAll(t, d, lineage, plan.Objects)
-	read := func() drivers.LiveObject {
-		t.Helper()
-		resp, err := d.Read(t.Context(), drivers.ReadRequest{Lineage: lineage})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range resp.Objects {
-			if o.Addr == "agent.drifty" {
-				return o
-			}
-		}
-		t.Fatal("Read does not report agent.drifty")
-		return drivers.LiveObject{}
-	}
-	if o := read(); o.Drift != "" {
+	if o := readLive(t, d, lineage, "agent.drifty"); o.Drift != "" {
 		t.Fatalf("a service as bottlefile made it reads as drifted: %q", o.Drift)
 	}
 	// As docker service update does: read, edit, send with the version
@@ -97,12 +83,12 @@ func TestDriftOnSwarm(t *testing.T) {
 		}
 	}
 	update(func(s *swarm.ServiceSpec) { s.TaskTemplate.ContainerSpec.Args = []string{"sleep", "601"} })
-	if o := read(); !strings.Contains(o.Drift, "its command changed outside bottlefile") {
+	if o := readLive(t, d, lineage, "agent.drifty"); !strings.Contains(o.Drift, "its command changed outside bottlefile") {
 		t.Errorf("after docker service update --args: drift %q", o.Drift)
 	}
 	three := uint64(3)
 	update(func(s *swarm.ServiceSpec) { s.Mode.Replicated.Replicas = &three })
-	if o := read(); !strings.Contains(o.Drift, "scaled to 3 replicas") {
+	if o := readLive(t, d, lineage, "agent.drifty"); !strings.Contains(o.Drift, "scaled to 3 replicas") {
 		t.Errorf("after docker service scale =3: drift %q", o.Drift)
 	}
 	deleteAll(t, d, lineage)

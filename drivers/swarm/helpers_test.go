@@ -66,3 +66,20 @@ func nodeEnginesOf(f *swarmtest.Fixture) cty.Value {
 	}
 	return cty.MapVal(m)
 }
+
+// readLive is what Read reports of the object at addr of lineage; the
+// test fails when Read does not report it.
+func readLive(t *testing.T, d *Driver, lineage, addr string) drivers.LiveObject {
+	t.Helper()
+	resp, err := d.Read(t.Context(), drivers.ReadRequest{Lineage: lineage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range resp.Objects {
+		if o.Addr == addr {
+			return o
+		}
+	}
+	t.Fatalf("Read does not report %s", addr)
+	return drivers.LiveObject{}
+}

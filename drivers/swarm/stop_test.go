@@ -28,25 +28,11 @@ func TestStopWorkloadOnSwarm(t *testing.T) {
 			obj = o
 		}
 	}
-	read := func() drivers.LiveObject {
-		t.Helper()
-		resp, err := d.Read(t.Context(), drivers.ReadRequest{Lineage: lineage})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, o := range resp.Objects {
-			if o.Addr == "agent.halt" {
-				return o
-			}
-		}
-		t.Fatal("Read does not report agent.halt")
-		return drivers.LiveObject{}
-	}
 	req := drivers.StopRequest{Lineage: lineage, Object: obj, ID: ids["agent.halt"]}
 	if err := d.StopWorkload(t.Context(), req); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	if o := read(); o.Running || o.Drift != "" || o.ID != ids["agent.halt"] {
+	if o := readLive(t, d, lineage, "agent.halt"); o.Running || o.Drift != "" || o.ID != ids["agent.halt"] {
 		t.Fatalf("after stop: running %v, drift %q, id %s (was %s)", o.Running, o.Drift, o.ID, ids["agent.halt"])
 	}
 	if err := d.StopWorkload(t.Context(), req); err != nil {
@@ -55,7 +41,7 @@ func TestStopWorkloadOnSwarm(t *testing.T) {
 	if _, err := d.Apply(t.Context(), drivers.ApplyRequest{Op: drivers.OpStart, Lineage: lineage, Object: obj, ID: ids["agent.halt"]}); err != nil {
 		t.Fatalf("start: %v", err)
 	}
-	if o := read(); !o.Running {
+	if o := readLive(t, d, lineage, "agent.halt"); !o.Running {
 		t.Errorf("after start the service does not run: %+v", o)
 	}
 	if err := d.StopWorkload(t.Context(), drivers.StopRequest{Lineage: "another", Object: obj, ID: ids["agent.halt"]}); err == nil {
