@@ -68,6 +68,9 @@ type Capabilities struct {
 	// new workload (ApplyRequest.Carry), from a snapshot or from the
 	// workload it replaces.
 	Workspace bool
+	// Activity: the driver says when an agent was last used
+	// (ActivityReader), so idle policies can run on it (CheckIdle).
+	Activity bool
 }
 
 // EgressCapabilities say which egress rules a driver can enforce. Every

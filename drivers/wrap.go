@@ -11,7 +11,7 @@ import (
 // driver has: its name and Declaration, and each optional interface
 // (Closer, WrittenReader, SnapshotExporter, SnapshotImporter, LogReader,
 // ExitDescriber, Settler, Execer, BottleForgetter, EngineIdentifier,
-// EngineNamer, Stopper)
+// EngineNamer, Stopper, ActivityReader)
 // the inner one implements, which As finds through it. Wrapper has every
 // optional method, so callers must ask As, never assert on a driver's type.
 type Wrapper struct {
@@ -35,6 +35,7 @@ var (
 	_ EngineIdentifier = (*Wrapper)(nil)
 	_ EngineNamer      = (*Wrapper)(nil)
 	_ Stopper          = (*Wrapper)(nil)
+	_ ActivityReader   = (*Wrapper)(nil)
 )
 
 // Unwrap is the wrapped driver.
@@ -148,6 +149,13 @@ func (w *Wrapper) Exec(ctx context.Context, lineage string, obj LiveObject, req 
 		return x.Exec(ctx, lineage, obj, req)
 	}
 	return 0, w.errNotImplemented("Execer")
+}
+
+func (w *Wrapper) Activity(ctx context.Context, req ActivityRequest) (map[string]Activity, error) {
+	if a, ok := As[ActivityReader](w.Inner); ok {
+		return a.Activity(ctx, req)
+	}
+	return nil, w.errNotImplemented("ActivityReader")
 }
 
 // As returns d as the optional interface T when d has it: d itself, or,

@@ -35,6 +35,7 @@ var optional = map[string]func(drivers.Driver) bool{
 	"EngineIdentifier": func(d drivers.Driver) bool { _, ok := drivers.As[drivers.EngineIdentifier](d); return ok },
 	"EngineNamer":      func(d drivers.Driver) bool { _, ok := drivers.As[drivers.EngineNamer](d); return ok },
 	"Stopper":          func(d drivers.Driver) bool { _, ok := drivers.As[drivers.Stopper](d); return ok },
+	"ActivityReader":   func(d drivers.Driver) bool { _, ok := drivers.As[drivers.ActivityReader](d); return ok },
 }
 
 // TestWrapperKeepsOptionalInterfaces: a wrapped driver has exactly the
@@ -175,4 +176,5 @@ var optionalTypes = map[string]reflect.Type{
 	"EngineIdentifier": reflect.TypeFor[drivers.EngineIdentifier](),
 	"EngineNamer":      reflect.TypeFor[drivers.EngineNamer](),
 	"Stopper":          reflect.TypeFor[drivers.Stopper](),
+	"ActivityReader":   reflect.TypeFor[drivers.ActivityReader](),
 }

@@ -24,6 +24,7 @@ func checkDeclaration(t *testing.T, d drivers.Driver, decl drivers.Declaration) 
 	_, imports := drivers.As[drivers.SnapshotImporter](d)
 	_, logs := drivers.As[drivers.LogReader](d)
 	_, execs := drivers.As[drivers.Execer](d)
+	_, activity := drivers.As[drivers.ActivityReader](d)
 	for _, c := range []struct {
 		what               string
 		declared, hasIface bool
@@ -32,6 +33,7 @@ func checkDeclaration(t *testing.T, d drivers.Driver, decl drivers.Declaration) 
 		{"snapshot import (SnapshotImporter)", caps.Snapshots.Import, imports},
 		{"logs (LogReader)", caps.Logs, logs},
 		{"exec (Execer)", caps.Exec, execs},
+		{"activity (ActivityReader)", caps.Activity, activity},
 	} {
 		if c.declared != c.hasIface {
 			t.Errorf("%s: declared %v, implemented %v", c.what, c.declared, c.hasIface)

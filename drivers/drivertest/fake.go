@@ -127,11 +127,20 @@ type Fake struct {
 	ExecRequests []drivers.ExecRequest
 	ExecFn       func(drivers.ExecRequest) (int, error)
 
+	// ActivityCalls counts Activity calls and ActivityRequest is the last
+	// request; ActivityFn, when set, answers instead of what SetActivity
+	// set (activity.go).
+	ActivityCalls   int
+	ActivityRequest drivers.ActivityRequest
+	ActivityFn      func(drivers.ActivityRequest) (map[string]drivers.Activity, error)
+
 	// mu guards every field of the Fake: the hooks above while a call reads
 	// or records them, and the objects below.
 	mu       sync.Mutex
 	lineages map[string]*lineage
 	lastID   uint64
+	// activity is what SetActivity set, by lineage and agent address.
+	activity map[[2]string]drivers.Activity
 }
 
 // lineage is the live objects of one lineage.
@@ -211,6 +220,7 @@ func FakeDeclaration() drivers.Declaration {
 			Logs:      true,
 			Exec:      true,
 			Workspace: true,
+			Activity:  true,
 		},
 	}
 }
