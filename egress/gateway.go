@@ -113,6 +113,10 @@ type Gateway struct {
 
 	creds atomic.Pointer[credset] // SetCredentials'; nil for none
 
+	// activity stamps the time of the last proxy request (activity.go);
+	// nil for none. Set before serving.
+	activity *activityStamp
+
 	tunnelMu sync.Mutex
 	tunnels  map[*tunnel]struct{}
 	lim      atomic.Pointer[connLimit] // of the last Serve
@@ -221,6 +225,7 @@ func (g *Gateway) trackTunnel(t *tunnel) (untrack func()) {
 	}
 	g.tunnels[t] = struct{}{}
 	g.tunnelMu.Unlock()
+	end := g.activity.begin()
 	if !g.stillAllowed(t) {
 		g.revoke()
 	}
@@ -228,6 +233,7 @@ func (g *Gateway) trackTunnel(t *tunnel) (untrack func()) {
 		g.tunnelMu.Lock()
 		delete(g.tunnels, t)
 		g.tunnelMu.Unlock()
+		end()
 	}
 }
 
@@ -371,6 +377,7 @@ func (g *Gateway) Serve(ctx context.Context, l net.Listener) error {
 	hs.wait()
 	<-flushed
 	g.writeDecisions(g.allowed.flush(g.now())...) // what the last requests left pending
+	g.activity.stop()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
@@ -440,8 +447,10 @@ func (h *handlerSet) wait() {
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodConnect:
+		g.activity.request()
 		g.serveConnect(w, r)
 	case r.URL.IsAbs():
+		g.activity.request()
 		g.serveForward(w, r)
 	case (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.URL.Path == healthPath:
 		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(orDefault(g.answerTimeout, answerTimeout)))

@@ -41,6 +41,9 @@ import (
 //	-state FILE     where to report the files in force: the SHA-256 of each
 //	                (JSON, by kind), rewritten as they change; each change is
 //	                also logged on stderr ("files-in-force", LoadedEvent)
+//	-activity FILE  the file whose modification time is the time of the last
+//	                proxy request (activity.go); default: ActivityFileName
+//	                beside -state, none without -state
 //	-max-conns N    client connections held at once (default 1024)
 //	-poll DURATION  how often to check the rules file (default 1s); SIGHUP checks at once
 //	-health         check that a gateway answers on -listen, exit 0 if so, 1 if not
@@ -66,6 +69,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	credsPath := fs.String("credentials", "", "credentials `file` (JSON): the bottle's CA and the credentials to inject, watched like the rules file")
 	ceiling := fs.String("ceiling", "", "the egress ceiling: comma-separated `rules` beyond which no rules file allows anything")
 	statePath := fs.String("state", "", "`file` to report the digest of each file in force to")
+	activityPath := fs.String("activity", "", "`file` whose modification time is the time of the last proxy request (default: beside -state)")
 	maxConns := fs.Int("max-conns", DefaultMaxConns, "client connections held at once")
 	poll := fs.Duration("poll", time.Second, "how often to check the rules file")
 	health := fs.Bool("health", false, "check that a gateway answers on -listen, then exit 0 (healthy) or 1")
@@ -137,6 +141,23 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	forbidden := make([]string, len(g.Forbidden))
 	for i, p := range g.Forbidden {
 		forbidden[i] = p.String()
+	}
+
+	if *activityPath == "" && *statePath != "" {
+		*activityPath = ActivityBeside(*statePath)
+	}
+	if *activityPath != "" {
+		a, err := newActivityStamp(*activityPath, nil)
+		if err != nil {
+			// Without it the driver cannot tell when the agent was last
+			// used, and says so (never idle): no reason not to serve.
+			writeJSONLine(events, struct {
+				Time  time.Time `json:"time"`
+				Event string    `json:"event"`
+				Error string    `json:"error"`
+			}{time.Now().UTC(), "activity-stamp-failed", err.Error()})
+		}
+		g.activity = a
 	}
 
 	var wg sync.WaitGroup
