@@ -331,8 +331,9 @@ func (e *Executor) step(ctx context.Context, s *planner.Step) error {
 // driver Apply of the step's DriverOp: deletes (which forget the record),
 // stops (drivers.Stopper), and the steps that only touch the state.
 var stepRuns = map[planner.StepOp]func(e *Executor, ctx context.Context, s *planner.Step, rt *planner.Runtime) error{
-	planner.StepDelete: (*Executor).delete,
-	planner.StepStop:   (*Executor).stop,
+	planner.StepDelete:  (*Executor).delete,
+	planner.StepStop:    (*Executor).stop,
+	planner.StepArchive: (*Executor).archive,
 	planner.StepForget: func(e *Executor, _ context.Context, s *planner.Step, _ *planner.Runtime) error {
 		return e.State.Delete(s.Change.Addr)
 	},
@@ -345,7 +346,7 @@ var stepRuns = map[planner.StepOp]func(e *Executor, ctx context.Context, s *plan
 		return e.record(c, c.Live.ID, computed)
 	},
 	planner.StepRecord: func(e *Executor, _ context.Context, s *planner.Step, _ *planner.Runtime) error {
-		return e.record(s.Change, s.Change.ID(), liveComputed(s.Change))
+		return e.record(s.Change, s.Change.ID(), marked(liveComputed(s.Change), s.Op))
 	},
 	planner.StepMove: func(e *Executor, ctx context.Context, s *planner.Step, _ *planner.Runtime) error {
 		return e.move(ctx, s.Change)
@@ -381,8 +382,14 @@ func (e *Executor) delete(ctx context.Context, s *planner.Step, rt *planner.Runt
 }
 
 // marked is computed with the stopped mark (planner.StoppedKey) the step
-// leaves on the record.
+// leaves on the record, and without the archive marks
+// (planner.ArchivedKey) when the step leaves the object live.
 func marked(computed map[string]string, op planner.StepOp) map[string]string {
+	if _, ok := computed[planner.ArchivedKey]; ok && op.Unarchives() {
+		computed = maps.Clone(computed)
+		delete(computed, planner.ArchivedKey)
+		delete(computed, planner.ArchiveSnapshotKey)
+	}
 	switch op.Stopped() {
 	case +1:
 		computed = maps.Clone(computed)

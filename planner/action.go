@@ -15,6 +15,7 @@ import "github.com/bottlefile/bottlefile/drivers"
 //	Adopt    null              desired attrs     record only (found live, not in state)
 //	Forget   recorded attrs    null              remove the record only (already gone)
 //	Migrate  recorded attrs    desired attrs     create on the new runtime, then delete on the old
+//	Archive  recorded attrs    desired attrs     marked archived, then delete (the record stays; archive.go)
 type Action rune
 
 const (
@@ -28,6 +29,7 @@ const (
 	Adopt   Action = '&'
 	Forget  Action = 'x'
 	Migrate Action = '⇒'
+	Archive Action = 'z'
 )
 
 // actionRow is everything the core knows about one action: its names,
@@ -91,6 +93,14 @@ var actionTable = []actionRow{
 			return "will be migrated from runtime " + quote(c.DeleteRuntime()) + " to " + quote(c.Runtime)
 		},
 		count: func(s *Summary) { s.Migrate++ }},
+	{action: Archive, name: "archive", symbol: "zz", down: StepArchive,
+		headline: func(c *Change) string {
+			if c.ArchiveTo == "" {
+				return "will be archived"
+			}
+			return "will be archived in " + c.ArchiveTo
+		},
+		count: func(s *Summary) { s.Archive++ }},
 }
 
 // takeRow is a snapshot's Create: taking it. It is saved as a create; the
@@ -206,6 +216,9 @@ const (
 	StepRecord StepOp = "record" // rewrite a record; nothing on the runtime changes
 	StepForget StepOp = "forget" // remove a record; the object is already gone
 	StepMove   StepOp = "move"   // move a snapshot to another runtime
+	// StepArchive marks the record archived, then removes the object from
+	// its runtime; the record stays (archive.go).
+	StepArchive StepOp = "archive"
 )
 
 // stepRow is everything the core knows about one step: the driver
@@ -222,8 +235,11 @@ type stepRow struct {
 	count func(*Summary, *Change)
 	// stopped is what the record says of the workload afterwards:
 	// +1 stopped on purpose (StoppedKey), -1 not, 0 as it was.
-	stopped  int
-	progress [3]string // "Creating...", "Creation complete", "creating"
+	stopped int
+	// unarchives marks a step after which the object is live and not
+	// archived: the record loses its archive marks (ArchivedKey).
+	unarchives bool
+	progress   [3]string // "Creating...", "Creation complete", "creating"
 }
 
 // added counts an object made on a runtime, a snapshot as taken.
@@ -236,11 +252,11 @@ func added(s *Summary, c *Change) {
 }
 
 var stepTable = []stepRow{
-	{op: StepCreate, driver: drivers.OpCreate, count: added, stopped: -1,
+	{op: StepCreate, driver: drivers.OpCreate, count: added, stopped: -1, unarchives: true,
 		progress: [3]string{"Creating...", "Creation complete", "creating"}},
-	{op: StepUpdate, driver: drivers.OpUpdate, count: func(s *Summary, _ *Change) { s.Change++ },
+	{op: StepUpdate, driver: drivers.OpUpdate, count: func(s *Summary, _ *Change) { s.Change++ }, unarchives: true,
 		progress: [3]string{"Modifying...", "Modifications complete", "modifying"}},
-	{op: StepStart, driver: drivers.OpStart, count: func(s *Summary, _ *Change) { s.Start++ }, stopped: -1,
+	{op: StepStart, driver: drivers.OpStart, count: func(s *Summary, _ *Change) { s.Start++ }, stopped: -1, unarchives: true,
 		progress: [3]string{"Starting...", "Start complete", "starting"}},
 	{op: StepStop, count: func(s *Summary, _ *Change) { s.Stop++ }, stopped: +1,
 		progress: [3]string{"Stopping...", "Stop complete", "stopping"}},
@@ -251,9 +267,11 @@ var stepTable = []stepRow{
 		}
 	}, progress: [3]string{"Destroying...", "Destruction complete", "destroying"}},
 	{op: StepAdopt, count: added, progress: [3]string{"Adopting...", "Adoption complete", "adopting"}},
-	{op: StepRecord, progress: [3]string{"Recording...", "Record updated", "recording"}},
+	{op: StepRecord, unarchives: true, progress: [3]string{"Recording...", "Record updated", "recording"}},
 	{op: StepForget, progress: [3]string{"Forgetting...", "Record removed", "forgetting"}},
 	{op: StepMove, progress: [3]string{"Moving...", "Move complete", "moving"}},
+	{op: StepArchive, count: func(s *Summary, _ *Change) { s.Archive++ },
+		progress: [3]string{"Archiving...", "Archive complete", "archiving"}},
 }
 
 func (op StepOp) row() stepRow {
@@ -272,6 +290,10 @@ func (op StepOp) DriverOp() drivers.Op { return op.row().driver }
 // Stopped is what the step leaves the record saying of the workload:
 // +1 stopped on purpose, -1 not, 0 as it was.
 func (op StepOp) Stopped() int { return op.row().stopped }
+
+// Unarchives reports whether the step leaves the record without its
+// archive marks (ArchivedKey, ArchiveSnapshotKey): the object is live.
+func (op StepOp) Unarchives() bool { return op.row().unarchives }
 
 // Progress is the words apply's progress lines use for the step: when it
 // begins ("Creating..."), when it ends ("Creation complete") and while it

@@ -38,6 +38,12 @@ type Options struct {
 	// stopped on purpose; Start plans starting them again (bottlefile
 	// stop, start, restart). Nothing else changes.
 	Stop, Start []string
+	// Archive plans archiving these agents (agent addresses, instances
+	// included): each committed to a policy snapshot, then its workloads
+	// and networks removed and their records kept, marked archived
+	// (archive.go). Nothing else changes. An archived agent is resumed by
+	// Start, or by a plan that changes it.
+	Archive []string
 }
 
 // TakeRequest is one imperative snapshot: the agent to commit and what to

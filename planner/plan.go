@@ -62,6 +62,10 @@ type Change struct {
 	// this workload boots from when it is created (resume).
 	SnapshotFirst string
 	BootFrom      string
+	// ArchiveTo, on an archived agent's workload (Archive), is the
+	// snapshot it is kept in, recorded with the archive mark: a resume
+	// boots from it (archive.go).
+	ArchiveTo string
 	// Carry, on a workload created with a new image (workspace.go), are
 	// the agent's workspace paths copied into it before it starts, from
 	// the snapshot CarryFrom, or when that is "" from the workload it

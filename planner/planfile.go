@@ -63,6 +63,7 @@ type SavedChange struct {
 	DeleteAfter   []string `json:"delete_after,omitempty"`
 	SnapshotFirst string   `json:"snapshot_first,omitempty"`
 	BootFrom      string   `json:"boot_from,omitempty"`
+	ArchiveTo     string   `json:"archive_to,omitempty"`
 	Carry         []string `json:"carry,omitempty"`
 	CarryFrom     string   `json:"carry_from,omitempty"`
 	MoveTo        string   `json:"move_to,omitempty"`
@@ -121,7 +122,7 @@ func Save(p *Plan, config map[string]string, vars map[string]json.RawMessage) *S
 			Reasons: c.Reasons, WhatIf: c.WhatIf, Changed: c.Changed, Forcing: c.Forcing, Hash: c.Fingerprint.Hash,
 			Before: c.Before, After: c.After, Live: c.Live, DependsOn: deps, StateOnly: c.StateOnly,
 			WaitFor: c.WaitFor, DeleteAfter: c.DeleteAfter, SnapshotFirst: c.SnapshotFirst,
-			BootFrom: c.BootFrom, Carry: c.Carry, CarryFrom: c.CarryFrom, MoveTo: c.MoveTo, Stray: c.Stray, Twin: c.Twin, DeleteRuntime: deleteRuntime,
+			BootFrom: c.BootFrom, ArchiveTo: c.ArchiveTo, Carry: c.Carry, CarryFrom: c.CarryFrom, MoveTo: c.MoveTo, Stray: c.Stray, Twin: c.Twin, DeleteRuntime: deleteRuntime,
 			MovedFrom: c.MovedFrom, FromRuntime: c.FromRuntime, NameAddr: c.NameAddr, RuntimeNameAddr: c.RuntimeNameAddr,
 		})
 	}
@@ -195,7 +196,7 @@ func (s *SavedPlan) Plan() *Plan {
 			Live: sc.Live, Fingerprint: Fingerprint{Hash: sc.Hash}, StateOnly: sc.StateOnly,
 			Object:  drivers.Object{Addr: sc.Addr, Kind: sc.Kind, DependsOn: sc.DependsOn},
 			WaitFor: sc.WaitFor, DeleteAfter: sc.DeleteAfter, SnapshotFirst: sc.SnapshotFirst,
-			BootFrom: sc.BootFrom, Carry: sc.Carry, CarryFrom: sc.CarryFrom, MoveTo: sc.MoveTo, Stray: sc.Stray, Twin: sc.Twin, savedDeleteRuntime: sc.DeleteRuntime,
+			BootFrom: sc.BootFrom, ArchiveTo: sc.ArchiveTo, Carry: sc.Carry, CarryFrom: sc.CarryFrom, MoveTo: sc.MoveTo, Stray: sc.Stray, Twin: sc.Twin, savedDeleteRuntime: sc.DeleteRuntime,
 			MovedFrom: sc.MovedFrom, FromRuntime: sc.FromRuntime, NameAddr: sc.NameAddr, RuntimeNameAddr: sc.RuntimeNameAddr,
 		})
 	}

@@ -202,7 +202,11 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		c.Live = live.take(r.Runtime, r.Addr)
 		if c.Live == nil {
 			c.Action = Forget
-			c.Reasons = append(c.Reasons, because(ReasonGone))
+			if IsArchived(&r) {
+				c.Reasons = append(c.Reasons, because(ReasonArchivedForget))
+			} else {
+				c.Reasons = append(c.Reasons, because(ReasonGone))
+			}
 		}
 		if m := moves[r.Addr]; m != nil {
 			c.MovedFrom, c.FromRuntime = m.from, m.fromRuntime
@@ -254,11 +258,14 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 	switch {
 	case len(opts.Take) > 0:
 		diags = append(diags, p.planTake(ctx, changes, agents, plan.Lineage)...)
+	case len(opts.Archive) > 0:
+		diags = append(diags, p.planArchive(changes, agents)...) // archive.go
 	case len(opts.Stop) > 0 || len(opts.Start) > 0:
-		diags = append(diags, p.planStopStart(changes)...)
+		diags = append(diags, p.planStopStart(changes, agents)...)
 	case opts.RefreshOnly:
 		refreshOnly(changes)
 	default:
+		diags = append(diags, p.planArchived(changes, agents, nil)...) // archive.go
 		p.planPolicies(ctx, changes, agents, plan.Lineage)
 		diags = append(diags, p.policyDiags...)
 	}
@@ -367,6 +374,9 @@ func checkPreventDestroy(changes map[string]*Change, want map[string]*desired) h
 func (p *Planner) assumeLive(records []state.Record) liveSet {
 	ls := liveSet{}
 	for _, r := range records {
+		if IsArchived(&r) {
+			continue // removed when it was archived
+		}
 		if ls[r.Runtime] == nil {
 			ls[r.Runtime] = map[string]liveEntry{}
 		}
@@ -705,6 +715,15 @@ func diffObject(d *desired, rec *state.Record, lo *drivers.LiveObject) *Change {
 		c.Action = Replace
 		c.Forcing = []string{"runtime"}
 		c.Reasons = append(c.Reasons, because(ReasonRuntimeChanged, "from", rec.Runtime, "to", d.runtime))
+	case lo == nil && IsArchived(rec):
+		// Archived (archive.go): it stays away, unless its configuration
+		// changed, which resumes its agent (planArchived).
+		c.Changed = changedAttrs(rec.AttrHashes, fp.Attrs, d.object.Attrs)
+		if len(c.Changed) > 0 || fp.Hash != rec.Hash {
+			agent, _ := addrs.AgentOf(c.Addr)
+			c.Action = Create
+			c.Reasons = append(c.Reasons, because(ReasonArchivedChanged, "agent", agent.String()))
+		}
 	case lo == nil:
 		c.Action = Create
 		c.Reasons = append(c.Reasons, because(ReasonGoneRecreate, "id", shortID(rec.ID)))

@@ -113,11 +113,29 @@ const (
 	ReasonRemovedNoDestroy  ReasonCode = "removed-no-destroy"
 	ReasonSidecarNoSnapshot ReasonCode = "sidecar-no-snapshot"
 	ReasonPolicyNotCovered  ReasonCode = "policy-not-covered"
+
+	ReasonArchive           ReasonCode = "archive"
+	ReasonArchiveSnapshot   ReasonCode = "archive-snapshot"
+	ReasonArchiveFinish     ReasonCode = "archive-finish"
+	ReasonArchivedChanged   ReasonCode = "archived-changed"
+	ReasonArchiveResume     ReasonCode = "archive-resume"
+	ReasonArchiveResumes    ReasonCode = "archive-resumes"
+	ReasonArchivedForget    ReasonCode = "archived-forget"
+	ReasonArchiveNoSnapshot ReasonCode = "archive-no-snapshot"
 )
 
 // reasonKinds is the one table of reason kinds.
 var reasonKinds = map[ReasonCode]reasonKind{
 	ReasonText: {text: "{text}"},
+
+	ReasonArchive:           {text: "{agent} is archived: its filesystem is kept in {snapshot}, and its workloads and networks are removed until start, exec or an apply that changes it resumes it"},
+	ReasonArchiveSnapshot:   {text: "archive: {agent}'s filesystem is committed before its workloads are removed"},
+	ReasonArchiveFinish:     {text: "an archive of {agent} was cut off before it removed this: it is archived like the rest"},
+	ReasonArchivedChanged:   {text: "it is archived, and its configuration changed: {agent} is resumed"},
+	ReasonArchiveResume:     {text: "{agent} is archived{?at: (since %s)} and is resumed{?what: for %s}"},
+	ReasonArchiveResumes:    {text: "it resumes from {snapshot}, where it was archived{?at: on %s}"},
+	ReasonArchivedForget:    {text: "it is archived: only its record is removed"},
+	ReasonArchiveNoSnapshot: {text: "{agent} is archived, but its archive snapshot {snapshot} is gone: it starts from its image"},
 
 	ReasonReplaceRequested:  {text: "replacement was requested with -replace"},
 	ReasonGone:              {text: "it no longer exists on the runtime; only its record is removed"},

@@ -200,6 +200,8 @@ func (p *Planner) planPolicies(ctx context.Context, changes map[string]*Change, 
 		}
 		if w != nil && w.Restarted {
 			planRestarted(w, snaps[agentAddr], ap, p.now()) // restarted.go
+		} else if resumeArchived(changes, w, ap) {
+			// resumed from its archive snapshot (archive.go)
 		} else if w != nil && (w.Action == Create || w.Action == Replace) && ap.val.Resume {
 			if d := resume(changes, snaps[agentAddr], ap, w, taken); d != nil {
 				p.policyDiags = append(p.policyDiags, d)
@@ -509,6 +511,9 @@ func (p *Planner) pinned(w *Change) map[string]bool {
 		if a.FromSnapshot != "" {
 			out[a.FromSnapshot] = true
 		}
+	}
+	if a := archivePinned(w); a != "" {
+		out[a] = true // archive.go
 	}
 	if w != nil && w.Prior != nil && w.Live != nil && stays(w) && w.Prior.Computed[BootFromKey] != "" {
 		out[w.Prior.Computed[BootFromKey]] = true

@@ -21,18 +21,27 @@ import (
 // named agent's workloads (the agent's, its sidecars', its gateway's)
 // stopped, or started again. Every other change is dropped, as a -target
 // would drop it.
-func (p *Planner) planStopStart(changes map[string]*Change) hcl.Diagnostics {
+func (p *Planner) planStopStart(changes map[string]*Change, agents map[string]*agentPlan) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	if p.Options.Destroy || p.Options.RefreshOnly || len(p.Options.Take) > 0 {
 		return append(diags, errorDiag("Cannot stop or start in this plan", "bottlefile stop and start make a plan of their own, not with -destroy, -refresh-only or a snapshot take.", nil))
 	}
 	stop := len(p.Options.Stop) > 0
-	agents, verb := p.Options.Start, "start"
+	ap := agents
+	names, verb := p.Options.Start, "start"
 	if stop {
-		agents, verb = p.Options.Stop, "stop"
+		names, verb = p.Options.Stop, "stop"
 	}
 	keep := map[string]bool{}
-	for _, agent := range agents {
+	bs := bottles(changes)
+	for _, agent := range names {
+		if b := bs[agent]; b != nil && b.archived() {
+			// Archived (archive.go): stop has nothing to do, start resumes it.
+			if !stop {
+				diags = append(diags, p.startArchived(changes, b, ap[agent], keep)...)
+			}
+			continue
+		}
 		found := false
 		for _, addr := range sortedKeys(changes) {
 			c := changes[addr]
@@ -82,6 +91,9 @@ func (p *Planner) planStopStart(changes map[string]*Change) hcl.Diagnostics {
 			delete(changes, addr)
 			continue
 		}
+		if c.Prior == nil {
+			continue
+		}
 		// No policy is planned here: the workload keeps recording the one
 		// it was applied with, or the next plan would record it again.
 		c.Policy = c.Prior.Computed[PolicyKey]
@@ -107,4 +119,26 @@ func agentAddrs(changes map[string]*Change) []string {
 		}
 	}
 	return out
+}
+
+// startArchived plans bottlefile start of an archived agent: resumed from
+// its archive snapshot (archive.go). One whose configuration changed while
+// archived is refused, as a stopped one is: apply resumes it.
+func (p *Planner) startArchived(changes map[string]*Change, b *bottle, ap *agentPlan, keep map[string]bool) hcl.Diagnostics {
+	for _, c := range b.members {
+		if c.Action != NoOp && (c.Live == nil || !IsArchived(c.Prior)) {
+			return hcl.Diagnostics{errorDiag(fmt.Sprintf("Cannot start %s", b.agent),
+				fmt.Sprintf("%s is archived, and %s has a change to apply (%s): its configuration differs from what was applied. Run bottlefile apply, which resumes it with the change.", b.agent, c.Addr, c.Action), nil)}
+		}
+	}
+	if ap == nil || b.workload == nil {
+		return hcl.Diagnostics{errorDiag(fmt.Sprintf("Cannot start %s", b.agent),
+			fmt.Sprintf("%s is archived, but it is not in the configuration or has no workload recorded, so it cannot be resumed.", b.agent), nil)}
+	}
+	unarchive(b, "start")
+	resumeArchived(changes, b.workload, ap)
+	for _, c := range b.members {
+		keep[c.Addr] = true
+	}
+	return nil
 }

@@ -17,7 +17,11 @@ type Summary struct {
 	Start   int `json:"start"`
 	// Stop counts the workloads stopped (bottlefile stop); in JSON only
 	// when a plan stops one.
-	Stop     int `json:"stop,omitempty"`
+	Stop int `json:"stop,omitempty"`
+	// Archive counts the objects archived (bottlefile archive, an idle
+	// policy): removed from their runtime, their records kept; in JSON
+	// only when a plan archives one.
+	Archive  int `json:"archive,omitempty"`
 	Adopt    int `json:"adopt"`
 	Forget   int `json:"forget"`
 	Snapshot int `json:"snapshot"`
@@ -74,7 +78,7 @@ func (s Summary) String() string {
 	for _, extra := range []struct {
 		n    int
 		verb string
-	}{{s.Start, "start"}, {s.Stop, "stop"}, {s.Adopt, "adopt"}, {s.Forget, "forget"}, {s.Snapshot, "snapshot"}, {s.Migrate, "migrate"}, {s.Move, "move"}} {
+	}{{s.Start, "start"}, {s.Stop, "stop"}, {s.Archive, "archive"}, {s.Adopt, "adopt"}, {s.Forget, "forget"}, {s.Snapshot, "snapshot"}, {s.Migrate, "migrate"}, {s.Move, "move"}} {
 		if extra.n > 0 {
 			line += fmt.Sprintf(", %d to %s", extra.n, extra.verb)
 		}
@@ -100,6 +104,9 @@ func (s Summary) Done() string {
 	}
 	if s.Stop > 0 {
 		line += fmt.Sprintf(", %d stopped", s.Stop)
+	}
+	if s.Archive > 0 {
+		line += fmt.Sprintf(", %d archived", s.Archive)
 	}
 	if s.Snapshot > 0 {
 		line += fmt.Sprintf(", %d %s taken", s.Snapshot, plural(s.Snapshot, "snapshot", "snapshots"))
