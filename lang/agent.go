@@ -33,6 +33,7 @@ type Agent struct {
 
 	Sidecars       []*Sidecar      // in declaration order
 	SnapshotPolicy *SnapshotPolicy // nil: no automatic snapshots
+	Idle           *Idle           // nil: never stopped or archived for idleness
 	Lifecycle      Lifecycle       // the zero value when there is no lifecycle block
 	// Driver is the agent's `driver` block: settings owned by its
 	// runtime's driver (drivers.Schema.Agent, swarm's placement), decoded
@@ -82,6 +83,18 @@ type SnapshotPolicy struct {
 	// MaxTotalSize is a size string like "20GiB": the most the agent's
 	// policy snapshots may take together; nil for no limit.
 	MaxTotalSize hcl.Expression
+	// Every is a duration string like "1h": a snapshot is taken this long
+	// after the last one (bottlefile tick, watch); nil for none.
+	Every     hcl.Expression
+	DeclRange hcl.Range
+}
+
+// Idle is an `idle` block: what bottlefile tick does with an agent nobody
+// used for a while (no request through its gateway, no exec session, CPU
+// below the driver's threshold).
+type Idle struct {
+	StopAfter    hcl.Expression // duration string like "30m"; nil: never stopped
+	ArchiveAfter hcl.Expression // duration string like "7d"; nil: never archived
 	DeclRange    hcl.Range
 }
 
@@ -154,7 +167,10 @@ func (a *Agent) refs() []*reference {
 	}
 	refs = append(refs, exprRefs(a.Resume, a.Workspace, a.ForEach, a.Count)...)
 	if p := a.SnapshotPolicy; p != nil {
-		refs = append(refs, exprRefs(p.Before, p.KeepLast, p.MaxAge, p.MaxTotalSize)...)
+		refs = append(refs, exprRefs(p.Before, p.KeepLast, p.MaxAge, p.MaxTotalSize, p.Every)...)
+	}
+	if i := a.Idle; i != nil {
+		refs = append(refs, exprRefs(i.StopAfter, i.ArchiveAfter)...)
 	}
 	for _, t := range a.DependsOn {
 		if ref, _ := parseReference(t); ref != nil {
@@ -176,7 +192,10 @@ func (a *Agent) exprs() []hcl.Expression {
 	exprs := a.Workload.exprs()
 	exprs = append(exprs, a.Resume, a.Workspace)
 	if p := a.SnapshotPolicy; p != nil {
-		exprs = append(exprs, p.Before, p.KeepLast, p.MaxAge, p.MaxTotalSize)
+		exprs = append(exprs, p.Before, p.KeepLast, p.MaxAge, p.MaxTotalSize, p.Every)
+	}
+	if i := a.Idle; i != nil {
+		exprs = append(exprs, i.StopAfter, i.ArchiveAfter)
 	}
 	for _, s := range a.Sidecars {
 		exprs = append(exprs, s.Workload.exprs()...)
@@ -197,6 +216,7 @@ var agentSchema = &hcl.BodySchema{
 	Blocks: append([]hcl.BlockHeaderSchema{
 		{Type: "sidecar", LabelNames: []string{"name"}},
 		{Type: "snapshot_policy"},
+		{Type: "idle"},
 		{Type: "lifecycle"},
 		{Type: "driver"},
 	}, workloadSchema.Blocks...),
@@ -208,6 +228,14 @@ var snapshotPolicySchema = &hcl.BodySchema{
 		{Name: "keep_last"},
 		{Name: "max_age"},
 		{Name: "max_total_size"},
+		{Name: "every"},
+	},
+}
+
+var idleSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "stop_after"},
+		{Name: "archive_after"},
 	},
 }
 
@@ -286,6 +314,14 @@ func decodeAgentBlock(block *hcl.Block) (*Agent, hcl.Diagnostics) {
 			p, moreDiags := decodeSnapshotPolicyBlock(b)
 			diags = append(diags, moreDiags...)
 			a.SnapshotPolicy = p
+		case "idle":
+			if a.Idle != nil {
+				diags = append(diags, duplicateNested("agent", b, a.Idle.DeclRange))
+				continue
+			}
+			i, moreDiags := decodeIdleBlock(b)
+			diags = append(diags, moreDiags...)
+			a.Idle = i
 		case "lifecycle":
 			if a.Lifecycle.DeclRange != (hcl.Range{}) {
 				diags = append(diags, duplicateNested("agent", b, a.Lifecycle.DeclRange))
@@ -335,7 +371,32 @@ func decodeSnapshotPolicyBlock(block *hcl.Block) (*SnapshotPolicy, hcl.Diagnosti
 	if attr, ok := content.Attributes["max_total_size"]; ok {
 		p.MaxTotalSize = attr.Expr
 	}
+	if attr, ok := content.Attributes["every"]; ok {
+		p.Every = attr.Expr
+	}
 	return p, diags
+}
+
+func decodeIdleBlock(block *hcl.Block) (*Idle, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	i := &Idle{DeclRange: block.DefRange}
+	content, moreDiags := block.Body.Content(idleSchema)
+	diags = append(diags, moreDiags...)
+	if attr, ok := content.Attributes["stop_after"]; ok {
+		i.StopAfter = attr.Expr
+	}
+	if attr, ok := content.Attributes["archive_after"]; ok {
+		i.ArchiveAfter = attr.Expr
+	}
+	if i.StopAfter == nil && i.ArchiveAfter == nil && !moreDiags.HasErrors() {
+		diags = append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Empty idle block",
+			Detail:   "An idle block says what to do with an agent nobody uses: stop_after = \"30m\", archive_after = \"7d\", or both.",
+			Subject:  block.DefRange.Ptr(),
+		})
+	}
+	return i, diags
 }
 
 func decodeLifecycleBlock(block *hcl.Block) (Lifecycle, hcl.Diagnostics) {

@@ -35,6 +35,7 @@ type AgentValue struct {
 
 	Sidecars       []SidecarValue       // in declaration order
 	SnapshotPolicy *SnapshotPolicyValue // nil without a snapshot_policy block
+	Idle           *IdleValue           // nil without an idle block
 	Resume         bool                 // boot a re-created agent from its newest snapshot; default true
 	// Workspace are the paths that are the agent's work (absolute, clean,
 	// each once): when its image changes, the new image boots with them
@@ -57,6 +58,15 @@ type SnapshotPolicyValue struct {
 	// MaxTotalSize prunes the oldest policy snapshots until the sizes of
 	// those kept add up to no more than this many bytes; 0 has no limit.
 	MaxTotalSize int64
+	// Every takes a snapshot this long after the last one (bottlefile
+	// tick); 0 takes none on time.
+	Every time.Duration
+}
+
+// IdleValue is an idle block evaluated: how long an agent may go unused
+// before bottlefile tick stops it, and before it archives it. 0 is never.
+type IdleValue struct {
+	StopAfter, ArchiveAfter time.Duration
 }
 
 // SnapshotValue is a snapshot block evaluated.
@@ -119,6 +129,15 @@ func (s *Scope) EvalAgent(a *Agent) (AgentValue, hcl.Diagnostics) {
 		p, moreDiags := s.evalSnapshotPolicy(ctx, a.SnapshotPolicy)
 		diags = append(diags, moreDiags...)
 		av.SnapshotPolicy = p
+	}
+	if a.Idle != nil {
+		iv := &IdleValue{}
+		var moreDiags hcl.Diagnostics
+		iv.StopAfter, moreDiags = s.evalDuration(ctx, a.Idle.StopAfter, "stop_after", "how long the agent may go unused before bottlefile tick stops it")
+		diags = append(diags, moreDiags...)
+		iv.ArchiveAfter, moreDiags = s.evalDuration(ctx, a.Idle.ArchiveAfter, "archive_after", "how long the agent may go unused before bottlefile tick archives it")
+		diags = append(diags, moreDiags...)
+		av.Idle = iv
 	}
 	return av, s.redact.redact(diags)
 }
@@ -439,7 +458,39 @@ func (s *Scope) evalSnapshotPolicy(ctx *hcl.EvalContext, p *SnapshotPolicy) (*Sn
 			}
 		}
 	}
+	every, moreDiags := s.evalDuration(ctx, p.Every, "every", "how long after the last snapshot bottlefile tick takes the next")
+	diags = append(diags, moreDiags...)
+	pv.Every = every
 	return pv, diags
+}
+
+// evalDuration evaluates a duration attribute known at plan time ("30m",
+// "1h", "7d"); what says what it is, for the error. A nil expression is 0.
+func (s *Scope) evalDuration(ctx *hcl.EvalContext, expr hcl.Expression, name, what string) (time.Duration, hcl.Diagnostics) {
+	var diags hcl.Diagnostics
+	if expr == nil {
+		return 0, diags
+	}
+	v, moreDiags := s.evalAttr(ctx, expr, name, cty.String)
+	diags = append(diags, moreDiags...)
+	v = unmarkDeep(v)
+	switch {
+	case moreDiags.HasErrors(), v.IsNull():
+	case !v.IsKnown():
+		diags = append(diags, s.mustBeKnown(name, expr)...)
+	default:
+		d, err := ParseDuration(v.AsString())
+		if err != nil {
+			return 0, append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Invalid " + name,
+				Detail:   fmt.Sprintf("%s. %s is %s: a duration like \"30s\", \"90m\", \"1h\" or \"7d\", more than zero.", err, name, what),
+				Subject:  expr.Range().Ptr(),
+			})
+		}
+		return d, diags
+	}
+	return 0, diags
 }
 
 // evalAttr evaluates an attribute's expression and converts it to ty. A nil
