@@ -31,5 +31,8 @@ func (e *Executor) stop(ctx context.Context, s *planner.Step, rt *planner.Runtim
 	// marked stopped.
 	rec := *c.Prior
 	rec.Computed = marked(rec.Computed, s.Op)
+	if c.StopReason != "" && s.Op.Stopped() > 0 {
+		rec.Computed[planner.StoppedKey] = c.StopReason // marked cloned it
+	}
 	return e.State.Put(rec)
 }

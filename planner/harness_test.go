@@ -36,6 +36,8 @@ type bench struct {
 	wrap func(drivers.Driver) drivers.Driver
 	// policy is the operator's egress policy plans run under; nil for none.
 	policy *policy.Policy
+	// now, when set, is the planner's Clock.
+	now func() time.Time
 }
 
 func newBench(t *testing.T) *bench {
@@ -94,7 +96,7 @@ func (b *bench) tryPlan(opts planner.Options) (*planner.Plan, string) {
 	if diags := planner.ApplyPolicy(cfg, rts, b.policy); diags.HasErrors() {
 		return nil, diags.Error()
 	}
-	b.last = &planner.Planner{Config: cfg, Scope: scope, Runtimes: rts, State: store, Options: opts}
+	b.last = &planner.Planner{Config: cfg, Scope: scope, Runtimes: rts, State: store, Options: opts, Clock: b.now}
 	p, diags := b.last.Plan(ctx)
 	if diags.HasErrors() {
 		return nil, diags.Error()

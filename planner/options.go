@@ -38,6 +38,11 @@ type Options struct {
 	// stopped on purpose; Start plans starting them again (bottlefile
 	// stop, start, restart). Nothing else changes.
 	Stop, Start []string
+	// Tick plans only the actions of the time policies due now
+	// (snapshot_policy.every, idle.stop_after; bottlefile tick): Plan.Due
+	// says which were, and Plan.ArchiveDue which agents are due for
+	// Archive, planned on their own.
+	Tick bool
 	// Archive plans archiving these agents (agent addresses, instances
 	// included): each committed to a policy snapshot, then its workloads
 	// and networks removed and their records kept, marked archived

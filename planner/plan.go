@@ -98,6 +98,9 @@ type Change struct {
 	// executor records it (PolicyKey): a removal of its block keeps what
 	// it kept. "" leaves the record's as it is.
 	Policy string
+	// StopReason, on a Stop, is what the record's stopped mark
+	// (StoppedKey) says instead of "true": IdleStopReason for a tick's.
+	StopReason string
 	// MovedFrom is the address the object is recorded at, when a moved
 	// block (or a chain of them) takes it to Addr; FromRuntime is the
 	// runtime it is recorded on, when it moves to Runtime, another
@@ -211,6 +214,10 @@ type Plan struct {
 	// (state.Intent), as the refresh found them; the plan's changes
 	// resolve them, and applying it clears them.
 	Intents []state.Intent `json:"-"`
+	// Due is when each time policy (snapshot_policy.every, idle) is next
+	// due (tick.go); a plan acts on none of them, a tick plan on those due
+	// now. Not saved with a plan.
+	Due []Due `json:"-"`
 }
 
 // KeptSnapshot is one snapshot a destroy keeps.

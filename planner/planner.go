@@ -262,12 +262,19 @@ func (p *Planner) Plan(ctx context.Context) (*Plan, hcl.Diagnostics) {
 		diags = append(diags, p.planArchive(changes, agents)...) // archive.go
 	case len(opts.Stop) > 0 || len(opts.Start) > 0:
 		diags = append(diags, p.planStopStart(changes, agents)...)
+	case opts.Tick:
+		diags = append(diags, p.planTick(ctx, changes, agents, plan.Lineage, plan)...)
 	case opts.RefreshOnly:
 		refreshOnly(changes)
 	default:
 		diags = append(diags, p.planArchived(changes, agents, nil)...) // archive.go
 		p.planPolicies(ctx, changes, agents, plan.Lineage)
 		diags = append(diags, p.policyDiags...)
+		if !opts.Destroy && !opts.NoRefresh {
+			activity, moreDiags := p.readActivity(ctx, changes, agents, plan.Lineage)
+			diags = append(diags, moreDiags...)
+			plan.Due = p.dueTimes(changes, agents, activity)
+		}
 	}
 	// The snapshots and prunes planned just now belong to bottles too: a
 	// moved agent's snapshot commits the container its old name names.

@@ -42,7 +42,7 @@ func TestReasonKinds(t *testing.T) {
 	loss := map[ReasonCode]bool{ReasonDiscards: true, ReasonDiscardsUnmeasured: true, ReasonForceRemoveInUse: true}
 	for code, k := range reasonKinds {
 		params := map[string]string{}
-		for _, name := range []string{"text", "id", "addr", "from", "to", "kind", "name", "leftover", "runtime", "drift", "exit", "last", "value", "dependency", "action", "covered", "agent", "snapshot", "written", "since", "unmeasured", "keep_last", "max_age", "taken", "max_total_size_bytes", "total_bytes", "taken_bytes", "written_bytes", "removal", "of", "paths", "image", "started", "at", "what", "users", "code", "cause"} {
+		for _, name := range []string{"text", "id", "addr", "from", "to", "kind", "name", "leftover", "runtime", "drift", "exit", "last", "value", "dependency", "action", "covered", "agent", "snapshot", "written", "since", "unmeasured", "keep_last", "max_age", "taken", "max_total_size_bytes", "total_bytes", "taken_bytes", "written_bytes", "removal", "of", "paths", "image", "started", "at", "what", "users", "code", "cause", "every", "idle", "stop_after"} {
 			params[name] = "X"
 		}
 		got := Reason{Code: code, Params: params}.Text()
