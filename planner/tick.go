@@ -57,8 +57,8 @@ type Due struct {
 // IsDue reports whether the policy is due at now.
 func (d Due) IsDue(now time.Time) bool { return !d.At.IsZero() && !d.At.After(now) }
 
-// ArchiveDue are the agents whose idle.archive_after is due in a tick
-// plan: what Options.Archive takes.
+// ArchiveDue are the agents a tick plan archives because their
+// idle.archive_after is due.
 func (p *Plan) ArchiveDue() []string {
 	var out []string
 	for _, d := range p.Due {
@@ -149,6 +149,10 @@ func (p *Planner) dueTimes(changes map[string]*Change, agents map[string]*agentP
 // workload was created when it has none newer.
 func everyDue(addr string, every time.Duration, w *Change, snaps []*Change) Due {
 	d := Due{Agent: addr, Policy: PolicyEvery, After: every}
+	if w != nil && IsArchived(w.Prior) {
+		d.Note = "it is archived"
+		return d
+	}
 	if why := notRunning(w); why != "" {
 		d.Note = why
 		return d
@@ -184,6 +188,9 @@ func idleDue(addr, policy string, after time.Duration, w *Change, act drivers.Ac
 	case w == nil || w.Prior == nil:
 		d.Note = "it has never been applied"
 		return d
+	case IsArchived(w.Prior):
+		d.Note = "it is archived"
+		return d
 	case w.Live == nil:
 		d.Note = "its workload is gone from the runtime"
 		return d
@@ -213,8 +220,9 @@ func idleDue(addr, policy string, after time.Duration, w *Change, act drivers.Ac
 // takes one, and pruned by the same retention; it is skipped when the
 // runtime says the agent wrote nothing since its last snapshot. An idle
 // agent is stopped as bottlefile stop stops it, recorded as stopped for
-// idleness. An agent due for archiving is left to a plan of its own
-// (Plan.ArchiveDue, Options.Archive); its stop, due too, waits for it.
+// idleness. An agent due for archiving is archived as Options.Archive
+// archives it (archive.go), instead of stopped; and an archive an earlier
+// tick or apply was cut off in is finished, as any plan finishes it.
 func (p *Planner) planTick(ctx context.Context, changes map[string]*Change, agents map[string]*agentPlan, lineage string, plan *Plan) hcl.Diagnostics {
 	var diags hcl.Diagnostics
 	if p.Options.Destroy || p.Options.RefreshOnly || len(p.Options.Take) > 0 || len(p.Options.Stop) > 0 || len(p.Options.Start) > 0 {
@@ -233,6 +241,32 @@ func (p *Planner) planTick(ctx context.Context, changes map[string]*Change, agen
 	}
 	snaps := indexSnapshots(changes)
 	keep := map[string]bool{}
+	bs := bottles(changes)
+	archive := func(agent string, why *Reason) {
+		b, ap := bs[agent], agents[agent]
+		if b == nil || b.workload == nil || ap == nil {
+			return
+		}
+		if d := p.archiveBottle(changes, snaps, b, ap, why); d != nil {
+			diags = append(diags, d)
+			return
+		}
+		for _, c := range b.members {
+			keep[c.Addr] = true
+		}
+		for _, c := range snaps[agent] {
+			if c.Action == Create || (c.Action == Delete && c.Prior != nil) {
+				keep[c.Addr] = true
+			}
+		}
+	}
+	for _, agent := range sortedKeys(bs) {
+		b := bs[agent]
+		if b.archived() && !archiving[agent] && slices.ContainsFunc(b.members, func(c *Change) bool { return c.Live != nil || !IsArchived(c.Prior) }) {
+			why := because(ReasonArchiveFinish, "agent", agent)
+			archive(agent, &why)
+		}
+	}
 	for i := range plan.Due {
 		d := &plan.Due[i]
 		if !d.IsDue(now) {
@@ -277,7 +311,7 @@ func (p *Planner) planTick(ctx context.Context, changes map[string]*Change, agen
 				keep[addr] = true
 			}
 		case PolicyArchive:
-			// Planned by Options.Archive, in a plan of its own.
+			archive(d.Agent, nil)
 		}
 	}
 	for addr, c := range changes {
@@ -289,7 +323,7 @@ func (p *Planner) planTick(ctx context.Context, changes map[string]*Change, agen
 		case c.Action == Create:
 			spec := agents[snapshotAgent(c)].spec
 			c.AgentSpec = &spec
-		case c.Action == Stop:
+		case c.Prior != nil && c.Prior.Workload:
 			c.Policy = c.Prior.Computed[PolicyKey] // recorded as applied
 		}
 	}

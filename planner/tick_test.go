@@ -2,6 +2,7 @@ package planner_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/drivertest"
+	"github.com/bottlefile/bottlefile/executor"
 	"github.com/bottlefile/bottlefile/planner"
 )
 
@@ -234,10 +236,51 @@ agent "coder" {
 	}
 	at(60*time.Minute + 7*24*time.Hour)
 	p = b.plan(planner.Options{Tick: true})
-	if got := p.ArchiveDue(); !slices.Equal(got, []string{"agent.coder"}) || p.Applyable() {
+	if got := p.ArchiveDue(); !slices.Equal(got, []string{"agent.coder"}) {
 		t.Fatalf("ArchiveDue = %v, want [agent.coder]\n%s", got, pending(p))
 	}
+	if d := due(t, p, "agent.coder", planner.PolicyStop); d.Now {
+		t.Errorf("stop due beside the archive: %+v", d)
+	}
+
+	// The archive is cut off after its snapshot: the network's removal
+	// fails. The next tick finishes it, from the snapshot taken.
+	b.fake.FailApply = map[string]error{"agent.coder.network": errors.New("killed")}
+	if _, err := b.tryApply(planner.Options{Tick: true}); err == "" {
+		t.Fatal("the cut-off archive did not fail")
+	}
+	b.fake.FailApply = nil
+	if live := b.live(); !slices.Contains(live, "agent.coder.network") {
+		t.Fatalf("live after the cut-off archive: %v", live)
+	}
+	at(60*time.Minute + 7*24*time.Hour + time.Minute)
+	p = b.apply(planner.Options{Tick: true})
+	if c := change(p, "agent.coder.network"); c == nil || c.Action == planner.NoOp {
+		t.Fatalf("the next tick does not finish the archive:\n%s", pending(p))
+	}
+	for _, addr := range b.live() {
+		if !strings.Contains(addr, ".snapshot.") {
+			t.Errorf("%s is live after the archive", addr)
+		}
+	}
+	recs := b.records()
+	if !planner.IsArchived(ptr(recs["agent.coder"])) || !planner.IsArchived(ptr(recs["agent.coder.network"])) {
+		t.Errorf("records after the archive: %v, %v", recs["agent.coder"].Computed, recs["agent.coder.network"].Computed)
+	}
+	if p := b.plan(planner.Options{}); p.Applyable() {
+		t.Fatalf("plan after the archive:\n%s", pending(p))
+	}
+	at(30 * 24 * time.Hour)
+	p = b.plan(planner.Options{Tick: true})
+	if p.Applyable() || len(p.ArchiveDue()) > 0 {
+		t.Fatalf("tick of an archived agent:\n%s", pending(p))
+	}
+	if d := due(t, p, "agent.coder", planner.PolicyArchive); d.Note != "it is archived" {
+		t.Errorf("archived agent's due time: %+v", d)
+	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // TestTickOnlyDue: a tick plans nothing that is not a due policy's
 // action, however the configuration changed; and a runtime is asked for
@@ -285,4 +328,22 @@ agent "plain" {
 		}
 	}
 
+}
+
+// tryApply plans with opts and applies; it returns the apply's errors as
+// one string ("" when it succeeded).
+func (b *bench) tryApply(opts planner.Options) (*planner.Plan, string) {
+	b.t.Helper()
+	p := b.plan(opts)
+	store := b.open(false)
+	defer store.Close()
+	lineage, err := store.Init()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	ex := &executor.Executor{State: store, Lineage: lineage, Runtimes: b.last.Runtimes, Parallelism: 10, Resolver: b.last}
+	if _, diags := ex.Apply(context.Background(), p); diags.HasErrors() {
+		return p, diags.Error()
+	}
+	return p, ""
 }
