@@ -40,6 +40,9 @@ declare -A allowed=(
   # cmd/bottlefile wires in (the docker driver's): never drivers/docker.
   [drivers/swarm]="drivers drivers/engine drivers/gateway egress"
   [drivers/swarm/swarmtest]="drivers drivers/docker/dockertest"
+  # nodesnap takes snapshots through a Kubernetes node's containerd and
+  # pushes images; the kubernetes driver and its fixture both use it.
+  [drivers/kubernetes/nodesnap]="drivers"
   [drivers/smolvm]="drivers egress dockersave"
   [drivers/smolvm/fakesmolvm]=""
   [drivers/smolvm/smolvmtest]=""
