@@ -28,7 +28,11 @@ func (e *Executor) archive(ctx context.Context, s *planner.Step, rt *planner.Run
 		rec.Computed = map[string]string{}
 	}
 	if rec.Computed[planner.ArchivedKey] == "" {
-		rec.Computed[planner.ArchivedKey] = time.Now().UTC().Format(time.RFC3339)
+		now := time.Now
+		if e.Clock != nil {
+			now = e.Clock
+		}
+		rec.Computed[planner.ArchivedKey] = now().UTC().Format(time.RFC3339)
 	}
 	if c.ArchiveTo != "" {
 		rec.Computed[planner.ArchiveSnapshotKey] = c.ArchiveTo

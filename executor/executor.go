@@ -86,6 +86,9 @@ type Executor struct {
 	// the step fails if it exits. Zero or negative looks once; a workload
 	// with a healthcheck is watched until it is healthy whatever Wait is.
 	Wait time.Duration
+	// Clock is what "now" is to the records it writes (when an object was
+	// archived); time.Now when nil.
+	Clock func() time.Time
 }
 
 // Result says what was done and what was not.

@@ -27,7 +27,7 @@ func (op *Operation) planLifecycle(ctx context.Context, verb string, opts planne
 	var diags hcl.Diagnostics
 	for _, a := range agents {
 		if addr, err := addrs.Parse(a); err != nil || !addr.IsAgent() {
-			return nil, append(diags, errorDiag("Invalid agent address", fmt.Sprintf("%s %s: an agent address is agent.NAME (or agent.NAME[\"KEY\"]); a sidecar or gateway stops and starts with its agent.", verb, a)))
+			return nil, append(diags, errorDiag("Invalid agent address", fmt.Sprintf("%s %s: an agent address is agent.NAME (or agent.NAME[\"KEY\"]); a sidecar or gateway stops, starts and is archived with its agent.", verb, a)))
 		}
 	}
 	p, moreDiags := op.Plan(ctx, opts)
@@ -37,12 +37,8 @@ func (op *Operation) planLifecycle(ctx context.Context, verb string, opts planne
 	}
 	// It is applied without asking: refuse a plan that would do anything
 	// else.
-	want := planner.Stop
-	if verb == "start" {
-		want = planner.Start
-	}
 	for _, c := range p.Changes {
-		if c.Action != planner.NoOp && c.Action != want {
+		if !lifecycleChange(verb, c) {
 			return nil, append(diags, errorDiag("Cannot "+verb, fmt.Sprintf("The plan for it would also %s %s; %s changes nothing else. Run plan to see why.", c.Action, c.Addr, verb)))
 		}
 	}

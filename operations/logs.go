@@ -310,7 +310,7 @@ type logSaver struct {
 func (h logSaver) PreApply(s *planner.Step) {
 	h.Hook.PreApply(s)
 	c := s.Change
-	if s.Op != planner.StepDelete || c.Live == nil || c.Live.State == "" || c.Live.ID == "" {
+	if (s.Op != planner.StepDelete && s.Op != planner.StepArchive) || c.Live == nil || c.Live.State == "" || c.Live.ID == "" {
 		return
 	}
 	rt, ok := h.op.Runtimes[c.Runtime]

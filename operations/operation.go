@@ -200,7 +200,7 @@ func (op *Operation) Apply(ctx context.Context, p *planner.Plan, o ApplyOptions)
 		State: op.Store, Lineage: lineage, Runtimes: op.Runtimes,
 		// Each workload's log is saved before it is removed.
 		Parallelism: o.Parallelism, Hook: logSaver{Hook: hook, op: op, lineage: lineage}, Log: op.Log, Abandon: o.Abandon,
-		Resolver: op.Planner, Wait: o.Wait,
+		Resolver: op.Planner, Wait: o.Wait, Clock: op.Clock,
 	}
 	if ex.Wait == 0 {
 		ex.Wait = DefaultWait

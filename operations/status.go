@@ -28,6 +28,9 @@ const (
 	WorkloadMissing = "missing"
 	// WorkloadNotCreated: declared, never applied.
 	WorkloadNotCreated = "not created"
+	// WorkloadArchived: the state records it archived (bottlefile
+	// archive); no runtime has it until it is resumed.
+	WorkloadArchived = "archived"
 )
 
 // BottleStatus is one agent's bottle: what it booted from, its newest
@@ -69,7 +72,7 @@ type WorkloadStatus struct {
 	ExitCode *int
 	Created  time.Time
 	Started  time.Time // when it last started; zero when not known
-	Finished time.Time // when it stopped; zero while running or not known
+	Finished time.Time // when it stopped or was archived; zero while running or not known
 	// Written is what it wrote to its own filesystem, in bytes; nil when
 	// the runtime does not tell.
 	Written *int64
@@ -184,7 +187,7 @@ func (op *Operation) Status(ctx context.Context, selectors []string) ([]BottleSt
 		if _, ok := live[addr]; !ok {
 			agent, _ := agentOf(addr)
 			b := bottle(agent)
-			b.Workloads = append(b.Workloads, WorkloadStatus{Addr: addr, Role: role(addr), ID: r.ID, State: WorkloadMissing})
+			b.Workloads = append(b.Workloads, notLiveStatus(addr, r))
 		}
 	}
 	for addr, l := range live {
@@ -272,6 +275,17 @@ func (op *Operation) recentDenials(ctx context.Context, bottles map[string]*Bott
 // written too.
 func (op *Operation) readRuntimeSizes(ctx context.Context, name, lineage string) ([]Live, hcl.Diagnostics) {
 	return op.readRuntimeWith(ctx, name, drivers.ReadRequest{Lineage: lineage, Sizes: true})
+}
+
+// notLiveStatus is a recorded workload no runtime has: archived, since
+// when (Finished), or missing.
+func notLiveStatus(addr string, r state.Record) WorkloadStatus {
+	w := WorkloadStatus{Addr: addr, Role: role(addr), ID: r.ID, State: WorkloadMissing}
+	if planner.IsArchived(&r) {
+		w.State = WorkloadArchived
+		w.Finished, _ = planner.ArchivedAt(r)
+	}
+	return w
 }
 
 func workloadStatus(l Live) WorkloadStatus {

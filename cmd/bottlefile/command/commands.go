@@ -31,6 +31,7 @@ func Commands(meta *Meta) map[string]cli.CommandFactory {
 		"stop":            cmd(&LifecycleCommand{Meta: meta, Verb: "stop"}),
 		"start":           cmd(&LifecycleCommand{Meta: meta, Verb: "start"}),
 		"restart":         cmd(&LifecycleCommand{Meta: meta, Verb: "restart"}),
+		"archive":         cmd(&LifecycleCommand{Meta: meta, Verb: "archive"}),
 		"exec":            cmd(&ExecCommand{Meta: meta}),
 		"egress":          cmd(&EgressCommand{Meta: meta}),
 		"egress denials":  cmd(&EgressDenialsCommand{Meta: meta}),

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/moby/term"
@@ -38,10 +39,17 @@ Usage: bottlefile [global options] exec [options] ADDR [-- CMD ARGS...]
     bottlefile exec agent.coder -- git status         one command
     echo hi | bottlefile exec agent.coder -- cat      stdin piped in
 
+  An archived agent (bottlefile archive) is resumed first, as bottlefile
+  start does, from its archive snapshot with its files; what the resume
+  prints goes to standard error.
+
 Options:
 
   -T              Do not give the command a terminal, even when standard
                   input is one.
+  -lock-timeout=DUR
+                  Wait this long for the state lock when the agent is
+                  archived and must be resumed first (default 0s).
   -var NAME=VALUE, -var-file=FILE
                   Set variables the configuration needs, as for plan.
 `)
@@ -52,6 +60,7 @@ func (c *ExecCommand) Run(args []string) int {
 	fs := newFlagSet("exec")
 	m.noColorFlag(fs)
 	noTTY := fs.Bool("T", false, "")
+	lockTimeout := fs.Duration("lock-timeout", 0, "")
 	in := registerInputs(fs)
 	// Options come before the address; everything after it is the command.
 	if err := fs.Parse(args); err != nil {
@@ -72,9 +81,26 @@ func (c *ExecCommand) Run(args []string) int {
 	}
 
 	op, diags := m.observe(m.Ctx, 0, *in)
-	defer op.Close()
+	defer func() { op.Close() }()
 	if m.showDiags(op.Files(), diags) {
 		return 1
+	}
+	archived, diags := op.Archived(addr)
+	if m.showDiags(op.Files(), diags) {
+		return 1
+	}
+	if archived {
+		// Resumed first, as bottlefile start would, under the state lock
+		// (so the state is closed here and opened again after).
+		op.Close()
+		op = nil
+		if code := c.resume(addr, *in, *lockTimeout); code != 0 {
+			return code
+		}
+		op, diags = m.observe(m.Ctx, 0, *in)
+		if m.showDiags(op.Files(), diags) {
+			return 1
+		}
 	}
 	live, diags := op.FindLive(m.Ctx, addr)
 	if m.showDiags(op.Files(), diags) {
@@ -100,6 +126,32 @@ func (c *ExecCommand) Run(args []string) int {
 		return 1
 	}
 	return code
+}
+
+// resume resumes the archived agent of addr (bottlefile start), printing
+// its steps on standard error: standard output is the command's.
+func (c *ExecCommand) resume(addr string, in operations.Inputs, lockTimeout time.Duration) int {
+	m := c.Meta
+	agent, _ := addrs.AgentOf(addr)
+	op, diags := m.open(m.Ctx, false, lockTimeout, in)
+	defer op.Close()
+	v := humanApplyView{m: m, print: humanEvents(m.Stderr)}
+	if v.Diagnostics(op.Files(), diags) {
+		return 1
+	}
+	p, diags := op.PlanStart(m.Ctx, []string{agent.String()})
+	if v.Diagnostics(op.Files(), diags) {
+		return 1
+	}
+	if !p.Applyable() {
+		return 0 // resumed meanwhile
+	}
+	fmt.Fprintf(m.Stderr, "%s is archived: resuming it first.\n", agent)
+	res, diags := op.Apply(m.Ctx, p, operations.ApplyOptions{Hook: newProgressHook(v.Event), Abandon: m.Abandon})
+	if v.Diagnostics(op.Files(), diags) || len(res.Failed) > 0 || len(res.Skipped) > 0 {
+		return 1
+	}
+	return 0
 }
 
 // rawTerminal puts the terminal f in raw mode, so keystrokes (Ctrl-C among

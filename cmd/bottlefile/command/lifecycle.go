@@ -10,13 +10,14 @@ import (
 	"github.com/bottlefile/bottlefile/planner"
 )
 
-// LifecycleCommand is bottlefile stop, start and restart: the workloads
-// of the named agents (their own, their sidecars', their gateways')
-// stopped, started, or both, as planned actions under the state lock,
-// recorded, so that plan leaves a stopped agent stopped.
+// LifecycleCommand is bottlefile stop, start, restart and archive: the
+// workloads of the named agents (their own, their sidecars', their
+// gateways') stopped, started, both, or archived (committed to a snapshot
+// and removed), as planned actions under the state lock, recorded, so
+// that plan leaves a stopped or archived agent as it is.
 type LifecycleCommand struct {
 	Meta *Meta
-	Verb string // "stop", "start" or "restart"
+	Verb string // "stop", "start", "restart" or "archive"
 }
 
 func (c *LifecycleCommand) Synopsis() string {
@@ -24,7 +25,9 @@ func (c *LifecycleCommand) Synopsis() string {
 	case "stop":
 		return "Stop agents, keeping them and their files"
 	case "start":
-		return "Start stopped agents again"
+		return "Start stopped agents again, or resume archived ones"
+	case "archive":
+		return "Archive agents: snapshot them, then remove their workloads"
 	}
 	return "Stop agents and start them again"
 }
@@ -39,8 +42,18 @@ func (c *LifecycleCommand) Help() string {
   stopped.`,
 		"start": `Starts each agent ADDR (agent.NAME) stopped with bottlefile stop (or
   found stopped), with its sidecars and its gateway, with the files they
-  had. An agent whose configuration changed since it was applied is
-  refused: run bottlefile apply.`,
+  had. An archived agent is resumed: created again from its archive
+  snapshot, with its network, sidecars and gateway. An agent whose
+  configuration changed since it was applied is refused: run bottlefile
+  apply.`,
+		"archive": `Archives each agent ADDR (agent.NAME): its filesystem is committed to a
+  policy snapshot (agent.NAME.snapshot.N, trigger "archive"), then its
+  container, sidecars, gateway and network are removed; their records
+  stay, marked archived. plan and apply leave an archived agent archived
+  (it is not drift), and retention keeps its snapshot, until bottlefile
+  start, bottlefile exec or an apply that changes it resumes it from
+  that snapshot. status shows "archived 3d ago". A destroy forgets it;
+  the snapshot follows its snapshot_policy.`,
 		"restart": `Stops each agent ADDR (agent.NAME) with its sidecars and its gateway,
   then starts them again, keeping what they wrote.`,
 	}[c.Verb]
@@ -95,11 +108,20 @@ func (c *LifecycleCommand) Run(args []string) int {
 		}
 		return p, "running already"
 	}
+	archive := func() (*planner.Plan, string) {
+		p, diags := op.PlanArchive(m.Ctx, pos)
+		if v.Diagnostics(op.Files(), diags) {
+			return nil, ""
+		}
+		return p, "archived already"
+	}
 	switch c.Verb {
 	case "stop":
 		plans = append(plans, stop)
 	case "start":
 		plans = append(plans, start)
+	case "archive":
+		plans = append(plans, archive)
 	default:
 		plans = append(plans, stop, start)
 	}

@@ -59,7 +59,11 @@ func renderStatus(w io.Writer, bottles []operations.BottleStatus, at time.Time) 
 		if len(b.Workloads) == 1 && b.Workloads[0].State == operations.WorkloadNotCreated {
 			state = operations.WorkloadNotCreated
 		}
-		fmt.Fprintf(tw, "%s\t%s\t\t\t%s\t%s\t%s\t%s\n", b.Addr, state, bootedFrom(b), newestSnapshot(b, at), egressRules(b), denials(b))
+		since := ""
+		if archived, at := archivedBottle(b, at); archived != "" {
+			state, since = archived, at
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\t%s\t%s\t%s\t%s\n", b.Addr, state, since, bootedFrom(b), newestSnapshot(b, at), egressRules(b), denials(b))
 		for _, wl := range b.Workloads {
 			if wl.State == operations.WorkloadNotCreated {
 				continue
@@ -85,6 +89,21 @@ func renderStatus(w io.Writer, bottles []operations.BottleStatus, at time.Time) 
 	}
 }
 
+// archivedBottle is "archived" and how long ago ("3d ago") for a bottle
+// whose agent is archived; "" otherwise.
+func archivedBottle(b operations.BottleStatus, at time.Time) (state, since string) {
+	for _, wl := range b.Workloads {
+		if wl.Role == "agent" && wl.State == operations.WorkloadArchived {
+			since = "-"
+			if !wl.Finished.IsZero() {
+				since = age(wl.Finished, at)
+			}
+			return operations.WorkloadArchived, since
+		}
+	}
+	return "", ""
+}
+
 // workloadState is a workload's state, and where it runs on a runtime of
 // several machines ("running on node2").
 func workloadState(wl operations.WorkloadStatus) string {
@@ -107,7 +126,7 @@ func workloadSince(wl operations.WorkloadStatus, at time.Time) string {
 	switch {
 	case wl.State == operations.WorkloadRunning && !wl.Started.IsZero():
 		return "up " + strings.TrimSuffix(age(wl.Started, at), " ago")
-	case wl.State == operations.WorkloadExited && !wl.Finished.IsZero():
+	case (wl.State == operations.WorkloadExited || wl.State == operations.WorkloadArchived) && !wl.Finished.IsZero():
 		return age(wl.Finished, at)
 	case wl.State == operations.WorkloadNeverStarted && !wl.Created.IsZero():
 		return "created " + age(wl.Created, at)
