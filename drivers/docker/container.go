@@ -224,6 +224,7 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 		}
 		notes = append(notes, fmt.Sprintf("carried %s over from %s", strings.Join(req.Carry.Paths, ", "), from))
 	}
+	startCall := time.Now()
 	if err := api.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		// Leave nothing unrecorded behind when the start fails.
 		if rmErr := api.ContainerRemove(context.WithoutCancel(ctx), created.ID, container.RemoveOptions{Force: true}); rmErr != nil {
@@ -231,7 +232,7 @@ func (d *Driver) createContainer(ctx context.Context, api dockerAPI, req drivers
 		}
 		return drivers.ApplyResponse{}, fmt.Errorf("starting container %s for %s: %w", name, addr, err)
 	}
-	d.markStarted(created.ID)
+	d.markStarted(created.ID, startCall)
 	carryFrom = "" // set aside for good: the delete that follows removes it
 	d.log.Info("created container", "addr", addr, "name", name, "id", shortID(created.ID), "image", spec.Image)
 	resp, err := d.containerResponse(ctx, api, addr, created.ID, spec.network)
@@ -265,13 +266,14 @@ func (d *Driver) startContainer(ctx context.Context, api dockerAPI, req drivers.
 	if err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("starting container of %s: %w", addr, err)
 	}
+	startCall := time.Now()
 	if err := api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		if staleTask(err) && len(req.Object.Attrs) > 0 {
 			return d.replaceUnstartable(ctx, api, req, id, err)
 		}
 		return drivers.ApplyResponse{}, fmt.Errorf("starting container %s of %s: %w", shortID(id), addr, err)
 	}
-	d.markStarted(id)
+	d.markStarted(id, startCall)
 	d.log.Info("started container", "addr", addr, "id", shortID(id))
 	return d.containerResponse(ctx, api, addr, id, "")
 }

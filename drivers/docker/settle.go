@@ -25,29 +25,54 @@ var (
 const settlePoll = 200 * time.Millisecond
 
 // startMark is what Settle learns of a start this process made: when it
-// returned, and whether the inspect that followed (containerResponse) saw
+// happened, and whether the inspect that followed (containerResponse) saw
 // the container running without a healthcheck.
 type startMark struct {
-	at      time.Time
+	at      time.Time // the engine's StartedAt when trusted, else after
 	running bool
+	// before and after bracket the start call, local clock: the engine's
+	// StartedAt is taken only between them.
+	before, after time.Time
 }
 
-// markStarted records a start of id this process made, as it returned.
-func (d *Driver) markStarted(id string) {
-	d.started.Store(id, startMark{at: time.Now()})
+// markStarted records a start of id this process made: before is the
+// local time taken just before the start call, and it has just returned.
+// The watch counts from the return until the inspect that follows gives
+// the engine's own time of the start (markLooked).
+func (d *Driver) markStarted(id string, before time.Time) {
+	after := time.Now()
+	d.started.Store(id, startMark{at: after, before: before, after: after})
 }
 
 // markLooked records what the inspect right after a start of id saw: the
-// watch's first look when it was running without a healthcheck.
+// engine's State.StartedAt, which the watch then counts from when it lies
+// between the local times around the start call (true of a local engine;
+// a remote engine whose clock is off is counted from the local time), and
+// whether it was running without a healthcheck (the watch's first look).
 func (d *Driver) markLooked(info container.InspectResponse) {
-	if info.ContainerJSONBase == nil || info.State == nil || !info.State.Running || info.State.Health != nil {
+	if info.ContainerJSONBase == nil || info.State == nil {
 		return
 	}
-	if v, ok := d.started.Load(info.ID); ok {
-		m := v.(startMark)
-		m.running = true
-		d.started.Store(info.ID, m)
+	v, ok := d.started.Load(info.ID)
+	if !ok {
+		return
 	}
+	m := v.(startMark)
+	m.at = startedAt(m, info.State.StartedAt)
+	m.running = info.State.Running && info.State.Health == nil
+	d.started.Store(info.ID, m)
+}
+
+// startedAt is the time the watch of a start counts from: the engine's
+// StartedAt (RFC 3339) when it lies within [m.before, m.after], else
+// m.after. The result keeps m.after's monotonic reading, so that the
+// deadline does not move with the wall clock.
+func startedAt(m startMark, engine string) time.Time {
+	at, err := time.Parse(time.RFC3339Nano, engine)
+	if err != nil || at.Before(m.before) || at.After(m.after) {
+		return m.after
+	}
+	return m.after.Add(at.Sub(m.after))
 }
 
 // lastLines is how many lines of its log an exited workload reports.
@@ -68,8 +93,9 @@ func (d *Driver) Settle(ctx context.Context, req drivers.SettleRequest) error {
 	if err != nil {
 		return err
 	}
-	// The watch counts from the container's start: the inspect and the
-	// state write after it are time it ran too.
+	// The watch counts from the container's start (the engine's time of
+	// it, markLooked): the inspect and the state write after it are time
+	// it ran too.
 	from, looked := time.Now(), false
 	if v, ok := d.started.LoadAndDelete(req.ID); ok {
 		m := v.(startMark)

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,7 +91,7 @@ func TestSettleTakesTheInspectAfterStart(t *testing.T) {
 				return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: id, State: st}}, nil
 			}}
 			d := fakeDriver(t, api, DefaultSubnetPool)
-			d.markStarted("c3")
+			d.markStarted("c3", time.Now())
 			if _, err := d.containerResponse(t.Context(), api, "agent.a", "c3", ""); err != nil {
 				t.Fatal(err)
 			}
@@ -106,6 +107,98 @@ func TestSettleTakesTheInspectAfterStart(t *testing.T) {
 			}
 			if tc.health == nil && time.Since(start) < wait/2 {
 				t.Errorf("the one look came %v after the start, before the deadline", time.Since(start))
+			}
+		})
+	}
+}
+
+// TestStartedAtTrusted: the watch counts from the engine's StartedAt only
+// when it lies between the local times around the start call; a remote
+// engine whose clock is off (or an answer without the time) is counted
+// from the local time just after the call.
+func TestStartedAtTrusted(t *testing.T) {
+	after := time.Now()
+	before := after.Add(-80 * time.Millisecond)
+	m := startMark{at: after, before: before, after: after}
+	inside := before.Add(30 * time.Millisecond)
+	for _, tc := range []struct {
+		name   string
+		engine string
+		want   time.Time
+	}{
+		{"inside", inside.UTC().Format(time.RFC3339Nano), inside},
+		{"at before", before.UTC().Format(time.RFC3339Nano), before},
+		{"at after", after.UTC().Format(time.RFC3339Nano), after},
+		{"engine clock ahead", after.Add(2 * time.Second).UTC().Format(time.RFC3339Nano), after},
+		{"engine clock behind", before.Add(-time.Millisecond).UTC().Format(time.RFC3339Nano), after},
+		{"never started", "0001-01-01T00:00:00Z", after},
+		{"empty", "", after},
+		{"garbage", "yesterday", after},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := startedAt(m, tc.engine)
+			if !got.Equal(tc.want) {
+				t.Errorf("startedAt(%q) = %v, want %v", tc.engine, got, tc.want)
+			}
+			if !strings.Contains(got.String(), " m=") { // the monotonic reading, as Time.String prints it
+				t.Errorf("startedAt(%q) lost the monotonic reading", tc.engine)
+			}
+		})
+	}
+}
+
+// TestSettleCountsFromEngineStart: the inspect after a start gives the
+// engine's StartedAt, and the watch counts from it when it is trusted: a
+// start the engine made long before the call returned (a slow answer) is
+// watched until StartedAt + wait, not the return + wait. A StartedAt
+// outside the call (a skewed remote clock) is counted from the return.
+func TestSettleCountsFromEngineStart(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		skew     time.Duration // of the engine's clock
+		inspects int32         // by Settle
+	}{
+		// Started 2 s into a 3 s call, -wait 1 s: the deadline passed
+		// as the call returned, so the watch looks once, at once.
+		{"trusted", 0, 1},
+		// The same start an hour ahead: counted from the return, so the
+		// watch waits for its deadline and looks again there.
+		{"skewed", time.Hour, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var inspects atomic.Int32
+			callBefore := time.Now().Add(-3 * time.Second)
+			started := callBefore.Add(2 * time.Second).Add(tc.skew)
+			afterStart := true
+			api := &fakeAPI{ContainerInspectFn: func(id string) (container.InspectResponse, error) {
+				if afterStart {
+					afterStart = false
+				} else {
+					inspects.Add(1)
+				}
+				return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: id, State: &container.State{
+					Running: true, StartedAt: started.UTC().Format(time.RFC3339Nano),
+				}}}, nil
+			}}
+			d := fakeDriver(t, api, DefaultSubnetPool)
+			d.markStarted("c4", callBefore)
+			if _, err := d.containerResponse(t.Context(), api, "agent.a", "c4", ""); err != nil {
+				t.Fatal(err)
+			}
+			v, _ := d.started.Load("c4")
+			m := v.(startMark)
+			wantFrom := m.after
+			if tc.skew == 0 {
+				wantFrom = started
+			}
+			if !m.at.Round(0).Equal(wantFrom.Round(0)) { // the wall clock: the engine has no monotonic one
+				t.Errorf("the watch counts from %v, want %v", m.at, wantFrom)
+			}
+			if err := d.Settle(t.Context(), drivers.SettleRequest{Lineage: testLineage, Object: drivers.Object{Addr: "agent.a", Kind: kindContainer}, ID: "c4", Wait: time.Second}); err != nil {
+				t.Fatal(err)
+			}
+			if n := inspects.Load(); n != tc.inspects {
+				t.Errorf("%d inspects by the watch, want %d", n, tc.inspects)
 			}
 		})
 	}
