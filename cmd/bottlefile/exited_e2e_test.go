@@ -42,3 +42,33 @@ func TestE2EApplyWorkloadExited(t *testing.T) {
 		t.Errorf("plan blames the operator for an agent that exited on its own:\n%s", r)
 	}
 }
+
+// TestE2EApplyExitAtOnceDefaultWait: with the default -wait (issue 28
+// shortened it), the failures the watch exists for still fail the apply:
+// a command that is not there (127 through tini), a shell that exits at
+// once, an entrypoint that fails at its first line. bench/early-exit.sh
+// measures how soon each shows on the engine.
+func TestE2EApplyExitAtOnceDefaultWait(t *testing.T) {
+	parallel(t)
+	cli := dockertest.Client(t)
+	image := dockertest.BusyboxImage(t, cli)
+	for _, tc := range []struct {
+		name, body string
+		code       string
+	}{
+		{"missing command", `command = ["no-such-binary"]`, "127"},
+		{"shell exits", `command = ["sh", "-c", "exit 3"]`, "3"},
+		{"entrypoint fails at its first line", `entrypoint = ["/bin/sh", "-c", "test -f /etc/app.conf || { echo missing /etc/app.conf >&2; exit 1; }; exec sleep 600"]`, "1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			writeBottlefile(t, dir, "agent \"coder\" {\n  image = %q\n  %s\n}\n", image, tc.body)
+			r := bottlefile(t, dir, "apply", "-auto-approve")
+			lineageOf(t, cli, dir)
+			if r.code != 1 || !strings.Contains(r.stderr, "agent.coder exited with code "+tc.code) {
+				t.Errorf("apply with the default -wait of an agent that exits at once: want exit 1 naming code %s, got %s", tc.code, r)
+			}
+		})
+	}
+}
