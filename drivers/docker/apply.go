@@ -78,7 +78,7 @@ func (d *Driver) apply(ctx context.Context, req drivers.ApplyRequest) (drivers.A
 		case drivers.OpDelete:
 			resp, err := d.deleteContainer(ctx, api, req)
 			if err == nil {
-				d.gatewayDeleted.Store(true) // Close sweeps the images
+				d.sweepGatewaysOf(req.Lineage) // Close sweeps the images
 			}
 			return resp, err
 		}
@@ -89,7 +89,13 @@ func (d *Driver) apply(ctx context.Context, req drivers.ApplyRequest) (drivers.A
 		case drivers.OpUpdate:
 			return drivers.ApplyResponse{ID: req.ID}, nil // only the description changes, in state
 		case drivers.OpDelete:
-			return d.deleteSnapshot(ctx, api, req)
+			resp, err := d.deleteSnapshot(ctx, api, req)
+			if err == nil {
+				// The gateway image kept for the snapshots may go with
+				// the last one (sweepGatewayImages).
+				d.sweepGatewaysOf(req.Lineage)
+			}
+			return resp, err
 		}
 	default:
 		return drivers.ApplyResponse{}, fmt.Errorf("%s: the docker driver has no object kind %q", req.Object.Addr, req.Object.Kind)

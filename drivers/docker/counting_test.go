@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/docker/docker/api/types/build"
@@ -20,8 +21,17 @@ import (
 type countingAPI struct {
 	api dockerAPI
 
-	mu     sync.Mutex // guards counts
+	mu     sync.Mutex // guards counts and imagesRemoved
 	counts map[string]int
+	// imagesRemoved is every ref ImageRemove was asked for, in order.
+	imagesRemoved []string
+}
+
+// removedImage says whether ImageRemove was asked for ref.
+func (c *countingAPI) removedImage(ref string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Contains(c.imagesRemoved, ref)
 }
 
 var _ dockerAPI = (*countingAPI)(nil)
@@ -125,6 +135,9 @@ func (c *countingAPI) ImageLoad(ctx context.Context, r io.Reader, o ...client.Im
 
 func (c *countingAPI) ImageRemove(ctx context.Context, ref string, o image.RemoveOptions) ([]image.DeleteResponse, error) {
 	c.count("ImageRemove")
+	c.mu.Lock()
+	c.imagesRemoved = append(c.imagesRemoved, ref)
+	c.mu.Unlock()
 	return c.api.ImageRemove(ctx, ref, o)
 }
 

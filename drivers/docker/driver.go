@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 
 	"github.com/docker/docker/client"
 	"github.com/hashicorp/go-hclog"
@@ -47,9 +46,10 @@ type Driver struct {
 	// (credentials.go).
 	stateDir string
 
-	// gatewayDeleted is set when this run deleted a gateway: Close then
-	// sweeps the gateway images.
-	gatewayDeleted atomic.Bool
+	// gatewaySweep holds the lineages of which this run deleted a
+	// gateway or a snapshot: Close then sweeps the gateway images
+	// (sweepGatewayImages).
+	gatewaySweep sync.Map
 
 	// pendingSweeps holds the lineages whose image sweep was skipped
 	// because an image was being made; Close runs them (snapshot.go).
@@ -251,8 +251,14 @@ func (d *Driver) Close() error {
 	d.hostWG.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), sweepTimeout)
 	defer cancel()
-	if d.gatewayDeleted.Swap(false) {
-		d.sweepGatewayImages(ctx, api)
+	var lineages []string
+	d.gatewaySweep.Range(func(k, _ any) bool {
+		lineages = append(lineages, k.(string))
+		d.gatewaySweep.Delete(k)
+		return true
+	})
+	if len(lineages) > 0 {
+		d.sweepGatewayImages(ctx, api, lineages)
 	}
 	d.sweepPending(ctx, api)
 	return api.Close()

@@ -621,6 +621,9 @@ func TestDeleteGatewaySweepsImages(t *testing.T) {
 			return nil
 		},
 		ImageListFn: func(o image.ListOptions) ([]image.Summary, error) {
+			if o.Filters.ExactMatch("label", labelSnapshotOf) {
+				return nil, nil // no snapshot of the lineage
+			}
 			if got := o.Filters.Get("label"); !slices.Equal(got, []string{gateway.ImageLabel + "=1"}) || o.Filters.Len() != 1 {
 				t.Errorf("image list filters = %v, want only the gateway image label", o.Filters)
 			}
@@ -649,6 +652,74 @@ func TestDeleteGatewaySweepsImages(t *testing.T) {
 	}
 	if !slices.Equal(removed, []string{"sha256:old"}) {
 		t.Errorf("removed %v, want the unused image", removed)
+	}
+}
+
+// TestGatewaySweepKeepsImageForSnapshots (issue 28): the sweep after a
+// run that deleted a gateway or a snapshot keeps this binary's gateway
+// image while the lineage still has snapshot images (its resume runs a
+// gateway from it), and when the engine cannot say; older binaries'
+// images go either way, and with the last snapshot this one goes too.
+func TestGatewaySweepKeepsImageForSnapshots(t *testing.T) {
+	bin, err := gateway.ReadBinary("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	current := bin.ImageRef()
+	for _, tc := range []struct {
+		name    string
+		op      string // what the run deleted
+		snaps   []image.Summary
+		listErr error
+		removed []string
+	}{
+		{name: "gateway deleted, snapshots left", op: gateway.Kind, snaps: []image.Summary{{ID: "sha256:snap"}}, removed: []string{"sha256:old"}},
+		{name: "gateway deleted, no snapshot", op: gateway.Kind, removed: []string{"sha256:current", "sha256:old"}},
+		{name: "a snapshot deleted, others left", op: drivers.KindSnapshot, snaps: []image.Summary{{ID: "sha256:snap"}}, removed: []string{"sha256:old"}},
+		{name: "the last snapshot deleted", op: drivers.KindSnapshot, removed: []string{"sha256:current", "sha256:old"}},
+		{name: "snapshots unknown", op: gateway.Kind, listErr: errors.New("engine busy"), removed: []string{"sha256:old"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var removed []string
+			api := &fakeAPI{
+				ContainerRemoveFn: func(string, container.RemoveOptions) error { return nil },
+				ImageInspectFn: func(ref string) (image.InspectResponse, error) {
+					return image.InspectResponse{}, cerrdefs.ErrNotFound.WithMessage("No such image: " + ref)
+				},
+				ImageListFn: func(o image.ListOptions) ([]image.Summary, error) {
+					if o.Filters.ExactMatch("label", labelSnapshotOf) {
+						if !o.Filters.ExactMatch("label", drivers.LabelLineage+"="+testLineage) {
+							t.Errorf("snapshot images listed with %v, want this lineage's", o.Filters)
+						}
+						return tc.snaps, tc.listErr
+					}
+					return []image.Summary{
+						{ID: "sha256:current", RepoTags: []string{current}},
+						{ID: "sha256:old", RepoTags: []string{gateway.ImageRepo + ":0ld"}},
+					}, nil
+				},
+				ImageRemoveFn: func(ref string, o image.RemoveOptions) ([]image.DeleteResponse, error) {
+					removed = append(removed, ref)
+					return nil, nil
+				},
+			}
+			d := egressDriver(t, api, nil)
+			req := drivers.ApplyRequest{Op: drivers.OpDelete, Lineage: testLineage, ID: "g1", Object: drivers.Object{Addr: "agent.a.gateway", Kind: gateway.Kind}}
+			if tc.op == drivers.KindSnapshot {
+				// Already gone from the engine: the delete is done, and
+				// the sweep still runs.
+				req = drivers.ApplyRequest{Op: drivers.OpDelete, Lineage: testLineage, ID: "sha256:s1", Object: drivers.Object{Addr: "agent.a.snapshot.1", Kind: drivers.KindSnapshot}}
+			}
+			if _, err := d.Apply(t.Context(), req); err != nil {
+				t.Fatalf("delete: %v", err)
+			}
+			if err := d.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(removed, tc.removed) {
+				t.Errorf("removed %v, want %v", removed, tc.removed)
+			}
+		})
 	}
 }
 
@@ -751,7 +822,7 @@ func TestGatewayImageMadeSureOnce(t *testing.T) {
 	if calls := create("g3"); !slices.Equal(calls, []string{"ContainerCreate", "ImageInspect", "ContainerCreate"}) {
 		t.Errorf("image swept meanwhile: calls %v, want the create, the image made sure of again, the create", calls)
 	}
-	d.sweepGatewayImages(t.Context(), api)
+	d.sweepGatewayImages(t.Context(), api, nil)
 	if calls := create("g4"); !slices.Equal(calls, []string{"ImageInspect", "ContainerCreate"}) {
 		t.Errorf("after this driver's sweep: calls %v, want the image made sure of again", calls)
 	}

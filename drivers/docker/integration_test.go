@@ -598,7 +598,9 @@ func TestIntegrationManyNetworksInParallel(t *testing.T) {
 
 // TestIntegrationGatewayImageSweep: the gateway image is shared; a run
 // that deleted a gateway removes it as it ends once no container uses it,
-// and not before.
+// and not before, unless the lineage still has a snapshot image (its
+// resume runs a gateway from it, issue 28): then the run that deletes the
+// last snapshot removes it.
 func TestIntegrationGatewayImageSweep(t *testing.T) {
 	t.Parallel()
 	// A gateway binary of this test's own (the shared one plus bytes the
@@ -642,17 +644,37 @@ func TestIntegrationGatewayImageSweep(t *testing.T) {
 	if n := images(); n != 1 {
 		t.Fatalf("%d gateway images of this binary after creating two gateways, want 1", n)
 	}
+	gwImage := ""
+	if imgs, err := e.cli.ImageList(t.Context(), image.ListOptions{Filters: ours}); err == nil && len(imgs) == 1 {
+		gwImage = imgs[0].ID
+	} else {
+		t.Fatalf("the gateway image of this binary: %v, %d found", err, len(imgs))
+	}
+	// A snapshot image of the lineage, as a policy snapshot leaves it.
+	snap, err := e.cli.ContainerCommit(t.Context(), ids["agent.a"].ID, container.CommitOptions{Config: &container.Config{Labels: map[string]string{labelSnapshotOf: "agent.a"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	e.apply(drivers.OpDelete, objs["agent.a.gateway"], ids["agent.a.gateway"].ID)
 	e.reopen()
 	if n := images(); n != 1 {
 		t.Errorf("a run deleting one of two gateways removed the image the other runs from (%d left)", n)
 	}
-	// (That the sweep waits for Close is TestDeleteGatewaySweepsImages':
-	// here another test process's sweep may take the unused image first.)
+	// (That the sweep waits for Close is TestDeleteGatewaySweepsImages'.)
+	// The last gateway goes, the snapshot stays: the image is kept for
+	// the resume. Another test process's sweep may still take it (it
+	// keeps only its own binary's image), so the assertion is that this
+	// driver did not ask for its removal.
 	e.apply(drivers.OpDelete, objs["agent.b.gateway"], ids["agent.b.gateway"].ID)
 	e.reopen()
+	if e.api.removedImage(gwImage) {
+		t.Errorf("a run deleting the last gateway of a lineage with a snapshot removed the gateway image its resume needs")
+	}
+	// The last snapshot goes: the image with it.
+	e.apply(drivers.OpDelete, drivers.Object{Addr: "agent.a.snapshot.1", Kind: drivers.KindSnapshot}, snap.ID)
+	e.reopen()
 	if n := images(); n != 0 {
-		t.Errorf("%d gateway images left after a run deleted the last gateway using it, want 0", n)
+		t.Errorf("%d gateway images left after a run deleted the last snapshot of the last lineage using it, want 0", n)
 	}
 	delete(objs, "agent.a.gateway")
 	delete(objs, "agent.b.gateway")
