@@ -78,6 +78,9 @@ type Driver struct {
 	// engine has (gatewayImage), under gatewayImageMu.
 	gatewayImageMu  sync.Mutex
 	gatewayImageRef string
+	// actMem remembers each container's CPU counter between looks at
+	// its activity (activity.go).
+	actMem activityMemory
 }
 
 var (
@@ -162,6 +165,7 @@ func Declaration() drivers.Declaration {
 			Logs:      true,
 			Exec:      true,
 			Workspace: true,
+			Activity:  true,
 		},
 	}
 }

@@ -60,6 +60,9 @@ func (d *Driver) Exec(ctx context.Context, lineage string, obj drivers.LiveObjec
 		return 0, fmt.Errorf("attaching to the command in %s: %w", obj.Addr, err)
 	}
 	defer hj.Close()
+	// The session's end is a use of the workload no later look could
+	// see once it is over (activity.go).
+	defer d.noteExecEnded(obj.ID)
 
 	stdout, stderr := orDiscard(req.Stdout), orDiscard(req.Stderr)
 	out := make(chan error, 1)

@@ -1,0 +1,452 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+
+	"github.com/bottlefile/bottlefile/addrs"
+	"github.com/bottlefile/bottlefile/atomicfile"
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
+	"github.com/bottlefile/bottlefile/egress"
+)
+
+// Activity (issue 31): how recently each agent was used, for idle
+// policies. An agent is in use while a request goes through its gateway,
+// an exec session is open in it or one of its sidecars, or its workloads
+// burn CPU; it was last used at the latest of those, and no earlier than
+// when its workload last started (a start is a use). One look costs:
+//
+//   - one container list of the lineage (every agent's containers);
+//   - per running agent or sidecar container, a one-shot stats call (its
+//     cgroup's CPU counter), and, unless that already says busy, an
+//     inspect (its open exec sessions, ExecIDs, and when it started),
+//     plus an exec inspect per open exec only (to tell an exec that
+//     never started, which lingers, from a session);
+//   - per gateway, a stat of its activity stamp (egress activity.go): a
+//     HEAD of the container's archive, no body, no exec.
+//
+// A stopped workload costs nothing beyond the list: it was last used when
+// it stopped, as far as the list's "Exited ... ago" tells (to the unit it
+// names, which errs late, never early).
+//
+// CPU is averaged since the driver's last look at the container, which
+// it remembers in the state directory (activityMemory), so a tick from
+// cron averages over the cron interval as watch does over its own. The
+// first look at a container has nothing to average from: it asks the
+// engine for a sampled reading instead (stats without one-shot, which the
+// engine answers with two readings a second or two apart), the one call
+// that waits.
+//
+// What it cannot tell: a request through a gateway of a bottlefile before
+// the stamp (its agent is reported with a zero LastActive, never idle);
+// an exec session that opened and closed between two looks, unless it
+// was bottlefile exec's (Exec records its end) or burned CPU; a
+// healthcheck probe running at the very moment of the inspect counts as
+// a session for that look (a probe lasts milliseconds: it delays an idle
+// stop by one look at worst). Wrote is left nil: the engine sizes a
+// container's writes only by walking its layer (expensive on overlayfs,
+// impossible cheaply on fuse-overlayfs, see writesMeasurable), and a size
+// would miss a file rewritten in place; periodic snapshots are then
+// always taken. Times are the engine host's clock where the engine
+// reports them (starts, stats, the stamp).
+
+// CPUBusy is the CPU use, in cores averaged since the last look, at or
+// above which a workload is busy: 5 % of one core. An agent waiting on a
+// model's answer or a prompt sits near 0 (a Node or Python runtime idles
+// well below 1 %); one that builds, tests or greps uses a core or more;
+// 5 % is above the idle noise of a runtime and its sidecars' timers, and
+// far below any real work, so neither a sleeping agent looks busy nor a
+// working one idle.
+const CPUBusy = 0.05
+
+// activityLooks bounds the containers looked at at once.
+const activityLooks = 8
+
+var _ drivers.ActivityReader = (*Driver)(nil)
+
+// statsAPI is the part of the engine API activity reads CPU with. The
+// engine client has it; a client without it cannot tell CPU use.
+type statsAPI interface {
+	ContainerStats(ctx context.Context, container string, stream bool) (container.StatsResponseReader, error)
+	ContainerStatsOneShot(ctx context.Context, container string) (container.StatsResponseReader, error)
+}
+
+// execInspector tells whether an exec is running (exec.go's execAPI has it).
+type execInspector interface {
+	ContainerExecInspect(ctx context.Context, execID string) (container.ExecInspect, error)
+}
+
+// Activity reports, per asked agent the engine runs containers of, when
+// it was last used and whether it is busy now (see above).
+func (d *Driver) Activity(ctx context.Context, req drivers.ActivityRequest) (map[string]drivers.Activity, error) {
+	out, err := d.activity(ctx, req)
+	return out, d.Unreachable(err)
+}
+
+// activityLook is one container to look at, and what was seen of it.
+type activityLook struct {
+	agent   string
+	id      string
+	gateway bool
+	running bool
+	stopped time.Time // when a stopped workload stopped, from the list
+
+	last    time.Time
+	busy    bool
+	unknown bool // the look could not tell (LastActive zero)
+	sample  *activitySample
+}
+
+func (d *Driver) activity(ctx context.Context, req drivers.ActivityRequest) (map[string]drivers.Activity, error) {
+	out := map[string]drivers.Activity{}
+	if req.Lineage == "" || len(req.Agents) == 0 {
+		return out, nil
+	}
+	api, _, err := d.engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	asked := map[string]bool{}
+	for _, a := range req.Agents {
+		asked[a] = true
+	}
+	list, err := api.ContainerList(ctx, container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", drivers.LabelLineage+"="+req.Lineage))})
+	if err != nil {
+		return nil, fmt.Errorf("listing containers of lineage %s: %w", req.Lineage, err)
+	}
+	now := time.Now()
+	var looks []*activityLook
+	listed := map[string]bool{}
+	for _, c := range list {
+		listed[c.ID] = true
+		a, err := addrs.Parse(c.Labels[drivers.LabelAddress])
+		if err != nil {
+			continue
+		}
+		agent, ok := addrs.AgentOf(a.String())
+		if !ok || !asked[agent.String()] || c.State == container.StateRemoving || c.State == container.StateDead {
+			continue
+		}
+		l := &activityLook{agent: agent.String(), id: c.ID, running: c.State == container.StateRunning}
+		switch {
+		case c.Labels[labelKind] == gateway.Kind:
+			l.gateway = true
+		case a.Kind() == addrs.AgentKind || a.Kind() == addrs.SidecarKind:
+			if !l.running {
+				var o drivers.LiveObject
+				runFacts(&o, c, now)
+				l.stopped = o.Finished
+			}
+		default:
+			continue // an image's builder, a leftover: no workload
+		}
+		looks = append(looks, l)
+	}
+
+	mem := d.activityMemory()
+	samples := mem.load()
+	sem := make(chan struct{}, activityLooks)
+	var wg sync.WaitGroup
+	for _, l := range looks {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			d.look(ctx, api, l, samples[l.id], now)
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	workloads := map[string]bool{}
+	unknown := map[string]bool{}
+	for _, l := range looks {
+		if !l.gateway {
+			workloads[l.agent] = true
+		}
+		a := out[l.agent]
+		if prev, ok := samples[l.id]; ok && prev.Active.After(l.last) {
+			l.last = prev.Active // found in use by an earlier look, or an exec's end
+		}
+		if l.last.After(a.LastActive) {
+			a.LastActive = l.last
+		}
+		a.Busy = a.Busy || l.busy
+		unknown[l.agent] = unknown[l.agent] || l.unknown
+		out[l.agent] = a
+	}
+	for agent, a := range out {
+		switch {
+		case !workloads[agent]:
+			delete(out, agent) // a gateway alone: nothing to be idle
+		case unknown[agent]:
+			a.LastActive = time.Time{}
+			out[agent] = a
+		}
+	}
+	if err := mem.save(looks, listed); err != nil {
+		d.log.Warn("could not remember the CPU use of the agents: the next look samples it again", "error", err)
+	}
+	return out, nil
+}
+
+// look fills l from the engine: one call for a gateway or a stopped
+// workload, one or two (plus one per open exec) for a running one.
+func (d *Driver) look(ctx context.Context, api dockerAPI, l *activityLook, prev activitySample, now time.Time) {
+	if l.gateway {
+		d.lookGateway(ctx, api, l)
+		return
+	}
+	if !l.running {
+		l.last = l.stopped
+		return
+	}
+	if sa, ok := api.(statsAPI); ok {
+		if s, busy, ok := d.lookCPU(ctx, sa, l.id, prev); ok {
+			l.sample = &s
+			if busy {
+				l.busy, l.last = true, s.At
+				l.sample.Active = s.At
+				return // busy by CPU: no need of its sessions
+			}
+		}
+	}
+	info, err := api.ContainerInspect(ctx, l.id)
+	if err != nil {
+		d.log.Debug("inspecting a workload for its activity", "id", shortID(l.id), "error", err)
+		l.unknown = true
+		return
+	}
+	if info.State != nil {
+		if t, err := time.Parse(time.RFC3339Nano, info.State.StartedAt); err == nil && t.After(l.last) {
+			l.last = t
+		}
+	}
+	if d.sessionOpen(ctx, api, info.ExecIDs) {
+		l.busy, l.last = true, now
+		if l.sample != nil {
+			l.sample.Active = now
+		}
+	}
+}
+
+// sessionOpen reports whether one of the execs is running: an exec
+// created and never started (an attach that failed) lingers in ExecIDs
+// and is no session.
+func (d *Driver) sessionOpen(ctx context.Context, api dockerAPI, ids []string) bool {
+	if len(ids) == 0 {
+		return false
+	}
+	x, ok := api.(execInspector)
+	if !ok {
+		return true // cannot tell: an exec is listed
+	}
+	for _, id := range ids {
+		in, err := x.ContainerExecInspect(ctx, id)
+		if err == nil && in.Running {
+			return true
+		}
+	}
+	return false
+}
+
+// lookCPU reads the container's CPU counter and says whether it used
+// CPUBusy or more since prev (or, with no prev, over the engine's own
+// sampling interval); ok is false when the engine cannot tell.
+func (d *Driver) lookCPU(ctx context.Context, sa statsAPI, id string, prev activitySample) (activitySample, bool, bool) {
+	first := prev.At.IsZero()
+	var (
+		r   container.StatsResponseReader
+		err error
+	)
+	if first {
+		r, err = sa.ContainerStats(ctx, id, false)
+	} else {
+		r, err = sa.ContainerStatsOneShot(ctx, id)
+	}
+	if err != nil {
+		d.log.Debug("reading a workload's CPU use", "id", shortID(id), "error", err)
+		return activitySample{}, false, false
+	}
+	defer r.Body.Close()
+	var st container.StatsResponse
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&st); err != nil {
+		d.log.Debug("reading a workload's CPU use", "id", shortID(id), "error", err)
+		return activitySample{}, false, false
+	}
+	s := activitySample{CPU: st.CPUStats.CPUUsage.TotalUsage, At: st.Read, Active: prev.Active}
+	if s.At.IsZero() {
+		return activitySample{}, false, false // a container that stopped meanwhile
+	}
+	from, fromAt := prev.CPU, prev.At
+	if first {
+		from, fromAt = st.PreCPUStats.CPUUsage.TotalUsage, st.PreRead
+	}
+	return s, cpuBusy(from, fromAt, s.CPU, s.At), true
+}
+
+// cpuBusy says whether a counter of CPU nanoseconds that went from cpu0
+// at t0 to cpu1 at t1 averaged CPUBusy cores or more. A counter that went
+// back (the container started again: a new cgroup) or no interval tells
+// nothing: not busy (its start is its last use anyway).
+func cpuBusy(cpu0 uint64, t0 time.Time, cpu1 uint64, t1 time.Time) bool {
+	if t0.IsZero() || !t1.After(t0) || cpu1 < cpu0 {
+		return false
+	}
+	return float64(cpu1-cpu0) >= CPUBusy*float64(t1.Sub(t0).Nanoseconds())
+}
+
+// lookGateway reads the gateway's activity stamp: the time of its last
+// proxy request, none before the first; a gateway without one (of a
+// bottlefile before it) cannot tell.
+func (d *Driver) lookGateway(ctx context.Context, api dockerAPI, l *activityLook) {
+	st, err := api.ContainerStatPath(ctx, l.id, gateway.ActivityPath)
+	if err != nil {
+		if !cerrdefs.IsNotFound(err) {
+			d.log.Debug("reading a gateway's activity stamp", "id", shortID(l.id), "error", err)
+		}
+		l.unknown = true
+		return
+	}
+	if st.Mtime.After(egress.NoActivity) {
+		l.last = st.Mtime
+	}
+}
+
+// activitySample is what the driver remembers of one container between
+// looks.
+type activitySample struct {
+	CPU uint64    `json:"cpu"` // the CPU counter, in nanoseconds
+	At  time.Time `json:"at"`  // when the engine read it
+	// Active is the last time a look found the container in use, or a
+	// bottlefile exec session in it ended.
+	Active time.Time `json:"active,omitzero"`
+}
+
+// activityMemory keeps the samples of one runtime's containers in a file
+// of the state directory, so that looks of separate runs (tick from cron)
+// average CPU between them; without a state directory, in memory only.
+type activityMemory struct {
+	path string
+
+	mu      sync.Mutex // guards samples
+	samples map[string]activitySample
+}
+
+// activityMemory is the driver's memory of its runtime's containers
+// (Driver.actMem), pointed at the configured state directory.
+func (d *Driver) activityMemory() *activityMemory {
+	d.mu.RLock()
+	stateDir, runtime := d.stateDir, d.runtime
+	d.mu.RUnlock()
+	path := ""
+	if stateDir != "" {
+		path = filepath.Join(stateDir, "activity", "docker-"+runtime+".json")
+	}
+	mem := &d.actMem
+	mem.mu.Lock()
+	if mem.path != path {
+		mem.path, mem.samples = path, nil
+	}
+	mem.mu.Unlock()
+	return mem
+}
+
+// load returns the samples as last saved (by this process or another).
+func (m *activityMemory) load() map[string]activitySample {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.readLocked()
+	return maps.Clone(m.samples)
+}
+
+func (m *activityMemory) readLocked() {
+	if m.path == "" {
+		if m.samples == nil {
+			m.samples = map[string]activitySample{}
+		}
+		return
+	}
+	samples := map[string]activitySample{}
+	if data, err := os.ReadFile(m.path); err == nil {
+		_ = json.Unmarshal(data, &samples) // a damaged file is a first look
+	}
+	m.samples = samples
+}
+
+// save keeps the samples of this look, the containers no longer listed
+// forgotten. Another process's newer Active (an exec that ended
+// meanwhile) is kept.
+func (m *activityMemory) save(looks []*activityLook, listed map[string]bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.readLocked()
+	for id := range m.samples {
+		if !listed[id] {
+			delete(m.samples, id)
+		}
+	}
+	for _, l := range looks {
+		if l.sample == nil {
+			continue
+		}
+		s := *l.sample
+		if old := m.samples[l.id]; old.Active.After(s.Active) {
+			s.Active = old.Active
+		}
+		m.samples[l.id] = s
+	}
+	return m.writeLocked()
+}
+
+// note records that the container was in use at t (an exec session of
+// bottlefile's ended), for the next look.
+func (m *activityMemory) note(id string, t time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.readLocked()
+	s := m.samples[id]
+	if !t.After(s.Active) {
+		return nil
+	}
+	s.Active = t
+	m.samples[id] = s
+	return m.writeLocked()
+}
+
+func (m *activityMemory) writeLocked() error {
+	if m.path == "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(m.path), 0o700); err != nil {
+		return err
+	}
+	data, err := json.Marshal(m.samples)
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(m.path, data, 0o600)
+}
+
+// noteExecEnded records the end of a bottlefile exec session in the
+// container id: the agent was in use until then, which no later look
+// could see. Failing to is logged, never the command's error.
+func (d *Driver) noteExecEnded(id string) {
+	if err := d.activityMemory().note(id, time.Now()); err != nil {
+		d.log.Debug("could not record the end of an exec session", "id", shortID(id), "error", err)
+	}
+}

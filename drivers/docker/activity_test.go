@@ -1,0 +1,277 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/engine"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
+	"github.com/bottlefile/bottlefile/egress"
+)
+
+// activityAPI is fakeAPI with the calls activity makes beyond dockerAPI:
+// stats and exec inspect, answered from its maps.
+type activityAPI struct {
+	*fakeAPI
+
+	mu   sync.Mutex         // guards the maps
+	cpu  map[string]uint64  // CPU nanoseconds by container id, one more second each read
+	at   map[string]time.Time
+	busy map[string]bool // containers that use a whole core
+	exec map[string]bool // exec ids that are running
+}
+
+func (a *activityAPI) stats(id string, sampled bool) (container.StatsResponseReader, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	step := uint64(time.Millisecond) // 0.1 % of a core a second: idle
+	if a.busy[id] {
+		step = uint64(time.Second)
+	}
+	var st container.StatsResponse
+	if sampled {
+		st.PreRead, st.PreCPUStats.CPUUsage.TotalUsage = a.at[id], a.cpu[id]
+	}
+	a.at[id] = a.at[id].Add(time.Second)
+	a.cpu[id] += step
+	st.Read, st.CPUStats.CPUUsage.TotalUsage = a.at[id], a.cpu[id]
+	b, _ := json.Marshal(st)
+	return container.StatsResponseReader{Body: io.NopCloser(strings.NewReader(string(b)))}, nil
+}
+
+func (a *activityAPI) ContainerStats(_ context.Context, id string, stream bool) (container.StatsResponseReader, error) {
+	a.record("ContainerStats")
+	return a.stats(id, !stream)
+}
+
+func (a *activityAPI) ContainerStatsOneShot(_ context.Context, id string) (container.StatsResponseReader, error) {
+	a.record("ContainerStatsOneShot")
+	return a.stats(id, false)
+}
+
+func (a *activityAPI) ContainerExecInspect(_ context.Context, id string) (container.ExecInspect, error) {
+	a.record("ContainerExecInspect")
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return container.ExecInspect{ExecID: id, Running: a.exec[id]}, nil
+}
+
+// bottles is a lineage of n running agents named a0..a(n-1), each with
+// a gateway whose stamp says stamp (NoActivity: no request), and its api.
+func bottles(t *testing.T, n int, started, stamp time.Time, stateDir string) (*Driver, *activityAPI) {
+	t.Helper()
+	var list []container.Summary
+	for i := range n {
+		agent := fmt.Sprintf("agent.a%d", i)
+		list = append(list,
+			container.Summary{ID: fmt.Sprintf("c%d", i), State: container.StateRunning, Labels: map[string]string{
+				drivers.LabelLineage: "lin", drivers.LabelAddress: agent}},
+			container.Summary{ID: fmt.Sprintf("g%d", i), State: container.StateRunning, Labels: map[string]string{
+				drivers.LabelLineage: "lin", drivers.LabelAddress: agent + ".gateway", labelKind: gateway.Kind}},
+		)
+	}
+	a := &activityAPI{cpu: map[string]uint64{}, at: map[string]time.Time{}, busy: map[string]bool{}, exec: map[string]bool{}}
+	a.fakeAPI = &fakeAPI{
+		ContainerListFn: func(container.ListOptions) ([]container.Summary, error) { return list, nil },
+		ContainerInspectFn: func(id string) (container.InspectResponse, error) {
+			r := container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{
+				ID: id, State: &container.State{Running: true, StartedAt: started.Format(time.RFC3339Nano)}}}
+			a.mu.Lock()
+			for x := range a.exec {
+				if strings.HasPrefix(x, id+"/") {
+					r.ExecIDs = append(r.ExecIDs, x)
+				}
+			}
+			a.mu.Unlock()
+			return r, nil
+		},
+		ContainerStatPathFn: func(id, path string) (container.PathStat, error) {
+			if path != gateway.ActivityPath {
+				return container.PathStat{}, cerrdefs.ErrNotFound
+			}
+			return container.PathStat{Name: filepath.Base(path), Mtime: stamp}, nil
+		},
+	}
+	d := newDriver(testLogger(t), func(engine.Endpoint) (dockerAPI, error) { return a, nil })
+	cfg := cty.ObjectVal(map[string]cty.Value{"host": cty.NullVal(cty.String), "subnet_pool": cty.StringVal(DefaultSubnetPool)})
+	if err := d.Configure(t.Context(), drivers.ConfigureRequest{Runtime: "test", Config: cfg, StateDir: stateDir}); err != nil {
+		t.Fatal(err)
+	}
+	return d, a
+}
+
+func agentNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("agent.a%d", i)
+	}
+	return out
+}
+
+func countCalls(calls []string) map[string]int {
+	out := map[string]int{}
+	for _, c := range calls {
+		out[c]++
+	}
+	return out
+}
+
+// TestActivityCalls: the engine calls of a look at 100 idle bottles
+// (agent and gateway each): one list, then per bottle a stats call, an
+// inspect and a stat of the gateway's stamp; the first look samples CPU
+// (ContainerStats), later ones read it once (one-shot) from the
+// remembered counter, kept in the state directory across drivers (runs).
+// A busy agent needs no inspect.
+func TestActivityCalls(t *testing.T) {
+	const n = 100
+	started := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	dir := t.TempDir()
+	d, api := bottles(t, n, started, egress.NoActivity, dir)
+	req := drivers.ActivityRequest{Lineage: "lin", Agents: agentNames(n)}
+
+	got, err := d.Activity(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Fatalf("%d agents reported, want %d", len(got), n)
+	}
+	for addr, a := range got {
+		if !a.LastActive.Equal(started) || a.Busy || a.Wrote != nil {
+			t.Fatalf("%s: %+v, want last active when it started, not busy, Wrote unknown", addr, a)
+		}
+	}
+	want := map[string]int{"ContainerList": 1, "ContainerStats": n, "ContainerInspect": n, "ContainerStatPath": n}
+	if calls := countCalls(api.calls()); fmt.Sprint(calls) != fmt.Sprint(want) {
+		t.Errorf("first look at %d bottles: calls %v, want %v", n, calls, want)
+	}
+
+	// A later run: a new driver on the same state directory and engine.
+	d2 := newDriver(testLogger(t), func(engine.Endpoint) (dockerAPI, error) { return api, nil })
+	cfg := cty.ObjectVal(map[string]cty.Value{"host": cty.NullVal(cty.String), "subnet_pool": cty.StringVal(DefaultSubnetPool)})
+	if err := d2.Configure(t.Context(), drivers.ConfigureRequest{Runtime: "test", Config: cfg, StateDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	api.fakeAPI.Calls = nil
+	api.mu.Lock()
+	for i := range n / 2 {
+		api.busy[fmt.Sprintf("c%d", i)] = true
+	}
+	api.mu.Unlock()
+	got, err = d2.Activity(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := 0
+	for _, a := range got {
+		if a.Busy {
+			busy++
+		}
+	}
+	if busy != n/2 {
+		t.Errorf("%d agents busy, want %d", busy, n/2)
+	}
+	want = map[string]int{"ContainerList": 1, "ContainerStatsOneShot": n, "ContainerInspect": n / 2, "ContainerStatPath": n}
+	if calls := countCalls(api.calls()); fmt.Sprint(calls) != fmt.Sprint(want) {
+		t.Errorf("later look, half busy: calls %v, want %v", calls, want)
+	}
+}
+
+// TestActivityJudges: what each look makes of what the engine says.
+func TestActivityJudges(t *testing.T) {
+	started := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	request := started.Add(time.Hour)
+
+	t.Run("a request through the gateway", func(t *testing.T) {
+		d, _ := bottles(t, 1, started, request, "")
+		got, err := d.Activity(t.Context(), drivers.ActivityRequest{Lineage: "lin", Agents: []string{"agent.a0"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := got["agent.a0"]; !a.LastActive.Equal(request) || a.Busy {
+			t.Errorf("%+v, want last active at the gateway's last request", a)
+		}
+	})
+	t.Run("an open exec session", func(t *testing.T) {
+		d, api := bottles(t, 1, started, egress.NoActivity, "")
+		api.exec["c0/open"] = true
+		api.exec["c0/never-started"] = false
+		before := time.Now()
+		got, err := d.Activity(t.Context(), drivers.ActivityRequest{Lineage: "lin", Agents: []string{"agent.a0"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := got["agent.a0"]; !a.Busy || a.LastActive.Before(before) {
+			t.Errorf("%+v, want busy, last active now", a)
+		}
+		delete(api.exec, "c0/open")
+		got, _ = d.Activity(t.Context(), drivers.ActivityRequest{Lineage: "lin", Agents: []string{"agent.a0"}})
+		if a := got["agent.a0"]; a.Busy || a.LastActive.Before(before) {
+			t.Errorf("after the session: %+v, want not busy, last active when the look saw it open", a)
+		}
+	})
+	t.Run("an exec of bottlefile that ended", func(t *testing.T) {
+		d, _ := bottles(t, 1, started, egress.NoActivity, "")
+		before := time.Now()
+		d.noteExecEnded("c0")
+		got, _ := d.Activity(t.Context(), drivers.ActivityRequest{Lineage: "lin", Agents: []string{"agent.a0"}})
+		if a := got["agent.a0"]; a.Busy || a.LastActive.Before(before) {
+			t.Errorf("%+v, want last active when the session ended", a)
+		}
+	})
+	t.Run("a gateway without a stamp", func(t *testing.T) {
+		d, api := bottles(t, 1, started, egress.NoActivity, "")
+		api.ContainerStatPathFn = func(string, string) (container.PathStat, error) { return container.PathStat{}, cerrdefs.ErrNotFound }
+		got, _ := d.Activity(t.Context(), drivers.ActivityRequest{Lineage: "lin", Agents: []string{"agent.a0"}})
+		if a, ok := got["agent.a0"]; !ok || !a.LastActive.IsZero() {
+			t.Errorf("%+v (reported %v), want reported with a zero LastActive: never idle", a, ok)
+		}
+	})
+	t.Run("agents not asked, not there, stopped", func(t *testing.T) {
+		d, api := bottles(t, 2, started, egress.NoActivity, "")
+		list, _ := api.ContainerListFn(container.ListOptions{})
+		list[2].State, list[2].Status = container.StateExited, "Exited (0) 2 hours ago"
+		api.ContainerListFn = func(container.ListOptions) ([]container.Summary, error) { return list, nil }
+		got, _ := d.Activity(t.Context(), drivers.ActivityRequest{Lineage: "lin", Agents: []string{"agent.a1", "agent.gone"}})
+		if len(got) != 1 {
+			t.Fatalf("reported %v, want agent.a1 only", got)
+		}
+		if a := got["agent.a1"]; a.Busy || a.LastActive.After(time.Now().Add(-2*time.Hour)) || a.LastActive.Before(time.Now().Add(-3*time.Hour)) {
+			t.Errorf("stopped 2 hours ago: %+v", a)
+		}
+	})
+}
+
+// TestCPUBusy: the threshold, and counters that tell nothing.
+func TestCPUBusy(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name       string
+		cpu0, cpu1 uint64
+		t0, t1     time.Time
+		want       bool
+	}{
+		{"a core for a minute", 0, uint64(time.Minute), t0, t0.Add(time.Minute), true},
+		{"5 % of a core", 0, uint64(3 * time.Second), t0, t0.Add(time.Minute), true},
+		{"4 % of a core", 0, uint64(2400 * time.Millisecond), t0, t0.Add(time.Minute), false},
+		{"no interval", 0, uint64(time.Second), t0, t0, false},
+		{"no earlier reading", 0, uint64(time.Second), time.Time{}, t0, false},
+		{"started again", uint64(time.Hour), uint64(time.Second), t0, t0.Add(time.Minute), false},
+	} {
+		if got := cpuBusy(tc.cpu0, tc.t0, tc.cpu1, tc.t1); got != tc.want {
+			t.Errorf("%s: busy %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
