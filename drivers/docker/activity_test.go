@@ -26,8 +26,8 @@ import (
 type activityAPI struct {
 	*fakeAPI
 
-	mu   sync.Mutex         // guards the maps
-	cpu  map[string]uint64  // CPU nanoseconds by container id, one more second each read
+	mu   sync.Mutex        // guards the maps
+	cpu  map[string]uint64 // CPU nanoseconds by container id, one more second each read
 	at   map[string]time.Time
 	busy map[string]bool // containers that use a whole core
 	exec map[string]bool // exec ids that are running
