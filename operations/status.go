@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +59,9 @@ type BottleStatus struct {
 	Denials *int
 	// Workloads are the agent, its sidecars and its gateway, in that order.
 	Workloads []WorkloadStatus
+	// Idle is how long an agent with an idle policy has gone unused,
+	// while it runs and its runtime tells; nil otherwise.
+	Idle *time.Duration
 }
 
 // WorkloadStatus is one workload of a bottle as its runtime reports it.
@@ -82,6 +88,9 @@ type WorkloadStatus struct {
 	// Drift says what of a gateway's files differ from what was applied
 	// (planner.ConfigDrift): changed inside it by hand; "" otherwise.
 	Drift string
+	// StoppedFor is why a workload stopped on purpose was stopped, when
+	// not by bottlefile stop: "idle" (a tick's idle.stop_after).
+	StoppedFor string
 }
 
 // Status reports every bottle of this configuration and state, or only
@@ -201,6 +210,7 @@ func (op *Operation) Status(ctx context.Context, selectors []string) ([]BottleSt
 	}
 
 	op.recentDenials(ctx, bottles, live, DenialsWindow)
+	diags = append(diags, op.idleStatus(ctx, bottles, recorded, live)...)
 
 	out := make([]BottleStatus, 0, len(bottles))
 	for _, b := range bottles {
@@ -357,4 +367,50 @@ func attrRules(r state.Record, name string) ([]string, bool) {
 		return nil, false
 	}
 	return rules, true
+}
+
+// idleStatus marks the workloads a tick stopped for idleness, and sets
+// how long each running agent with an idle block has gone unused, asking
+// each runtime that can tell (drivers.ActivityReader) once; a runtime
+// that fails to tell is a warning.
+func (op *Operation) idleStatus(ctx context.Context, bottles map[string]*BottleStatus, recorded map[string]state.Record, live map[string]Live) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	byRuntime := map[string][]string{}
+	for agent, b := range bottles {
+		for i, w := range b.Workloads {
+			if r, ok := recorded[w.Addr]; ok && r.Computed[planner.StoppedKey] == planner.IdleStopReason && w.State != WorkloadRunning {
+				b.Workloads[i].StoppedFor = planner.IdleStopReason
+			}
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(agent, "agent."), "[")
+		if l, ok := live[agent]; ok && l.Running && op.Config != nil && op.Config.Agents[name] != nil && op.Config.Agents[name].Idle != nil {
+			byRuntime[l.Runtime] = append(byRuntime[l.Runtime], agent)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(byRuntime)) {
+		rt, ok := op.Runtimes[name]
+		if !ok {
+			continue
+		}
+		ar, ok := drivers.As[drivers.ActivityReader](rt.Driver)
+		if !ok {
+			continue
+		}
+		got, err := ar.Activity(ctx, drivers.ActivityRequest{Lineage: op.Lineage(), Agents: byRuntime[name]})
+		if err != nil {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagWarning, Summary: fmt.Sprintf("Cannot read the activity of runtime %q", name), Detail: err.Error()})
+			continue
+		}
+		for agent, a := range got {
+			if b := bottles[agent]; b != nil && !a.Busy && !a.LastActive.IsZero() {
+				since := a.LastActive
+				if started := live[agent].obj.Started; started.After(since) {
+					since = started // as the planner counts it
+				}
+				idle := max(0, op.now().Sub(since))
+				b.Idle = &idle
+			}
+		}
+	}
+	return diags
 }

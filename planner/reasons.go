@@ -173,7 +173,7 @@ var reasonKinds = map[ReasonCode]reasonKind{
 	ReasonSnapshotBefore:     {text: "snapshot_policy.before includes {covered:q}: {agent}'s filesystem is committed before it is {action}"},
 	ReasonSnapshotMigrate:    {text: "{agent}'s filesystem is committed on runtime {from:q} and moved to {to:q} (migration)"},
 	ReasonSnapshotTake:       {text: "snapshot take: {agent}'s filesystem is committed now"},
-	ReasonSnapshotEvery:      {text: "snapshot_policy.every = {every:q}: {agent}'s last snapshot was {since} ago, so its filesystem is committed now"},
+	ReasonSnapshotEvery:      {text: "snapshot_policy.every = {every:q}: {agent} was last snapshotted or created {since} ago"},
 	ReasonIdleStop:           {text: "idle.stop_after = {stop_after:q}: {agent} has not been used for {idle}"},
 	ReasonSnapshotFirst:      {text: "{snapshot} is taken first (snapshot_policy)"},
 	ReasonDiscards:           {text: "this {covered} discards {written_bytes:bytes} written inside it{?since: since %s}; {cause}", discardsWork: true},

@@ -33,6 +33,8 @@ func Commands(meta *Meta) map[string]cli.CommandFactory {
 		"restart":         cmd(&LifecycleCommand{Meta: meta, Verb: "restart"}),
 		"archive":         cmd(&LifecycleCommand{Meta: meta, Verb: "archive"}),
 		"exec":            cmd(&ExecCommand{Meta: meta}),
+		"tick":            cmd(&TickCommand{Meta: meta}),
+		"watch":           cmd(&WatchCommand{Meta: meta}),
 		"egress":          cmd(&EgressCommand{Meta: meta}),
 		"egress denials":  cmd(&EgressDenialsCommand{Meta: meta}),
 		"snapshot":        cmd(&SnapshotCommand{Meta: meta}),

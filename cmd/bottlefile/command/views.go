@@ -30,6 +30,7 @@ func renderPlan(w io.Writer, p *planner.Plan, color bool) {
 	if !p.Applyable() {
 		fmt.Fprintln(w, "No changes. Your bottles match the configuration.")
 		renderKept(w, p.Kept, p.Options.Destroy)
+		renderDue(w, p.Due, now(), p.Options.Tick)
 		return
 	}
 	fmt.Fprintln(w, "bottlefile will perform the following actions:")
@@ -48,6 +49,7 @@ func renderPlan(w io.Writer, p *planner.Plan, color bool) {
 		renderChange(w, c, paint)
 	}
 	renderKept(w, p.Kept, p.Options.Destroy)
+	renderDue(w, p.Due, now(), p.Options.Tick)
 	fmt.Fprintf(w, "\n%s\n", paint.bold(p.Summary().String()))
 }
 

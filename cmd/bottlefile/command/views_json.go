@@ -20,8 +20,11 @@ type jsonPlan struct {
 	Destroy         bool         `json:"destroy,omitempty"`
 	ResourceChanges []jsonChange `json:"resource_changes"`
 	// KeptSnapshots are the policy snapshots a destroy keeps.
-	KeptSnapshots []jsonKept      `json:"kept_snapshots,omitempty"`
-	Summary       planner.Summary `json:"summary"`
+	KeptSnapshots []jsonKept `json:"kept_snapshots,omitempty"`
+	// Due is when each time policy (snapshot_policy.every, idle) is next
+	// due; the plan acts on none of them, a tick on those due now.
+	Due     []jsonDue       `json:"due,omitempty"`
+	Summary planner.Summary `json:"summary"`
 }
 
 // jsonKept is one snapshot a destroy keeps; size and time are left out
@@ -90,6 +93,7 @@ func planDocument(p *planner.Plan) jsonPlan {
 		}
 		doc.KeptSnapshots = append(doc.KeptSnapshots, jk)
 	}
+	doc.Due = dueDocument(p.Due)
 	doc.Summary = p.Summary()
 	return doc
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/bottlefile/bottlefile/operations"
+	"github.com/bottlefile/bottlefile/planner"
 	"github.com/bottlefile/bottlefile/units"
 )
 
@@ -58,6 +59,9 @@ func renderStatus(w io.Writer, bottles []operations.BottleStatus, at time.Time) 
 		state := fmt.Sprintf("%d of %d running", running, len(b.Workloads))
 		if len(b.Workloads) == 1 && b.Workloads[0].State == operations.WorkloadNotCreated {
 			state = operations.WorkloadNotCreated
+		}
+		if b.Idle != nil {
+			state += ", idle " + planner.ShortDuration(*b.Idle)
 		}
 		since := ""
 		if archived, at := archivedBottle(b, at); archived != "" {
@@ -109,6 +113,8 @@ func archivedBottle(b operations.BottleStatus, at time.Time) (state, since strin
 func workloadState(wl operations.WorkloadStatus) string {
 	state := wl.State
 	switch {
+	case wl.StoppedFor != "":
+		state = "stopped (" + wl.StoppedFor + ")"
 	case wl.State == operations.WorkloadExited && wl.ExitCode != nil:
 		state = fmt.Sprintf("exited (%d)", *wl.ExitCode)
 	case wl.State == operations.WorkloadExited && wl.RuntimeState != "" && wl.RuntimeState != "exited":
@@ -197,6 +203,9 @@ type bottleJSON struct {
 	// DenialsLastHour is null when the gateway's decisions could not be read.
 	DenialsLastHour *int           `json:"denials_last_hour"`
 	Workloads       []workloadJSON `json:"workloads"`
+	// IdleSeconds is how long an agent with an idle policy has gone
+	// unused, while it runs and its runtime tells.
+	IdleSeconds *int64 `json:"idle_seconds,omitempty"`
 }
 
 type bootedFromJSON struct {
@@ -229,6 +238,9 @@ type workloadJSON struct {
 	Node string `json:"node,omitempty"`
 	// Drift says what of a gateway's files were changed by hand.
 	Drift string `json:"drift,omitempty"`
+	// StoppedFor is why it was stopped on purpose, when by a policy
+	// ("idle").
+	StoppedFor string `json:"stopped_for,omitempty"`
 }
 
 func writeStatusJSON(w io.Writer, bottles []operations.BottleStatus, at time.Time) error {
@@ -238,6 +250,10 @@ func writeStatusJSON(w io.Writer, bottles []operations.BottleStatus, at time.Tim
 			Address: b.Addr, Runtime: b.Runtime, Driver: b.Driver,
 			BootedFrom:      bootedFromJSON{Image: optString(b.BootImage), Snapshot: optString(b.BootSnapshot)},
 			DenialsLastHour: b.Denials, Workloads: []workloadJSON{},
+		}
+		if b.Idle != nil {
+			idle := int64(b.Idle.Seconds())
+			j.IdleSeconds = &idle
 		}
 		if b.EgressKnown {
 			j.Egress = append([]string{}, b.Egress...)
@@ -253,7 +269,7 @@ func writeStatusJSON(w io.Writer, bottles []operations.BottleStatus, at time.Tim
 			wj := workloadJSON{
 				Address: wl.Addr, Role: wl.Role, ID: wl.ID, State: wl.State, RuntimeState: wl.RuntimeState,
 				ExitCode: wl.ExitCode, Created: optTime(wl.Created), Started: optTime(wl.Started),
-				Finished: optTime(wl.Finished), WrittenBytes: wl.Written, Node: wl.Node, Drift: wl.Drift,
+				Finished: optTime(wl.Finished), WrittenBytes: wl.Written, Node: wl.Node, Drift: wl.Drift, StoppedFor: wl.StoppedFor,
 			}
 			if wl.State == operations.WorkloadRunning && !wl.Started.IsZero() {
 				up := int64(max(0, at.Sub(wl.Started).Seconds()))
