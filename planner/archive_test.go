@@ -246,3 +246,42 @@ func TestArchiveCutOff(t *testing.T) {
 		t.Errorf("after the resume the agent has %v, want both files", files)
 	}
 }
+
+// TestArchiveInstanceStopped: an instance of a for_each agent, stopped
+// with bottlefile stop, is archived alone (its snapshot committed from the
+// stopped workload); start resumes it running, without the stopped mark,
+// with its files; the other instances are untouched.
+func TestArchiveInstanceStopped(t *testing.T) {
+	b := newBench(t)
+	b.writeFixture("three.bf")
+	b.apply(planner.Options{})
+	addr := `agent.coder["b"]`
+	b.fake.WriteFile(b.lineage(), addr, "/workspace/notes.txt")
+	b.apply(planner.Options{Stop: []string{addr}})
+
+	p := b.apply(planner.Options{Archive: []string{addr}})
+	if s := p.Summary(); s.Archive != 2 || s.Snapshot != 1 || len(strings.Split(pending(p), "\n")) != 3 {
+		t.Fatalf("archive of one instance plans:\n%s", pending(p))
+	}
+	if live := b.live(); slices.Contains(live, addr) || !slices.Contains(live, `agent.coder["a"]`) || !slices.Contains(live, `agent.coder["c"]`) {
+		t.Errorf("live after archiving %s: %v", addr, live)
+	}
+	if r := b.records()[addr]; r.Computed[planner.StoppedKey] != "" || r.Computed[planner.ArchivedKey] == "" {
+		t.Errorf("the archived record: %v", r.Computed)
+	}
+	if p := b.plan(planner.Options{}); p.Applyable() {
+		t.Fatalf("a plan after archive has something to do:\n%s", pending(p))
+	}
+	b.apply(planner.Options{Start: []string{addr}})
+	if files := b.fake.Files(b.lineage(), addr); len(files) != 1 {
+		t.Errorf("after the resume %s has %v", addr, files)
+	}
+	for _, o := range b.fake.Objects(b.lineage()) {
+		if o.Addr == addr && !o.Running {
+			t.Errorf("%s is not running after start", addr)
+		}
+	}
+	if p := b.plan(planner.Options{}); p.Applyable() {
+		t.Fatalf("a plan after the resume has something to do:\n%s", pending(p))
+	}
+}
