@@ -244,6 +244,11 @@ func (p *Planner) planArchived(changes map[string]*Change, agents map[string]*ag
 				what = "a change of its configuration"
 			}
 		}
+		if w := b.workload; what != "" && w != nil && w.Live == nil && w.Prior.Runtime != w.Runtime {
+			diags = append(diags, errorDiag(fmt.Sprintf("Cannot resume %s on another runtime", agent),
+				fmt.Sprintf("%s is archived on runtime %q, in a snapshot there, and its runtime is now %q. Set the runtime back, resume it with bottlefile start, then move it.", agent, w.Prior.Runtime, w.Runtime), ap.agent.RuntimeRange.Ptr()))
+			continue
+		}
 		if what != "" {
 			unarchive(b, what)
 			continue

@@ -285,3 +285,16 @@ func TestArchiveInstanceStopped(t *testing.T) {
 		t.Fatalf("a plan after the resume has something to do:\n%s", pending(p))
 	}
 }
+
+// TestArchiveRefreshOnly: -refresh-only keeps an archived agent's records,
+// even when its configuration changed (a normal plan would resume it).
+func TestArchiveRefreshOnly(t *testing.T) {
+	b := newBench(t)
+	b.write(twoCoders)
+	b.apply(planner.Options{})
+	archived(t, b)
+	b.write(strings.Replace(twoCoders, `["sleep", "600"]`, `["sleep", "700"]`, 1))
+	if p := b.plan(planner.Options{RefreshOnly: true}); p.Applyable() {
+		t.Fatalf("-refresh-only of an archived agent plans:\n%s", pending(p))
+	}
+}

@@ -312,6 +312,10 @@ func refreshOnly(changes map[string]*Change) {
 		switch c.Action {
 		case Adopt, Forget:
 		case Create:
+			if IsArchived(c.Prior) { // archived (archive.go): gone on purpose
+				c.Action, c.Reasons, c.Changed = NoOp, nil, nil
+				continue
+			}
 			if c.Prior != nil { // recorded, but gone
 				c.Action = Forget
 				c.Reasons = []Reason{because(ReasonGone)}
