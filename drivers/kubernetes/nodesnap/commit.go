@@ -72,6 +72,13 @@ type Ref struct {
 	// Lineage, Agent (the agent's address) and Address (the snapshot's)
 	// become the image's labels.
 	Lineage, Agent, Address string
+	// Uncompressed pushes the new layer as a plain tar instead of gzip.
+	// The node's containerd compresses with one core: a Commit of 100
+	// MiB of random bytes to a loopback registry took 15.5 s gzipped and
+	// 3.6 s plain (the diff alone 11.4 s and 1.3 s) on a 2-core machine
+	// at load 20 (BenchmarkCommit), for a layer as large as the files it
+	// holds and as many bytes to pull.
+	Uncompressed bool
 }
 
 func (r Ref) check() error {
@@ -163,14 +170,16 @@ func Commit(ctx context.Context, node Node, containerID string, ref Ref) (dgst s
 	}
 
 	layer, err := rootfs.CreateDiff(ctx, ctr.SnapshotKey, sn, c.DiffService(),
-		diff.WithMediaType(ocispec.MediaTypeImageLayerGzip),
+		diff.WithMediaType(diffMediaType(ref.Uncompressed)),
 		diff.WithReference("bottlefile-commit-"+containerID))
 	if err != nil {
 		return "", 0, fmt.Errorf("taking the changed files of container %s: %w", containerID, err)
 	}
-	diffID, err := uncompressedDigest(ctx, cs, layer)
-	if err != nil {
-		return "", 0, err
+	diffID := layer.Digest
+	if !ref.Uncompressed {
+		if diffID, err = uncompressedDigest(ctx, cs, layer); err != nil {
+			return "", 0, err
+		}
 	}
 
 	cfgBytes, err := snapshotConfig(base.config, diffID, ref.labels(), ref.Address)
@@ -183,7 +192,7 @@ func Commit(ctx context.Context, node Node, containerID string, ref Ref) (dgst s
 	}
 	m := base.manifest
 	m.Config = cfgDesc
-	m.Layers = append(append([]ocispec.Descriptor(nil), base.manifest.Layers...), ocispec.Descriptor{MediaType: layerMediaType(m.MediaType), Digest: layer.Digest, Size: layer.Size})
+	m.Layers = append(append([]ocispec.Descriptor(nil), base.manifest.Layers...), ocispec.Descriptor{MediaType: layerMediaType(m.MediaType, ref.Uncompressed), Digest: layer.Digest, Size: layer.Size})
 	m.Annotations = nil
 	mBytes, err := json.Marshal(m)
 	if err != nil {
@@ -261,15 +270,26 @@ func baseImage(ctx context.Context, c *containerd.Client, ctr containers.Contain
 	return base{}, fmt.Errorf("no image on the node has the layers container %s runs on (image %q, layers %s): was it removed?", ctr.ID, ctr.Image, parent)
 }
 
-// layerMediaType is the media type of the new gzip layer in a manifest of
-// type mt: Docker's for Docker's manifests, OCI's otherwise. (The layer
-// is made as OCI's: containerd 1.6's differ makes no other; the bytes are
-// the same.)
-func layerMediaType(mt string) string {
-	if mt == images.MediaTypeDockerSchema2Manifest {
-		return images.MediaTypeDockerSchema2LayerGzip
+// diffMediaType is the media type containerd's differ makes the new
+// layer as: OCI's, gzip or not (containerd 1.6's differ makes no other).
+func diffMediaType(uncompressed bool) string {
+	if uncompressed {
+		return ocispec.MediaTypeImageLayer
 	}
 	return ocispec.MediaTypeImageLayerGzip
+}
+
+// layerMediaType is the media type of the new layer in a manifest of type
+// mt: Docker's for Docker's manifests, OCI's otherwise (the bytes are the
+// same).
+func layerMediaType(mt string, uncompressed bool) string {
+	if mt == images.MediaTypeDockerSchema2Manifest {
+		if uncompressed {
+			return images.MediaTypeDockerSchema2Layer
+		}
+		return images.MediaTypeDockerSchema2LayerGzip
+	}
+	return diffMediaType(uncompressed)
 }
 
 func manifestMediaType(mt string) string {

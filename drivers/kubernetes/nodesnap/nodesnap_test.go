@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/containerd/v2/core/diff"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/pkg/rootfs"
+	"github.com/containerd/platforms"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
@@ -161,6 +165,41 @@ func TestCommit(t *testing.T) {
 	}
 }
 
+// TestCommitUncompressed: a snapshot whose layer is a plain tar is
+// pushed as one (the manifest says so) and holds the file.
+func TestCommitUncompressed(t *testing.T) {
+	need(t)
+	node := startContainerd(t)
+	reg := startRegistry(t)
+	base := node.importBusybox(t)
+	node.run(t, base, "plain-1", "/bin/sh", "-c", "echo plain > /plain.txt")
+	ref := Ref{Registry: Registry{Host: reg}, Repo: "bottlefile/plain", Lineage: "nodesnap-test", Agent: "agent.a", Address: "snapshot.p", Uncompressed: true}
+	dgst, size, err := Commit(context.Background(), Node{Socket: node.socket}, "plain-1", ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := startContainerd(t)
+	img := other.pull(t, reg+"/"+ref.Repo+"@"+dgst)
+	m, err := images.Manifest(other.ctx(), other.client.ContentStore(), img.Target(), platforms.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := m.Layers[len(m.Layers)-1]
+	if top.MediaType != images.MediaTypeDockerSchema2Layer || top.Size != size {
+		t.Fatalf("the new layer is %s of %d bytes, want an uncompressed Docker layer of %d", top.MediaType, top.Size, size)
+	}
+	spec, err := img.Spec(other.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := spec.RootFS.DiffIDs[len(spec.RootFS.DiffIDs)-1]; got != top.Digest {
+		t.Fatalf("the new layer's diff_id is %s, want its digest %s", got, top.Digest)
+	}
+	if out := other.run(t, img, "check", "/bin/cat", "/plain.txt"); out != "plain\n" {
+		t.Fatalf("the snapshot holds %q", out)
+	}
+}
+
 // TestCommitOfACommit: a snapshot resumed and committed again stacks a
 // third layer and keeps both files; its labels are the new snapshot's.
 func TestCommitOfACommit(t *testing.T) {
@@ -229,8 +268,11 @@ func TestPushImage(t *testing.T) {
 }
 
 // BenchmarkCommit commits a container that wrote BOTTLEFILE_BENCH_COMMIT_MIB
-// MiB (100 by default) of random bytes, and pushes it to a loopback
-// registry: each iteration a new container, so no layer is already there.
+// MiB (100 by default) of random bytes: "diff" only takes its changed
+// files into the node's content store (what ctr snapshots diff does),
+// "commit" is the whole Commit, pushed to a loopback registry; each gzip
+// and plain (-uncompressed). Each
+// iteration is a new container, so no layer is already there.
 //
 //	go test -run '^$' -bench Commit -benchtime 3x ./drivers/kubernetes/nodesnap/
 func BenchmarkCommit(b *testing.B) {
@@ -246,20 +288,53 @@ func BenchmarkCommit(b *testing.B) {
 	node := startContainerd(b)
 	reg := startRegistry(b)
 	base := node.importBusybox(b)
-	var total int64
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	n := 0
+	write := func(b *testing.B) string {
 		b.StopTimer()
-		id := fmt.Sprintf("bench-%d", i)
+		defer b.StartTimer()
+		n++
+		id := fmt.Sprintf("bench-%d", n)
 		node.run(b, base, id, "/bin/sh", "-c", fmt.Sprintf("dd if=/dev/urandom of=/data bs=1M count=%d 2>/dev/null", mib))
-		ref := Ref{Registry: Registry{Host: reg}, Repo: "bottlefile/bench", Lineage: "nodesnap-bench", Agent: "agent.bench", Address: "snapshot." + id}
-		b.StartTimer()
-		_, size, err := Commit(context.Background(), Node{Socket: node.socket}, id, ref)
-		if err != nil {
-			b.Fatal(err)
-		}
-		total += size
+		return id
 	}
-	b.SetBytes(int64(mib) << 20)
-	b.ReportMetric(float64(total)/float64(b.N)/(1<<20), "layer-MiB/op")
+	diffAs := func(mediaType string) func(b *testing.B) {
+		return func(b *testing.B) {
+			ctx := node.ctx()
+			var total int64
+			for i := 0; i < b.N; i++ {
+				id := write(b)
+				ctr, err := node.client.ContainerService().Get(ctx, id)
+				if err != nil {
+					b.Fatal(err)
+				}
+				desc, err := rootfs.CreateDiff(ctx, ctr.SnapshotKey, node.client.SnapshotService(ctr.Snapshotter), node.client.DiffService(), diff.WithMediaType(mediaType))
+				if err != nil {
+					b.Fatal(err)
+				}
+				total += desc.Size
+			}
+			b.SetBytes(int64(mib) << 20)
+			b.ReportMetric(float64(total)/float64(b.N)/(1<<20), "layer-MiB/op")
+		}
+	}
+	b.Run("diff", diffAs(ocispec.MediaTypeImageLayerGzip))
+	b.Run("diff-uncompressed", diffAs(ocispec.MediaTypeImageLayer))
+	commit := func(uncompressed bool) func(b *testing.B) {
+		return func(b *testing.B) {
+			var total int64
+			for i := 0; i < b.N; i++ {
+				id := write(b)
+				ref := Ref{Registry: Registry{Host: reg}, Repo: "bottlefile/bench", Lineage: "nodesnap-bench", Agent: "agent.bench", Address: "snapshot." + id, Uncompressed: uncompressed}
+				_, size, err := Commit(context.Background(), Node{Socket: node.socket}, id, ref)
+				if err != nil {
+					b.Fatal(err)
+				}
+				total += size
+			}
+			b.SetBytes(int64(mib) << 20)
+			b.ReportMetric(float64(total)/float64(b.N)/(1<<20), "layer-MiB/op")
+		}
+	}
+	b.Run("commit", commit(false))
+	b.Run("commit-uncompressed", commit(true))
 }
