@@ -51,8 +51,26 @@ func archivedIn(t *testing.T, dir string) string {
 	return ""
 }
 
+// archiveConfig is an agent with a sidecar and an egress gateway; %[1]s
+// is the image.
+const archiveConfig = `
+agent "coder" {
+  image   = %[1]q
+  command = ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+
+  sidecar "db" {
+    image   = %[1]q
+    command = ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+  }
+
+  egress {
+    allow = ["example.com:443"]
+  }
+}
+`
+
 // TestE2EArchive is issue 31's archive on the real engine: an agent with
-// a sidecar writes a file; archive commits it and removes its containers
+// a sidecar and a gateway writes a file; archive commits it and removes its containers
 // and its network (none carrying the lineage label is left); plan says
 // "No changes."; status says it is archived; exec resumes it from the
 // snapshot, with the file, before running the command; plan says "No
@@ -63,13 +81,13 @@ func TestE2EArchive(t *testing.T) {
 	cli := dockertest.Client(t)
 	img := dockertest.BusyboxImage(t, cli)
 	dir := t.TempDir()
-	writeBottlefile(t, dir, stopStartConfig, img)
+	writeBottlefile(t, dir, archiveConfig, img)
 	mustRun(t, dir, "apply", "-auto-approve")
 	lineage := lineageOf(t, cli, dir)
 	mustRun(t, dir, "exec", "agent.coder", "--", "sh", "-c", "echo kept > /tmp/notes.txt")
 
 	r := mustRun(t, dir, "archive", "agent.coder")
-	if !strings.Contains(r.stdout, "3 archived, 1 snapshot taken") {
+	if !strings.Contains(r.stdout, "4 archived, 1 snapshot taken") {
 		t.Errorf("archive:\n%s", r)
 	}
 	archiveGone(t, cli, lineage, "after archive")
@@ -85,7 +103,7 @@ func TestE2EArchive(t *testing.T) {
 	if r.stdout != "kept\n" || !strings.Contains(r.stderr, "agent.coder is archived: resuming it first.") {
 		t.Errorf("exec of the archived agent:\n%s", r)
 	}
-	for _, addr := range []string{"agent.coder", "agent.coder.sidecar.db"} {
+	for _, addr := range []string{"agent.coder", "agent.coder.sidecar.db", "agent.coder.gateway"} {
 		cs := containersWith(t, cli, drivers.LabelAddress+"="+addr, drivers.LabelLineage+"="+lineage)
 		if len(cs) != 1 || cs[0].State != "running" {
 			t.Errorf("after the resume %s has %d containers", addr, len(cs))
