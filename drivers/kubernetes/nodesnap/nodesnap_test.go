@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/diff"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/pkg/rootfs"
@@ -196,6 +197,39 @@ func TestCommitUncompressed(t *testing.T) {
 		t.Fatalf("the new layer's diff_id is %s, want its digest %s", got, top.Digest)
 	}
 	if out := other.run(t, img, "check", "/bin/cat", "/plain.txt"); out != "plain\n" {
+		t.Fatalf("the snapshot holds %q", out)
+	}
+}
+
+// TestCommitRunning: a Pod's container is running when its snapshot is
+// taken; what it wrote so far is in the snapshot, and it keeps running.
+func TestCommitRunning(t *testing.T) {
+	need(t)
+	node := startContainerd(t)
+	reg := startRegistry(t)
+	base := node.importBusybox(t)
+	task, logPath := node.start(t, base, "live-1", "/bin/sh", "-c", "echo live > /live.txt && echo ready && exec sleep 600")
+	defer func() { _, _ = task.Delete(node.ctx(), containerd.WithProcessKill) }()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if b, _ := os.ReadFile(logPath); strings.Contains(string(b), "ready") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the container did not write its file")
+		}
+	}
+	ref := Ref{Registry: Registry{Host: reg}, Repo: "bottlefile/live", Lineage: "nodesnap-test", Agent: "agent.a", Address: "snapshot.live"}
+	dgst, _, err := Commit(context.Background(), Node{Socket: node.socket}, "live-1", ref)
+	if err != nil {
+		t.Fatalf("Commit of a running container: %v", err)
+	}
+	st, err := task.Status(node.ctx())
+	if err != nil || st.Status != containerd.Running {
+		t.Fatalf("after the commit the container is %v (%v), want running", st.Status, err)
+	}
+	other := startContainerd(t)
+	img := other.pull(t, reg+"/"+ref.Repo+"@"+dgst)
+	if out := other.run(t, img, "check", "/bin/cat", "/live.txt"); out != "live\n" {
 		t.Fatalf("the snapshot holds %q", out)
 	}
 }

@@ -369,33 +369,10 @@ func testLabels(tb testing.TB) map[string]string {
 func (p *privateContainerd) run(tb testing.TB, img containerd.Image, id string, args ...string) string {
 	tb.Helper()
 	ctx := p.ctx()
-	ctr, err := p.client.NewContainer(ctx, id,
-		containerd.WithContainerLabels(testLabels(tb)),
-		containerd.WithImage(img),
-		containerd.WithSnapshotter(snapshotter),
-		containerd.WithNewSnapshot(id, img),
-		containerd.WithRuntime("io.containerd.runc.v2", &options.Options{Root: p.runcRoot()}),
-		containerd.WithNewSpec(oci.WithImageConfig(img), oci.WithProcessArgs(args...), oci.WithCgroup("/bottlefile-nodesnap-"+id)))
-	if err != nil {
-		tb.Fatalf("creating container %s: %v", id, err)
-	}
-	// The shim writes the output to a file itself: streams copied by the
-	// client through fifos can lose a process's output when it exits at
-	// once.
-	logPath := filepath.Join(p.dir, "logs", id+".log")
-	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
-		tb.Fatal(err)
-	}
-	task, err := ctr.NewTask(ctx, cio.LogFile(logPath))
-	if err != nil {
-		tb.Fatalf("creating the task of %s: %v", id, err)
-	}
+	task, logPath := p.start(tb, img, id, args...)
 	exited, err := task.Wait(ctx)
 	if err != nil {
 		tb.Fatal(err)
-	}
-	if err := task.Start(ctx); err != nil {
-		tb.Fatalf("starting %s: %v", id, err)
 	}
 	st := <-exited
 	if _, err := task.Delete(ctx); err != nil {
@@ -409,6 +386,37 @@ func (p *privateContainerd) run(tb testing.TB, img containerd.Image, id string, 
 		tb.Fatalf("%s in %s exited %d: %s", strings.Join(args, " "), id, st.ExitCode(), out)
 	}
 	return string(out)
+}
+
+// start starts args in a new container of img named id and returns its
+// task and the file its output goes to. The shim writes the output to
+// the file itself: streams copied by the client through fifos can lose a
+// process's output when it exits at once.
+func (p *privateContainerd) start(tb testing.TB, img containerd.Image, id string, args ...string) (containerd.Task, string) {
+	tb.Helper()
+	ctx := p.ctx()
+	ctr, err := p.client.NewContainer(ctx, id,
+		containerd.WithContainerLabels(testLabels(tb)),
+		containerd.WithImage(img),
+		containerd.WithSnapshotter(snapshotter),
+		containerd.WithNewSnapshot(id, img),
+		containerd.WithRuntime("io.containerd.runc.v2", &options.Options{Root: p.runcRoot()}),
+		containerd.WithNewSpec(oci.WithImageConfig(img), oci.WithProcessArgs(args...), oci.WithCgroup("/bottlefile-nodesnap-"+id)))
+	if err != nil {
+		tb.Fatalf("creating container %s: %v", id, err)
+	}
+	logPath := filepath.Join(p.dir, "logs", id+".log")
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	task, err := ctr.NewTask(ctx, cio.LogFile(logPath))
+	if err != nil {
+		tb.Fatalf("creating the task of %s: %v", id, err)
+	}
+	if err := task.Start(ctx); err != nil {
+		tb.Fatalf("starting %s: %v", id, err)
+	}
+	return task, logPath
 }
 
 // pull pulls ref (plain HTTP) and unpacks it.
