@@ -183,9 +183,6 @@ func (p *Planner) archiveBottle(changes map[string]*Change, snaps snapshotIndex,
 		spec := ap.spec
 		taken.AgentSpec = &spec
 		to = taken.Addr
-		if policy := ap.val.SnapshotPolicy; policy != nil {
-			prune(snaps[b.agent], b.agent, policy, taken, 0, p.pinned(w), p.now())
-		}
 	} else if to == "" {
 		return errorDiag(fmt.Sprintf("Cannot archive %s", b.agent),
 			fmt.Sprintf("%s: %s, and no archive snapshot keeps what it wrote. Run bottlefile apply to create it again.", b.agent, notRunning(w)), ap.agent.DeclRange.Ptr())
@@ -206,6 +203,17 @@ func (p *Planner) archiveBottle(changes map[string]*Change, snaps snapshotIndex,
 		}
 		if c == w {
 			c.ArchiveTo = to
+		}
+	}
+	if policy := ap.val.SnapshotPolicy; policy != nil && taken != nil {
+		// Pruned once the workload is archived: it may run the image of
+		// one pruned (what it booted from), which the engine keeps while
+		// the workload is there.
+		prune(snaps[b.agent], b.agent, policy, taken, 0, p.pinned(w), p.now())
+		for _, c := range snaps[b.agent] {
+			if c.Action == Delete && slices.Contains(c.DeleteAfter, taken.Addr) && !slices.Contains(c.DeleteAfter, w.Addr) {
+				c.DeleteAfter = append(c.DeleteAfter, w.Addr)
+			}
 		}
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/executor"
 	"github.com/bottlefile/bottlefile/planner"
+	"github.com/bottlefile/bottlefile/planner/dag"
 	"github.com/bottlefile/bottlefile/state"
 )
 
@@ -296,5 +297,42 @@ func TestArchiveRefreshOnly(t *testing.T) {
 	b.write(strings.Replace(twoCoders, `["sleep", "600"]`, `["sleep", "700"]`, 1))
 	if p := b.plan(planner.Options{RefreshOnly: true}); p.Applyable() {
 		t.Fatalf("-refresh-only of an archived agent plans:\n%s", pending(p))
+	}
+}
+
+// TestArchiveAgainPrunes: with keep_last = 1, a second archive (after a
+// resume from the first) prunes the first archive snapshot, which the
+// workload booted from, in the same plan: the plan after it has nothing
+// to do, and the second is kept while archived.
+func TestArchiveAgainPrunes(t *testing.T) {
+	b := newBench(t)
+	b.write(`
+agent "coder" {
+  image   = "busybox:1"
+  command = ["sleep", "600"]
+  snapshot_policy {
+    keep_last = 1
+  }
+}
+`)
+	b.apply(planner.Options{})
+	first := archived(t, b)
+	b.apply(planner.Options{Start: []string{"agent.coder"}})
+	p := b.plan(planner.Options{Archive: []string{"agent.coder"}})
+	if c := change(p, first); c == nil || c.Action != planner.Delete {
+		t.Errorf("the second archive does not prune %s:\n%s", first, pending(p))
+	}
+	// The workload runs the image of the snapshot pruned: it goes first.
+	g := p.Graph()
+	del, ok := g.Lookup("delete " + first)
+	if !ok {
+		t.Fatalf("no delete step of %s:\n%s", first, g)
+	}
+	if !slices.ContainsFunc(g.Dependencies(del), func(v dag.Vertex) bool { return v.Name() == "archive agent.coder" }) {
+		t.Errorf("the prune of %s does not wait for the archive of the workload:\n%s", first, g)
+	}
+	second := archived(t, b)
+	if _, ok := b.records()[first]; ok || second == first {
+		t.Errorf("after the second archive: %v", b.records())
 	}
 }

@@ -78,7 +78,8 @@ type Change struct {
 	// healthcheck (until they are healthy). It orders only: unlike
 	// Object.DependsOn, a replacement does not spread along it.
 	// DeleteAfter lists what its delete waits for (a prune waits for the
-	// snapshot taken in the same plan).
+	// snapshot taken in the same plan, and, in an archive, for the
+	// workload's removal: what it ran may be the snapshot pruned).
 	WaitFor, DeleteAfter []string
 	// AgentSpec is the evaluated agent a snapshot commits, so its image
 	// boots like the agent.
@@ -383,10 +384,12 @@ func (p *Plan) Graph() *dag.Graph {
 			}
 		}
 		for _, after := range c.DeleteAfter {
-			if s, ok := ready(after); ok {
-				if d, ok := downs[k]; ok {
-					g.Connect(d, s)
-				}
+			s, ok := ready(after)
+			if !ok {
+				s, ok = downs[after] // one removed (an archived workload)
+			}
+			if d, found := downs[k]; ok && found {
+				g.Connect(d, s)
 			}
 		}
 	}

@@ -81,7 +81,7 @@ func notRunning(w *Change) string {
 }
 
 // stays reports whether the workload change w keeps the workload that runs
-// now: it is not deleted or replaced by this plan.
+// now: it is not deleted, replaced or archived by this plan.
 func stays(w *Change) bool {
-	return w.Action != Create && w.Action != Replace && w.Action != Migrate && w.Action != Delete && w.Action != Forget
+	return w.Action != Create && w.Action != Replace && w.Action != Migrate && w.Action != Delete && w.Action != Forget && w.Action != Archive
 }
