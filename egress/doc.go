@@ -157,6 +157,16 @@
 // it when its content changes; an invalid file is reported and the rules in
 // force are kept.
 //
+// # Activity
+//
+// With -activity FILE (by default, when -state is given, beside it), the
+// gateway keeps the time of its last proxy request, refused ones
+// included, as the modification time of FILE, an empty file: the Unix
+// epoch before any, moved at most once a second, and every ten seconds
+// while a tunnel or forwarded exchange is open (activity.go). It writes
+// nothing to its log for it. Drivers read it with one stat to tell when
+// an agent last used its gateway (idle policies).
+//
 // # Command
 //
 // [Main] is the hidden "bottlefile gateway" command. It needs no shell and no

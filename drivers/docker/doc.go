@@ -104,4 +104,14 @@
 // network of this lineage made for the same address, as this driver makes
 // them, is adopted. Objects of that name from any other lineage, or none,
 // are never touched: create fails and says so.
+//
+// # Activity
+//
+// Activity (activity.go) tells idle policies when each agent was last
+// used: its gateway's last proxy request (the gateway's activity stamp,
+// one stat), an exec session open in it or a sidecar (inspect), CPU at or
+// above CPUBusy (5 % of a core) since the last look (one-shot stats; the
+// counters are kept in the state directory under activity/, so looks of
+// separate runs compare), and the end of a bottlefile exec session. One
+// list call per look, then two or three calls per running bottle.
 package docker
