@@ -140,7 +140,10 @@ func (d *Driver) activity(ctx context.Context, req drivers.ActivityRequest) (map
 		if !ok || !asked[agent.String()] || c.State == container.StateRemoving || c.State == container.StateDead {
 			continue
 		}
-		l := &activityLook{agent: agent.String(), id: c.ID, running: c.State == container.StateRunning}
+		// Paused is running for this purpose: a snapshot pauses an agent
+		// for a moment, and its counters and sessions are still there.
+		running := c.State == container.StateRunning || c.State == container.StatePaused
+		l := &activityLook{agent: agent.String(), id: c.ID, running: running}
 		switch {
 		case c.Labels[labelKind] == gateway.Kind:
 			l.gateway = true

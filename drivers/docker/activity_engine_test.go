@@ -44,11 +44,12 @@ func TestIntegrationActivity(t *testing.T) {
 	look := func(what string) map[string]drivers.Activity {
 		t.Helper()
 		e.api.take()
+		start := time.Now()
 		got, err := e.d.Activity(ctx, drivers.ActivityRequest{Lineage: e.lineage, Agents: all})
 		if err != nil {
 			t.Fatalf("%s: Activity: %v", what, err)
 		}
-		t.Logf("%s: engine calls %v", what, e.api.take())
+		t.Logf("%s: %v, engine calls %v", what, time.Since(start).Round(time.Millisecond), e.api.take())
 		if _, ok := got["agent.never-applied"]; ok || len(got) != 3 {
 			t.Errorf("%s: reported %v, want the three agents the engine runs", what, got)
 		}
