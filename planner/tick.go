@@ -69,6 +69,12 @@ func (p *Plan) ArchiveDue() []string {
 	return out
 }
 
+// idleAgent reports whether the agent has an idle policy: its use is
+// asked for in every plan, to say when the policy is due.
+func idleAgent(v lang.AgentValue) bool {
+	return v.Idle != nil && (v.Idle.StopAfter > 0 || v.Idle.ArchiveAfter > 0)
+}
+
 // hasTimePolicy reports whether the agent has a policy that runs on time.
 func hasTimePolicy(v lang.AgentValue) bool {
 	return (v.SnapshotPolicy != nil && v.SnapshotPolicy.Every > 0) ||
@@ -76,7 +82,12 @@ func hasTimePolicy(v lang.AgentValue) bool {
 }
 
 // readActivity asks each runtime that can tell (drivers.ActivityReader),
-// once, how recently its agents with a time policy were used. A runtime
+// once, how recently the agents with an idle policy were used, and
+// whether they wrote anything since their last snapshot. An agent with
+// only snapshot_policy.every is not asked: no runtime tells cheaply what
+// was written (docker's look costs a sampled stats call, about 2 s, to
+// say nil), so its snapshot is taken when due; one with an idle policy
+// too is skipped when its runtime says it wrote nothing. A runtime
 // that cannot tell, or fails to, leaves its agents out: their idle
 // policies wait, and a snapshot on time is taken without asking whether
 // anything was written. The error of a failed read is a warning.
@@ -85,7 +96,7 @@ func (p *Planner) readActivity(ctx context.Context, changes map[string]*Change, 
 	byRuntime := map[string][]string{}
 	for _, addr := range sortedKeys(agents) {
 		w := changes[addr]
-		if !hasTimePolicy(agents[addr].val) || w == nil || w.Live == nil || w.Prior == nil {
+		if !idleAgent(agents[addr].val) || w == nil || w.Live == nil || w.Prior == nil {
 			continue
 		}
 		byRuntime[w.DeleteRuntime()] = append(byRuntime[w.DeleteRuntime()], addr)
@@ -228,9 +239,9 @@ func (p *Planner) planTick(ctx context.Context, changes map[string]*Change, agen
 	if p.Options.Destroy || p.Options.RefreshOnly || len(p.Options.Take) > 0 || len(p.Options.Stop) > 0 || len(p.Options.Start) > 0 {
 		return append(diags, errorDiag("Cannot tick in this plan", "A tick makes a plan of its own, not with -destroy, -refresh-only, a snapshot take, stop or start.", nil))
 	}
+	now := p.now()
 	activity, moreDiags := p.readActivity(ctx, changes, agents, lineage)
 	diags = append(diags, moreDiags...)
-	now := p.now()
 	plan.Due = p.dueTimes(changes, agents, activity)
 	archiving := map[string]bool{}
 	for i := range plan.Due {

@@ -86,11 +86,15 @@ agent "coder" {
     every     = "1h"
     keep_last = 3
   }
+  idle {
+    archive_after = "30d" # its use is read, with whether it wrote
+  }
 }
 `)
 	start := b.sim
 	b.apply(planner.Options{})
 
+	b.fake.activity["agent.coder"] = drivers.Activity{LastActive: b.sim}
 	p := b.plan(planner.Options{})
 	if p.Applyable() {
 		t.Fatalf("plan after apply:\n%s", pending(p))
@@ -346,4 +350,29 @@ func (b *bench) tryApply(opts planner.Options) (*planner.Plan, string) {
 		return p, diags.Error()
 	}
 	return p, ""
+}
+
+// TestTickEveryAlone: an agent with snapshot_policy.every and no idle
+// policy costs no activity call, in a plan or a tick (no runtime tells
+// cheaply what it wrote): its snapshot is taken when due.
+func TestTickEveryAlone(t *testing.T) {
+	b := newSimBench(t, `
+agent "coder" {
+  image = "alpine:3"
+  snapshot_policy {
+    every = "1h"
+  }
+}
+`)
+	b.apply(planner.Options{})
+	b.fake.calls = 0
+	b.plan(planner.Options{})
+	b.sim = b.sim.Add(time.Hour)
+	p := b.apply(planner.Options{Tick: true})
+	if s := p.Summary(); s.Snapshot != 1 {
+		t.Errorf("tick with a snapshot due: %s", s)
+	}
+	if b.fake.calls != 0 {
+		t.Errorf("%d activity calls for an agent without an idle policy", b.fake.calls)
+	}
 }
