@@ -66,11 +66,12 @@ type Driver struct {
 	// host caches the engine host's own addresses, learned once per
 	// driver instance at the first gateway made or updated (enginehost.go).
 	host *engineHost
-	// hostWG waits for a background probe (prefetchEngineHost) at Close,
-	// so that it removes its container.
+	// hostWG waits at Close for the engine host probe's work in the
+	// background (prefetchEngineHost, the removal of its containers).
 	hostWG sync.WaitGroup
-	// started holds, per container ID, a startMark: when this process's
-	// start of it returned, and what the inspect after it saw. Settle
+	// started holds, per container ID, a startMark: when this process
+	// started it (the engine's StartedAt when trusted), and what the
+	// inspect after it saw. Settle
 	// watches a workload from its own start, not from when the executor
 	// gets to it (issue 28).
 	started sync.Map

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +22,10 @@ import (
 // kindHostProbe marks the short-lived container that reads the engine
 // host's addresses (probeEngineHost).
 const kindHostProbe = "host-probe"
+
+// labelProbeRun tells one probe from those a killed run left
+// (removeLeftProbes): this process's id and a random number.
+const labelProbeRun = drivers.LabelPrefix + "probe-run"
 
 // hostProbeTimeout bounds the probe: a container that prints a few lines.
 const hostProbeTimeout = 30 * time.Second
@@ -62,6 +68,16 @@ func (d *Driver) engineHostOwnAddrs(ctx context.Context, api dockerAPI, lineage 
 	}
 	var addrs []netip.Addr
 	start := time.Now()
+	// The engine's info while the probe runs: they do not wait for each
+	// other (issue 28).
+	nodeAddr := make(chan netip.Addr, 1)
+	go func() {
+		var a netip.Addr
+		if info, err := api.Info(ctx); err == nil {
+			a, _ = netip.ParseAddr(info.Swarm.NodeAddr)
+		}
+		nodeAddr <- a.Unmap()
+	}()
 	// Probed at every run that makes or updates a gateway, never kept
 	// between runs: an address the engine host gained since (a VM's new
 	// interface, a namespace's veth) must be refused at once, and the
@@ -71,10 +87,8 @@ func (d *Driver) engineHostOwnAddrs(ctx context.Context, api dockerAPI, lineage 
 		d.log.Warn("cannot learn the engine host's addresses from the engine to forbid them to gateways; only the addresses bottlefile sees itself are forbidden", "error", err)
 	}
 	addrs = append(addrs, probed...)
-	if info, err := api.Info(ctx); err == nil {
-		if a, err := netip.ParseAddr(info.Swarm.NodeAddr); err == nil {
-			addrs = append(addrs, a.Unmap())
-		}
+	if a := <-nodeAddr; a.IsValid() {
+		addrs = append(addrs, a)
 	}
 	h.done, h.addrs = true, hostAddrsOnly(addrs)
 	d.log.Debug("engine host addresses", "addrs", h.addrs, "probed", err == nil, "took", time.Since(start).Round(time.Millisecond))
@@ -87,10 +101,15 @@ func (d *Driver) engineHostOwnAddrs(ctx context.Context, api dockerAPI, lineage 
 // step's context, so that a cancelled step does not leave the process
 // with an empty answer; the probe bounds itself (hostProbeTimeout).
 func (d *Driver) prefetchEngineHost(ctx context.Context, api dockerAPI, lineage string) {
+	d.background(func() { d.engineHostOwnAddrs(context.WithoutCancel(ctx), api, lineage) })
+}
+
+// background runs f in its own goroutine; Close waits for it.
+func (d *Driver) background(f func()) {
 	d.hostWG.Add(1)
 	go func() {
 		defer d.hostWG.Done()
-		d.engineHostOwnAddrs(context.WithoutCancel(ctx), api, lineage)
+		f()
 	}()
 }
 
@@ -104,18 +123,15 @@ func (d *Driver) probeEngineHost(ctx context.Context, api dockerAPI, lineage str
 	}
 	ctx, cancel := context.WithTimeout(ctx, hostProbeTimeout)
 	defer cancel()
-	// A probe a killed apply left is removed first: no other process
-	// probes for this lineage while this one holds the state's lock.
-	probeLabels := filters.NewArgs(filters.Arg("label", drivers.LabelLineage+"="+lineage), filters.Arg("label", labelKind+"="+kindHostProbe))
-	if left, err := api.ContainerList(ctx, container.ListOptions{All: true, Filters: probeLabels}); err == nil {
-		for _, c := range left {
-			api.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
-		}
-	}
+	// A probe a killed apply left is removed, while this one is made (it
+	// has no name to take): no other process probes for this lineage
+	// while this one holds the state's lock.
+	run := fmt.Sprintf("%d-%x", os.Getpid(), rand.Uint64())
+	d.background(func() { d.removeLeftProbes(context.WithoutCancel(ctx), api, lineage, run) })
 	cfg := &container.Config{
 		Cmd:    []string{"gateway", "-print-addrs"},
 		User:   gateway.User,
-		Labels: map[string]string{drivers.LabelLineage: lineage, labelKind: kindHostProbe},
+		Labels: map[string]string{drivers.LabelLineage: lineage, labelKind: kindHostProbe, labelProbeRun: run},
 	}
 	hostCfg := &container.HostConfig{
 		NetworkMode: "host",
@@ -131,11 +147,13 @@ func (d *Driver) probeEngineHost(ctx context.Context, api dockerAPI, lineage str
 	if err != nil {
 		return nil, fmt.Errorf("creating a container in the engine host's network namespace: %w", err)
 	}
-	defer func() {
+	// Removed once read, in the background: the gateways wait for the
+	// answer, not for the removal (issue 28). Close waits for it.
+	defer d.background(func() {
 		if err := api.ContainerRemove(context.WithoutCancel(ctx), created.ID, container.RemoveOptions{Force: true}); err != nil {
 			d.log.Warn("could not remove the engine host probe", "id", shortID(created.ID), "error", err)
 		}
-	}()
+	})
 	if err := api.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		return nil, fmt.Errorf("starting a container in the engine host's network namespace: %w", err)
 	}
@@ -161,6 +179,23 @@ func (d *Driver) probeEngineHost(ctx context.Context, api dockerAPI, lineage str
 		return nil, fmt.Errorf("the engine host probe ended with code %d: %s", code, strings.TrimSpace(errb.String()))
 	}
 	return parseHostAddrs(out.String())
+}
+
+// removeLeftProbes removes the engine host probes of lineage a killed run
+// left behind: no other process probes for this lineage while this one
+// holds the state's lock. It runs beside this process's own probe, which
+// it tells by labelProbeRun and leaves alone.
+func (d *Driver) removeLeftProbes(ctx context.Context, api dockerAPI, lineage, run string) {
+	probeLabels := filters.NewArgs(filters.Arg("label", drivers.LabelLineage+"="+lineage), filters.Arg("label", labelKind+"="+kindHostProbe))
+	left, err := api.ContainerList(ctx, container.ListOptions{All: true, Filters: probeLabels})
+	if err != nil {
+		return
+	}
+	for _, c := range left {
+		if c.Labels[labelProbeRun] != run {
+			api.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+		}
+	}
 }
 
 // parseHostAddrs reads -print-addrs's output: one address a line.

@@ -3,6 +3,7 @@ package docker
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +22,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/swarm"
+	"github.com/docker/docker/api/types/system"
 	"github.com/hashicorp/go-hclog"
 	"github.com/zclconf/go-cty/cty"
 
@@ -923,5 +927,88 @@ func TestReadGatewayReports(t *testing.T) {
 	}
 	if calls := api.calls(); slices.Contains(calls, "CopyFromContainer") || slices.Contains(calls, "ContainerLogs") {
 		t.Errorf("NoConfig: calls = %v, want no report read", calls)
+	}
+}
+
+// startingFake is a fakeAPI whose ContainerStart succeeds.
+type startingFake struct{ *fakeAPI }
+
+func (f startingFake) ContainerStart(context.Context, string, container.StartOptions) error {
+	f.record("ContainerStart")
+	return nil
+}
+
+// TestEngineHostProbeOffThePath (issue 28): the gateways wait for the
+// engine host probe's answer alone. The engine's info is asked while the
+// probe runs; a probe a killed run left is removed beside it, never this
+// run's own; the probe's container is removed after the answer, and Close
+// waits for that. (A step done in line instead shows as a guard expiring:
+// what it waits for never comes.)
+func TestEngineHostProbeOffThePath(t *testing.T) {
+	created, infoAsked, answered := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	guard := func(ch chan struct{}, what string) {
+		select {
+		case <-ch:
+		case <-time.After(30 * time.Second):
+			t.Errorf("%s never came", what)
+		}
+	}
+	var mu sync.Mutex
+	var removed []string
+	run := ""
+	api := startingFake{&fakeAPI{
+		ImageInspectFn: func(string) (image.InspectResponse, error) { return image.InspectResponse{ID: "sha256:gw"}, nil },
+		ContainerCreateFn: func(cfg *container.Config, name string) (container.CreateResponse, error) {
+			if cfg.Labels[labelKind] != kindHostProbe || cfg.Labels[labelProbeRun] == "" {
+				t.Errorf("probe labels %v", cfg.Labels)
+			}
+			mu.Lock()
+			run = cfg.Labels[labelProbeRun]
+			mu.Unlock()
+			close(created)
+			return container.CreateResponse{ID: "probe-new"}, nil
+		},
+		ContainerListFn: func(container.ListOptions) ([]container.Summary, error) {
+			guard(created, "the probe's create") // the worst case: listed after it
+			mu.Lock()
+			defer mu.Unlock()
+			return []container.Summary{
+				{ID: "probe-left", Labels: map[string]string{labelProbeRun: "1-dead"}},
+				{ID: "probe-new", Labels: map[string]string{labelProbeRun: run}},
+			}, nil
+		},
+		InfoFn: func() (system.Info, error) {
+			close(infoAsked)
+			return system.Info{Swarm: swarm.Info{NodeAddr: "10.77.0.9"}}, nil
+		},
+		ContainerLogsFn: func(id string, o container.LogsOptions) (string, string, error) {
+			guard(infoAsked, "the engine's info while the probe ran")
+			return "10.77.0.5\n127.0.0.1\n", "", nil
+		},
+		ContainerInspectFn: func(id string) (container.InspectResponse, error) {
+			return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: id, State: &container.State{ExitCode: 0}}}, nil
+		},
+		ContainerRemoveFn: func(id string, o container.RemoveOptions) error {
+			if id == "probe-new" {
+				guard(answered, "the answer before the probe's removal")
+			}
+			mu.Lock()
+			removed = append(removed, id)
+			mu.Unlock()
+			return nil
+		},
+	}}
+	d := egressDriver(t, api.fakeAPI, nil)
+	addrs := d.engineHostOwnAddrs(t.Context(), api, testLineage)
+	close(answered)
+	if want := []netip.Addr{netip.MustParseAddr("10.77.0.5"), netip.MustParseAddr("10.77.0.9")}; !slices.Equal(addrs, want) {
+		t.Errorf("engine host addresses %v, want %v", addrs, want)
+	}
+	d.hostWG.Wait() // as Close does
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(removed)
+	if want := []string{"probe-left", "probe-new"}; !slices.Equal(removed, want) {
+		t.Errorf("removed %v, want %v: the left probe and, once, this run's", removed, want)
 	}
 }
