@@ -13,6 +13,11 @@
 #
 #   bench/early-exit.sh            # N=20 DOCKER=docker
 #
+# With APPLY=1 it then applies one agent of each kind N times at each of
+# WAITS (default "0s 100ms 250ms") with bottlefile (built here, or
+# BOTTLEFILE=path) and counts the applies that failed naming the exit
+# code: what the watch caught, end to end. Each state is destroyed after.
+#
 # It prints, per kind, the exit code and the minimum, median, 95th
 # percentile and maximum of each, in milliseconds, and the load average
 # at the start and the end. Everything it makes carries the label
@@ -31,6 +36,9 @@ EVENTS=
 
 cleanup() {
   [ -z "$EVENTS" ] || kill "$EVENTS" 2>/dev/null || true
+  for d in "$TMP"/apply-*; do
+    [ -f "$d/.bottlefile/state.db" ] && "$TMP/bottlefile" -chdir="$d" destroy -auto-approve >/dev/null 2>&1 || true
+  done
   $DOCKER rm -f $($DOCKER ps -aq --filter "label=$LABEL") >/dev/null 2>&1 || true
   rm -rf "$TMP"
 }
@@ -91,4 +99,39 @@ for name in "${kinds[@]}"; do
   read -r e f g h < <(stats "$TMP/$name.exit")
   printf '%-22s %4s %3s | %5s %6s %5s %6s | %5s %6s %5s %6s\n' "$name" "$code" "$N" "$a" "$b" "$c" "$d" "$e" "$f" "$g" "$h"
 done
+
+if [ "${APPLY:-0}" = 1 ]; then
+  if [ -n "${BOTTLEFILE:-}" ]; then cp "$BOTTLEFILE" "$TMP/bottlefile"; else CGO_ENABLED=0 go build -trimpath -o "$TMP/bottlefile" ./cmd/bottlefile; fi
+  body() {
+    case $1 in
+    missing-command) echo 'command = ["no-such-binary"]' ;;
+    shell-exit-3) echo 'command = ["sh", "-c", "exit 3"]' ;;
+    entrypoint-first-line) echo 'entrypoint = ["/bin/sh", "-c", "test -f /etc/app.conf || { echo missing /etc/app.conf >&2; exit 1; }; exec sleep 600"]' ;;
+    esac
+  }
+  echo
+  echo "bottlefile apply, caught of $N (the apply failed naming the exit code):"
+  printf '%-22s' kind
+  for w in ${WAITS:-0s 100ms 250ms}; do printf ' %8s' "-wait=$w"; done
+  echo
+  for name in "${kinds[@]}"; do
+    printf '%-22s' "$name"
+    for w in ${WAITS:-0s 100ms 250ms}; do
+      caught=0
+      for i in $(seq "$N"); do
+        d=$TMP/apply-$name-$w-$i
+        mkdir -p "$d"
+        printf 'agent "a" {\n  image = "%s"\n  labels = { "bench.bottlefile.run" = "%s" }\n  %s\n}\n' "$IMAGE" "$RUN" "$(body "$name")" >"$d/Bottlefile"
+        if ! "$TMP/bottlefile" -chdir="$d" apply -auto-approve -no-color -wait="$w" >"$d/out" 2>&1 &&
+          grep -q "agent.a exited with code" "$d/out"; then
+          caught=$((caught + 1))
+        fi
+        "$TMP/bottlefile" -chdir="$d" destroy -auto-approve >/dev/null 2>&1 || true
+        rm -rf "$d"
+      done
+      printf ' %8s' "$caught/$N"
+    done
+    echo
+  done
+fi
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
