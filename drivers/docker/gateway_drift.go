@@ -61,19 +61,27 @@ type gatewayReport struct {
 	id    string
 }
 
-// readGatewayReports sets objs[r.index].Config for each report, reading
-// at most gatewayReportReads at once.
-func (d *Driver) readGatewayReports(ctx context.Context, api dockerAPI, objs []drivers.LiveObject, reports []gatewayReport) {
+// readGatewayReports starts reading each report, at most
+// gatewayReportReads at once, and returns a func that waits for them and
+// sets objs[r.index].Config for each. Read lists the networks and images
+// meanwhile: the reads no longer come after them (issue 28).
+func (d *Driver) readGatewayReports(ctx context.Context, api dockerAPI, reports []gatewayReport) (set func(objs []drivers.LiveObject)) {
+	loaded := make([]map[string]string, len(reports))
 	sem := make(chan struct{}, gatewayReportReads)
 	var wg sync.WaitGroup
-	for _, r := range reports {
+	for i, r := range reports {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			objs[r.index].Config = drivers.LiveConfig(d.gatewayLoaded(ctx, api, r.id))
+			loaded[i] = d.gatewayLoaded(ctx, api, r.id)
 		})
 	}
-	wg.Wait()
+	return func(objs []drivers.LiveObject) {
+		wg.Wait()
+		for i, r := range reports {
+			objs[r.index].Config = drivers.LiveConfig(loaded[i])
+		}
+	}
 }
 
 // gatewayLoaded is what the gateway id reports of its files, the digest

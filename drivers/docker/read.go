@@ -94,8 +94,9 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 			resp.Objects = append(resp.Objects, o)
 		}
 	}
+	setReports := func([]drivers.LiveObject) {}
 	if !req.NoConfig {
-		d.readGatewayReports(ctx, api, resp.Objects, reports)
+		setReports = d.readGatewayReports(ctx, api, reports)
 	}
 
 	networks, err := api.NetworkList(ctx, network.ListOptions{Filters: byLineage})
@@ -151,6 +152,7 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 		}
 	}
 
+	setReports(resp.Objects)
 	drivers.SortLive(resp.Objects)
 	return resp, nil
 }
