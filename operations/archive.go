@@ -2,6 +2,7 @@ package operations
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -58,4 +59,24 @@ func resumes(c *planner.Change) bool {
 		}
 	}
 	return false
+}
+
+// archivedIn says which archived agents the snapshot at addr keeps (their
+// records name it): snapshot rm refuses it, as it refuses one a workload
+// runs, since resuming them needs it.
+func (op *Operation) archivedIn(addr string) []string {
+	if op.Store == nil {
+		return nil
+	}
+	records, err := op.Store.Records()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, r := range records {
+		if planner.IsArchived(&r) && r.Computed[planner.ArchiveSnapshotKey] == addr {
+			out = append(out, fmt.Sprintf("%s is archived in it", r.Addr))
+		}
+	}
+	return out
 }

@@ -272,12 +272,14 @@ func (op *Operation) PlanRemove(ctx context.Context, addrs []string, force bool)
 
 // inUse says what needs the snapshot at addr: the live workloads that run
 // its image (as their runtime reports it, else as their record says they
-// booted), and the agents whose from_snapshot names it.
+// booted), the agents archived in it, and the agents whose from_snapshot
+// names it.
 func (op *Operation) inUse(p *planner.Plan, addr string) []string {
 	var out []string
 	for _, w := range p.RunningFrom[addr] {
 		out = append(out, fmt.Sprintf("%s runs from it", w))
 	}
+	out = append(out, op.archivedIn(addr)...)
 	if op.Config != nil {
 		for _, name := range op.Config.AgentNames() {
 			if a := op.Config.Agents[name]; a.FromSnapshot == addr {

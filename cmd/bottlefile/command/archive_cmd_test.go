@@ -38,6 +38,9 @@ func TestArchiveCommand(t *testing.T) {
 	if out := w.must("archive", "agent.coder"); !strings.Contains(out, "No changes. agent.coder archived already.") {
 		t.Errorf("a second archive:\n%s", out)
 	}
+	if code, _, errs := w.run("snapshot rm", "-auto-approve", "agent.coder.snapshot.1"); code != 1 || !strings.Contains(errs, "agent.coder is archived in it") {
+		t.Errorf("snapshot rm of the archive snapshot: exit %d %s", code, errs)
+	}
 	c.t = c.t.Add(3*24*time.Hour + time.Hour)
 	out = w.must("status")
 	if lines := strings.Split(out, "\n"); len(lines) < 3 || !strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "agent.coder archived 3d ago") ||
