@@ -29,6 +29,11 @@ func CheckCapabilities(a *lang.Agent, spec drivers.AgentSpec, runtime, driver st
 	for _, r := range drivers.CheckAgent(driver, caps, spec) {
 		diags = append(diags, refusalDiag(a, r, runtime, driver))
 	}
+	if a.Idle != nil {
+		if r := caps.CheckIdle(driver); r != nil {
+			diags = append(diags, refusalDiag(a, *r, runtime, driver))
+		}
+	}
 	type ruleOf struct {
 		sidecar string
 		rule    int
@@ -94,6 +99,12 @@ func refusalDiag(a *lang.Agent, r drivers.Refusal, runtime, driver string) *hcl.
 		d.Detail = fmt.Sprintf("%s: %s.", on, r.Message)
 		if rng, ok := w.Range("healthcheck"); ok {
 			subject = rng
+		}
+	case "idle":
+		d.Summary = "Idle policy not supported by this runtime"
+		d.Detail = fmt.Sprintf("%s: %s.", on, r.Message)
+		if a.Idle != nil {
+			subject = a.Idle.DeclRange
 		}
 	case "credential":
 		d.Summary = "Credential injection not supported by this runtime"
