@@ -252,6 +252,14 @@ func (p *Planner) planArchived(changes map[string]*Change, agents map[string]*ag
 				what = "a change of its configuration"
 			}
 		}
+		for _, c := range changes {
+			// An object of the bottle new in the configuration (a sidecar,
+			// a gateway) is made on its network: the bottle comes back.
+			if a, ok := addrs.AgentOf(c.Addr); what == "" && ok && a.String() == agent && c.Prior == nil && c.Action == Create &&
+				c.Kind != drivers.KindSnapshot && c.Kind != kindImage && !c.Stray && !c.Twin {
+				what = "a change of its configuration"
+			}
+		}
 		if w := b.workload; what != "" && w != nil && w.Live == nil && w.Prior.Runtime != w.Runtime {
 			diags = append(diags, errorDiag(fmt.Sprintf("Cannot resume %s on another runtime", agent),
 				fmt.Sprintf("%s is archived on runtime %q, in a snapshot there, and its runtime is now %q. Set the runtime back, resume it with bottlefile start, then move it.", agent, w.Prior.Runtime, w.Runtime), ap.agent.RuntimeRange.Ptr()))
