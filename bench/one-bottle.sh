@@ -85,7 +85,7 @@ agent "a" {
 HCL
 bf() { "$work/bottlefile" -chdir="$work/bf" "$@" >"$work/bf/out.log" 2>"$work/bf/err.log" || { cat "$work/bf/out.log" "$work/bf/err.log" >&2; die "bottlefile $* failed"; }; }
 # WAIT=0s passes -wait=0s: the same engine work without the watch of the
-# agent after its start (500 ms by default), as real-engine.sh's WAIT.
+# agent after its start (250 ms by default), as real-engine.sh's WAIT.
 bf_apply() { bf apply -auto-approve ${WAIT:+-wait=$WAIT}; }
 bf_snapshot() { bf snapshot take agent.a; }
 bf_destroy() { bf destroy -auto-approve; }

@@ -15,7 +15,7 @@
 # Each is repeated REPS times (default 5), interleaved, after one warm-up
 # round (WARMUP=0 skips it); medians and ratios are printed at the end.
 # WAIT=DUR passes -wait=DUR to apply: by default apply watches what it
-# started for 500 ms, a flat cost at the end that the baselines do not pay;
+# started for 250 ms, a flat cost at the end that the baselines do not pay;
 # WAIT=0s compares the same engine work alone.
 # TRACE=1 ends with one traced apply and destroy of AGENTS agents per case
 # (BOTTLEFILE_LOG=trace) and bench/tracesum's summary of where its time

@@ -175,15 +175,21 @@ type ApplyOptions struct {
 }
 
 // DefaultWait is how long apply watches a workload it started for
-// an early exit, when -wait is not given. Long enough for what fails at
-// once (a command that is not there exits 127 through tini within
-// milliseconds, a shell or entrypoint that fails at its first line), short
-// enough not to be a flat cost on every apply: the last workload started is
-// watched after everything else is done, so this is added to an apply's
-// time (at 10 bottles, 3 s here made apply 1.8 times the docker CLI's).
-// A workload that needs longer to prove itself declares a healthcheck,
-// which apply waits for whatever this is.
-const DefaultWait = 500 * time.Millisecond
+// an early exit, when -wait is not given, counted from the engine's own
+// time of the start. Long enough for what fails at once, short enough not
+// to be a flat cost on every apply: the last workload started is watched
+// after everything else is done, so this is added to an apply's time (at
+// 10 bottles, 3 s here made apply 1.8 times the docker CLI's, and 500 ms
+// was a quarter of what remained, issue 28).
+//
+// bench/early-exit.sh measured it on a 2-core machine at load 22-26: a
+// command that is not there (127 through tini), sh -c 'exit 3' and a
+// shell entrypoint failing at its first check show on the engine a median
+// 43-52 ms after StartedAt, 217 ms at worst of 90; of applies of each,
+// -wait=150ms and -wait=250ms caught 90 of 90 and 126 of 126, while 100ms
+// missed 2 of 36 and 50ms 2 of 36. A workload that needs longer to prove
+// itself declares a healthcheck, which apply waits for whatever this is.
+const DefaultWait = 250 * time.Millisecond
 
 // Apply performs a plan made by Plan, recording each step in the state.
 // Once ctx is done no new step starts.

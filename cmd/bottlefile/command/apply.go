@@ -89,7 +89,7 @@ Options:
   -var-file=FILE       Set variables from an HCL or JSON file.
   -wait=DUR            Watch each agent and sidecar this long after it
                        starts; one that exits meanwhile fails its action,
-                       with its exit code and last lines (default 500ms, or
+                       with its exit code and last lines (default 250ms, or
                        $BOTTLEFILE_APPLY_WAIT; 0 turns it off). Workloads
                        are watched at the same time. One with a
                        healthcheck is watched until it is healthy.
