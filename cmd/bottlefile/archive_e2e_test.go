@@ -114,10 +114,23 @@ func TestE2EArchive(t *testing.T) {
 	}
 	wantNoChanges(t, dir, "after the resume")
 
-	// Archived again, then destroyed: the records go, and so does the
-	// snapshot (no snapshot_policy keeps it).
+	// Archived again; a sidecar added to it resumes it (the sidecar is
+	// made on its network), with its file.
 	mustRun(t, dir, "archive", "agent.coder")
 	archiveGone(t, cli, lineage, "after the second archive")
+	writeBottlefile(t, dir, "%s", strings.Replace(fmt.Sprintf(archiveConfig, img), "  egress {", fmt.Sprintf("  sidecar \"cache\" {\n    image   = %q\n    command = [\"sleep\", \"600\"]\n  }\n\n  egress {", img), 1))
+	r = mustRun(t, dir, "apply", "-auto-approve")
+	if got := archivedIn(t, dir); got != "" || !strings.Contains(r.stdout, "is resumed for a change of its configuration") {
+		t.Errorf("an apply adding a sidecar to the archived agent:\n%s", r)
+	}
+	if r := mustRun(t, dir, "exec", "agent.coder", "--", "cat", "/tmp/notes.txt"); r.stdout != "kept\n" {
+		t.Errorf("after the resume by apply:\n%s", r)
+	}
+	wantNoChanges(t, dir, "after the resume by apply")
+
+	// Archived a third time, then destroyed: the records go, and so does
+	// the snapshot (no snapshot_policy keeps it).
+	mustRun(t, dir, "archive", "agent.coder")
 	r = mustRun(t, dir, "destroy", "-auto-approve")
 	if _, recs := readState(t, dir); len(recs) != 0 {
 		t.Errorf("destroy of the archived agent left records:\n%s\n%v", r, recs)
