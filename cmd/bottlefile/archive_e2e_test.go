@@ -70,12 +70,13 @@ agent "coder" {
 `
 
 // TestE2EArchive is issue 31's archive on the real engine: an agent with
-// a sidecar and a gateway writes a file; archive commits it and removes its containers
-// and its network (none carrying the lineage label is left); plan says
-// "No changes."; status says it is archived; exec resumes it from the
-// snapshot, with the file, before running the command; plan says "No
-// changes." again; a second archive and a destroy of the archived agent
-// leave nothing of it but what its policy keeps.
+// a sidecar and a gateway writes a file; archive commits it and removes
+// its containers and its network (none carrying the lineage label is
+// left); plan says "No changes."; status says it is archived; exec
+// resumes it from the snapshot, with the file, before running the
+// command; plan says "No changes." again. Archived again, an apply that
+// adds a sidecar resumes it with the file; archived a third time, a
+// destroy leaves no record.
 func TestE2EArchive(t *testing.T) {
 	parallel(t)
 	cli := dockertest.Client(t)
