@@ -43,6 +43,8 @@ declare -A allowed=(
   # nodesnap takes snapshots through a Kubernetes node's containerd and
   # pushes images; the kubernetes driver and its fixture both use it.
   [drivers/kubernetes/nodesnap]="drivers"
+  # k8stest runs a real single-node Kubernetes for tests.
+  [drivers/kubernetes/k8stest]=""
   [drivers/smolvm]="drivers egress dockersave"
   [drivers/smolvm/fakesmolvm]=""
   [drivers/smolvm/smolvmtest]=""

@@ -1,0 +1,359 @@
+package k8stest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) == "crash" {
+		crashHelper()
+		return
+	}
+	code := m.Run()
+	mu.Lock()
+	c := current
+	mu.Unlock()
+	t0 := time.Now()
+	Stop()
+	if c != nil {
+		fmt.Printf("k8stest: teardown in %.1fs\n", time.Since(t0).Seconds())
+		if left := leftovers(c.id); len(left) > 0 {
+			fmt.Printf("k8stest: teardown left %s\n", strings.Join(left, ", "))
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// leftovers lists what of cluster id is still on the host: its
+// directory, cgroups and veth end.
+func leftovers(id string) []string {
+	var left []string
+	if _, err := os.Stat(filepath.Join(baseDir(), id)); err == nil {
+		left = append(left, "directory "+filepath.Join(baseDir(), id))
+	}
+	cgs, _ := filepath.Glob(filepath.Join(cgroupRoot, "*", cgroupName(id)))
+	for _, c := range cgs {
+		left = append(left, "cgroup "+c)
+	}
+	if out, err := runCmd("ip", "-o", "link", "show", vethName(id)); err == nil && strings.Contains(out, vethName(id)) {
+		left = append(left, "link "+vethName(id))
+	}
+	return left
+}
+
+// TestNotBuiltSkips: without the binaries, start says what to run, and
+// Start turns that into a skip (the message make test prints).
+func TestNotBuiltSkips(t *testing.T) {
+	t.Setenv(CacheEnv, t.TempDir())
+	_, err := start()
+	if !errors.Is(err, errNotBuilt) {
+		t.Fatalf("start() = %v, want %v", err, errNotBuilt)
+	}
+	if !strings.Contains(err.Error(), "kubernetes binaries not built: run drivers/kubernetes/k8stest/build.sh") ||
+		!strings.Contains(err.Error(), "kube-apiserver") {
+		t.Errorf("start() = %q, want it to say what to run and what is missing", err)
+	}
+}
+
+// kernelSettings are the global settings the kubelet would write on the
+// host: the cluster must leave them as they were.
+var kernelSettings = []string{"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes"}
+
+func readSettings(t *testing.T) map[string]string {
+	m := map[string]string{}
+	for _, k := range kernelSettings {
+		data, err := os.ReadFile("/proc/sys/" + k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[k] = strings.TrimSpace(string(data))
+	}
+	return m
+}
+
+// TestCluster: a Pod runs the busybox image and its log is read; a
+// Service reaches it (kube-proxy); a NetworkPolicy that denies ingress
+// holds and one that allows the client opens it again (kube-router); the
+// registry serves an image pushed to it to a new Pod; the host's kernel
+// settings are untouched.
+func TestCluster(t *testing.T) {
+	before := readSettings(t)
+	c := Start(t)
+	ns := "k8stest-" + strconv.Itoa(os.Getpid())
+	kubectl := func(stdin string, args ...string) string {
+		t.Helper()
+		out, err := c.KubectlIn(stdin, append([]string{"-n", ns}, args...)...)
+		if err != nil {
+			t.Fatalf("%v\n--- kubelet:\n%s", err, c.Log("kubelet", 10))
+		}
+		return out
+	}
+	step := func(name string, t0 time.Time) { t.Logf("%s: %.2fs", name, time.Since(t0).Seconds()) }
+
+	t0 := time.Now()
+	kubectl("", "create", "namespace", ns)
+	t.Cleanup(func() { c.Kubectl("delete", "namespace", ns, "--wait=false") })
+	eventually(t, 30*time.Second, "the namespace's ServiceAccount", func() error {
+		_, err := c.Kubectl("-n", ns, "get", "serviceaccount", "default")
+		return err
+	})
+	kubectl(pods(c.Busybox), "apply", "-f", "-")
+	kubectl("", "wait", "--for=condition=Ready", "pod/web", "pod/client", "--timeout=90s")
+	step("two Pods of the busybox image Ready", t0)
+	if logs := kubectl("", "logs", "web"); !strings.Contains(logs, "web-started") {
+		t.Errorf("kubectl logs web = %q, want web-started", logs)
+	}
+	podIP := strings.TrimSpace(kubectl("", "get", "pod", "web", "-o", "jsonpath={.status.podIP}"))
+	wget := func(addr string) error {
+		out, err := c.Kubectl("-n", ns, "exec", "client", "--", "timeout", "3", "wget", "-q", "-O", "-", "http://"+addr+"/")
+		if err == nil && !strings.Contains(out, "hello-web") {
+			err = fmt.Errorf("got %q, want hello-web", out)
+		}
+		return err
+	}
+	if err := wget(podIP + ":8080"); err != nil {
+		t.Fatalf("client -> web's Pod address: %v", err)
+	}
+
+	t0 = time.Now()
+	kubectl("", "expose", "pod", "web", "--name", "web", "--port", "80", "--target-port", "8080")
+	svcIP := strings.TrimSpace(kubectl("", "get", "service", "web", "-o", "jsonpath={.spec.clusterIP}"))
+	eventually(t, 30*time.Second, "client -> the Service "+svcIP, func() error { return wget(svcIP) })
+	step("Service reached", t0)
+
+	t0 = time.Now()
+	kubectl(`apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: web-deny}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  policyTypes: [Ingress]
+`, "apply", "-f", "-")
+	eventually(t, 30*time.Second, "the deny to hold", func() error {
+		if wget(podIP+":8080") == nil {
+			return errors.New("client still reaches web")
+		}
+		return nil
+	})
+	step("NetworkPolicy deny enforced", t0)
+	for _, addr := range []string{podIP + ":8080", svcIP} {
+		if err := wget(addr); err == nil {
+			t.Errorf("client reaches web at %s through the deny", addr)
+		}
+	}
+	t0 = time.Now()
+	kubectl(`apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: web-allow-client}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  policyTypes: [Ingress]
+  ingress: [{from: [{podSelector: {matchLabels: {app: client}}}], ports: [{port: 8080}]}]
+`, "apply", "-f", "-")
+	eventually(t, 30*time.Second, "the allow to open web to the client", func() error { return wget(podIP + ":8080") })
+	step("NetworkPolicy allow enforced", t0)
+
+	// An image pushed to the registry from this process, not on the node:
+	// a new Pod pulls it.
+	t0 = time.Now()
+	pushed := c.Registry + "/k8stest/pushed:" + ns
+	if _, err := c.Ctr("images", "tag", "--force", c.Busybox, pushed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Ctr("images", "push", "--plain-http", pushed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Ctr("images", "rm", pushed); err != nil {
+		t.Fatal(err)
+	}
+	tags := httpGet(t, c.RegistryURL+"/v2/k8stest/pushed/tags/list")
+	if !strings.Contains(tags, `"`+ns+`"`) {
+		t.Fatalf("the registry's tags of k8stest/pushed = %s, want %s", tags, ns)
+	}
+	kubectl(fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: pulled}
+spec:
+  restartPolicy: Never
+  containers:
+  - {name: c, image: %q, imagePullPolicy: IfNotPresent, command: [echo, pulled-ok]}
+`, pushed), "apply", "-f", "-")
+	kubectl("", "wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/pulled", "--timeout=60s")
+	if logs := kubectl("", "logs", "pulled"); !strings.Contains(logs, "pulled-ok") {
+		t.Errorf("kubectl logs pulled = %q, want pulled-ok", logs)
+	}
+	if out, _ := c.Ctr("images", "ls", "-q", "name=="+pushed); !strings.Contains(out, pushed) {
+		t.Errorf("the node has no %s after the Pod ran (ctr images ls: %q)", pushed, out)
+	}
+	events := kubectl("", "get", "events", "--field-selector", "involvedObject.name=pulled", "-o", "jsonpath={.items[*].reason}")
+	if !strings.Contains(events, "Pulled") {
+		t.Errorf("the Pod's events are %q, want Pulled", events)
+	}
+	step("pushed image pulled by a new Pod", t0)
+
+	if after := readSettings(t); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("the host's kernel settings changed: %v, were %v", after, before)
+	}
+}
+
+// pods are the web server (its log says web-started; it serves
+// hello-web on 8080) and the client.
+func pods(image string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: web, labels: {app: web}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: web
+    image: %[1]q
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "mkdir -p /w && echo hello-web > /w/index.html && echo web-started && exec httpd -f -p 8080 -h /w"]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client, labels: {app: client}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: c, image: %[1]q, imagePullPolicy: Always, command: [sleep, "3600"]}
+`, image)
+}
+
+// eventually polls try every 200 ms until it succeeds, or fails the test
+// after limit (a bound on waiting, not a timed assertion).
+func eventually(t *testing.T, limit time.Duration, what string, try func() error) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		err := try()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still failing after %s: %v", what, limit, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	return string(body)
+}
+
+func runCmd(name string, args ...string) (string, error) {
+	out, err := osexec.Command(name, args...).CombinedOutput()
+	return string(out), err
+}
+
+// helperEnv makes the test binary the helper of
+// TestCrashedClusterRemoved: it starts a cluster, says so, and waits to
+// be killed.
+const helperEnv = "K8STEST_HELPER"
+
+func crashHelper() {
+	c, err := start()
+	if err != nil {
+		fmt.Printf("START-ERROR %v\n", strings.ReplaceAll(err.Error(), "\n", " | "))
+		os.Exit(2)
+	}
+	fmt.Printf("STARTED %s %s %d %.1f\n", c.id, c.NodeIP, c.holder.unsharePID, c.StartTime.Seconds())
+	time.Sleep(10 * time.Minute) // killed by the test
+	os.Exit(3)
+}
+
+// TestCrashedClusterRemoved: a second test process starts a cluster of
+// its own beside this one's (another /24, both answer), and is killed
+// (SIGKILL, no cleanup): its namespaces die with it, and the next start's
+// sweep removes what it left (directory, cgroups, link), leaving this
+// process's cluster running.
+func TestCrashedClusterRemoved(t *testing.T) {
+	c := Start(t)
+	cmd := osexec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=crash")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	t.Cleanup(func() {
+		if !killed {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	f := strings.Fields(line)
+	if err != nil || len(f) != 5 || f[0] != "STARTED" {
+		t.Fatalf("the helper's cluster did not start: %q %v\n%s", line, err, stderr.String())
+	}
+	id, nodeIP := f[1], f[2]
+	holderPID, _ := strconv.Atoi(f[3])
+	t.Logf("a second cluster (pid %s) up in %ss beside this one's, at %s (this one's %s)", id, f[4], nodeIP, c.NodeIP)
+	if nodeIP == c.NodeIP {
+		t.Errorf("both clusters have the node address %s", nodeIP)
+	}
+	for _, kc := range []string{c.Kubeconfig, filepath.Join(baseDir(), id, "admin.kubeconfig")} {
+		if out, err := runCmd(filepath.Join(c.BinDir, "kubectl"), "--kubeconfig", kc, "get", "nodes", "--no-headers"); err != nil || !strings.Contains(out, " Ready") {
+			t.Errorf("kubectl --kubeconfig %s get nodes: %q %v", kc, out, err)
+		}
+	}
+
+	cmd.Process.Kill()
+	cmd.Wait()
+	killed = true
+	eventually(t, 15*time.Second, "the killed helper's namespaces to die", func() error {
+		if isOurs(holderPID, filepath.Join(baseDir(), id)) {
+			return fmt.Errorf("its holder (pid %d) lives", holderPID)
+		}
+		return nil
+	})
+	if left := leftovers(id); len(left) == 0 {
+		t.Fatal("the killed helper left nothing: the sweep below would prove nothing")
+	}
+	removeStale()
+	if left := leftovers(id); len(left) > 0 {
+		t.Errorf("after the sweep, the killed cluster left %s", strings.Join(left, ", "))
+	}
+	if out, err := c.Kubectl("get", "nodes", "--no-headers"); err != nil || !strings.Contains(out, " Ready") {
+		t.Errorf("this process's cluster after the sweep: %q %v", out, err)
+	}
+}
