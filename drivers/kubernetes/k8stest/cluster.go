@@ -186,6 +186,9 @@ func start() (c *Cluster, err error) {
 	if err := c.waitFor(ctx, "the API server's /readyz", func() error { return get(ctx, api, c.Server+"/readyz", nil) }); err != nil {
 		return c, err
 	}
+	if err := c.startControllers(); err != nil {
+		return c, err
+	}
 	// kube-proxy and kube-router read the node object at start.
 	var node nodeStatus
 	if err := c.waitFor(ctx, "the node to register", func() error {
@@ -355,10 +358,9 @@ func (c *Cluster) writeFiles() (*pki, error) {
 }
 
 // startControlPlane starts etcd, the node's containerd, the registry and
-// the control plane at once: each waits for what it needs by itself.
+// the API server at once: each waits for what it needs by itself.
 func (c *Cluster) startControlPlane() error {
 	pk := func(f string) string { return filepath.Join(c.Dir, "pki", f) }
-	kc := func(n string) string { return filepath.Join(c.Dir, n+".kubeconfig") }
 	bin := func(n string) string { return filepath.Join(c.BinDir, n) }
 	daemons := [][]string{
 		{"etcd", "etcd", "--name", "k8stest", "--data-dir", filepath.Join(c.Dir, "etcd"),
@@ -379,6 +381,22 @@ func (c *Cluster) startControlPlane() error {
 			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 			"--service-cluster-ip-range=" + serviceCIDR, "--authorization-mode=Node,RBAC",
 			"--enable-admission-plugins=NodeRestriction", "--allow-privileged=true"},
+	}
+	for _, d := range daemons {
+		if err := c.startDaemon(d[0], d[1:]...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startControllers starts the controller manager and the scheduler, once
+// the API server is ready: before its RBAC roles exist they exit.
+func (c *Cluster) startControllers() error {
+	pk := func(f string) string { return filepath.Join(c.Dir, "pki", f) }
+	kc := func(n string) string { return filepath.Join(c.Dir, n+".kubeconfig") }
+	bin := func(n string) string { return filepath.Join(c.BinDir, n) }
+	daemons := [][]string{
 		{"kube-controller-manager", bin("kube-controller-manager"), "--kubeconfig=" + kc("kcm"),
 			"--authentication-kubeconfig=" + kc("kcm"), "--authorization-kubeconfig=" + kc("kcm"),
 			"--bind-address=127.0.0.1", "--leader-elect=false", "--use-service-account-credentials=true",
