@@ -49,7 +49,17 @@ func TestIntegrationActivity(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: Activity: %v", what, err)
 		}
-		t.Logf("%s: %v, engine calls %v", what, time.Since(start).Round(time.Millisecond), e.api.take())
+		calls := e.api.take()
+		t.Logf("%s: %v, engine calls %v", what, time.Since(start).Round(time.Millisecond), calls)
+		// One list; per running workload a stats call and at most an
+		// inspect; per gateway a stat; an exec inspect per open exec.
+		total := 0
+		for _, n := range calls {
+			total += n
+		}
+		if total > 1+2*3+1+calls["ContainerExecInspect"] || calls["ContainerList"] != 1 {
+			t.Errorf("%s: %d engine calls (%v), want at most one list, two per workload (3) and one per gateway (1)", what, total, calls)
+		}
 		if _, ok := got["agent.never-applied"]; ok || len(got) != 3 {
 			t.Errorf("%s: reported %v, want the three agents the engine runs", what, got)
 		}
