@@ -46,6 +46,9 @@ declare -A allowed=(
   # k8stest runs a real single-node Kubernetes for tests.
   [drivers/kubernetes/k8stest]=""
   [drivers/smolvm]="drivers egress dockersave"
+  # kubernetes drives a cluster through its API server (client-go); the
+  # gateway is drivers/gateway's, its names and limits drivers/engine's.
+  [drivers/kubernetes]="drivers drivers/engine drivers/gateway egress"
   [drivers/smolvm/fakesmolvm]=""
   [drivers/smolvm/smolvmtest]=""
   [drivers/drivertest]="drivers planner/dag"
@@ -58,7 +61,7 @@ declare -A allowed=(
   # Commands parse flags, call operations and render: never drivers or
   # state, which operations opens and configures for them.
   [cmd/bottlefile/command]="operations executor planner planner/dag lang units"
-  [cmd/bottlefile]="cmd/bottlefile/command drivers drivers/docker drivers/smolvm drivers/swarm egress"
+  [cmd/bottlefile]="cmd/bottlefile/command drivers drivers/docker drivers/kubernetes drivers/smolvm drivers/swarm egress"
 )
 # No driver imports another: what two drivers share lives in a package of
 # its own (these), and cmd/bottlefile wires one driver into another. The

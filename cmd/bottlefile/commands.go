@@ -6,6 +6,7 @@ import (
 	"github.com/bottlefile/bottlefile/cmd/bottlefile/command"
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker"
+	"github.com/bottlefile/bottlefile/drivers/kubernetes"
 	"github.com/bottlefile/bottlefile/drivers/smolvm"
 	"github.com/bottlefile/bottlefile/drivers/swarm"
 )
@@ -26,8 +27,9 @@ func Commands(meta *command.Meta) map[string]cli.CommandFactory {
 // driver, wired here so that neither driver imports the other.
 func registry() drivers.Registry {
 	return drivers.Registry{
-		"docker": docker.New,
-		"smolvm": smolvm.New,
-		"swarm":  swarm.Factory(docker.NewEngine),
+		"docker":     docker.New,
+		"kubernetes": kubernetes.New,
+		"smolvm":     smolvm.New,
+		"swarm":      swarm.Factory(docker.NewEngine),
 	}
 }

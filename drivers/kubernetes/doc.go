@@ -1,0 +1,80 @@
+// Package kubernetes is bottlefile's driver for a Kubernetes cluster,
+// through its API server (client-go). Each bottle is a namespace of its
+// own; nothing of it needs a cluster DNS.
+//
+// # Runtime block
+//
+//	runtime "k" {
+//	  driver           = "kubernetes"
+//	  kubeconfig       = "~/.kube/config"  # optional: else KUBECONFIG, then ~/.kube/config
+//	  context          = "prod"            # optional: else the kubeconfig's current context
+//	  namespace_prefix = "bf-"             # optional: begins every namespace the driver makes
+//	  registry         = "10.0.0.5:5000"   # where the gateway image (and snapshots) go; needed for egress
+//	  node_containerd  = { "node-1" = "unix:///run/containerd/containerd.sock" } # each node's containerd (snapshots)
+//	  gateway_binary   = "/path/to/bottlefile" # optional: a static build; else the running one
+//	  gateway_dns      = ["10.0.0.53"]     # optional: the gateways' DNS servers
+//	}
+//
+// An agent's driver block places its bottle's Pods:
+//
+//	driver {
+//	  node_selector = { "pool" = "agents" }
+//	  tolerations   = [{ key = "dedicated", operator = "Equal", value = "agents", effect = "NoSchedule" }]
+//	}
+//
+// # Objects
+//
+// For an agent "coder" in a state of lineage L, Plan returns:
+//
+//   - agent.coder.network (kind "namespace"): the namespace
+//     <prefix><L[:8]>-coder, labelled with the lineage, its address and
+//     configuration hash as annotations (an address is no label value);
+//     its NetworkPolicies: "bottle" (every Pod of it reaches the
+//     namespace's Pods and the cluster DNS's port 53, nothing else, and
+//     is reached from the namespace's Pods only) and "gateway-egress"
+//     (the gateway's Pod reaches anything; its forbid file keeps it off
+//     the nodes, the Pod ranges and the API server); and, with egress,
+//     the Service "gateway" (port 3128), which lives as long as the
+//     namespace so that its address, which the workloads' host aliases
+//     name, survives a new gateway.
+//   - agent.coder.sidecar.NAME (kind "pod"): the Pod sidecar-NAME and a
+//     headless Service NAME (a cluster with DNS resolves it too).
+//   - agent.coder (kind "pod"): the Pod "agent". It depends on its
+//     sidecars: its host aliases name their Pod addresses (every port a
+//     sidecar listens on works, which a Service's fixed ports would not),
+//     so a sidecar replaced replaces the agent.
+//   - agent.coder.gateway (kind "gateway"), with an egress block: the
+//     ConfigMap gateway-rules (its rules and forbid files; its UID is the
+//     object's id) and the Pod "gateway" running the gateway image,
+//     pushed to the registry by digest (gwimage.go), as 65534 with no
+//     capability. A new allowlist rewrites the ConfigMap and makes the
+//     gateway's Pod again behind its Service.
+//
+// Every Pod runs with no service-account token and no service links,
+// imagePullPolicy IfNotPresent, a three-second grace period. A Pod's spec
+// cannot change: any change to a workload is a new Pod, which the plan
+// shows as a replacement. The workloads get HTTP(S)_PROXY naming the
+// gateway, NO_PROXY their sidecars.
+//
+// Apply waits for a Pod's container to run; a Pod the scheduler cannot
+// place (PodScheduled=False, Unschedulable) fails the apply at once with
+// the scheduler's message, as an image that cannot be pulled or a
+// container that keeps exiting does.
+//
+// # Read and drift
+//
+// Read lists namespaces, Pods, ConfigMaps and NetworkPolicies of the
+// lineage, one call per kind across all namespaces. A Pod carries a
+// fingerprint of what bottlefile set (image, command, env, labels,
+// tolerations, deadline): one changed outside bottlefile reads as
+// drifted, saying what. A NetworkPolicy deleted, or changed (its
+// generation past 1), drifts its namespace. A Pod deleted is gone: the
+// plan makes it again; a gateway's Pod deleted reads as not running, and
+// starting it makes the Pod again from its ConfigMap.
+//
+// # Not done
+//
+// Snapshots (take, resume, export) wait for the node snapshot package;
+// credentials are refused (no CA injection into the agent yet); stop is
+// not offered (a Pod cannot be stopped and kept).
+package kubernetes
