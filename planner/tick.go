@@ -326,6 +326,12 @@ func (p *Planner) planTick(ctx context.Context, changes map[string]*Change, agen
 		}
 	}
 	for addr, c := range changes {
+		// A snapshot image no record holds is what a tick (or an apply)
+		// killed between its commit and its record left: removed, as any
+		// plan removes it (ReasonLeftoverSnapshot).
+		if c.Action == Delete && c.Prior == nil && c.Kind == drivers.KindSnapshot && c.Live != nil && !c.Stray {
+			keep[addr] = true
+		}
 		if !keep[addr] {
 			delete(changes, addr)
 			continue

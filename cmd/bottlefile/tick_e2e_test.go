@@ -216,3 +216,66 @@ func TestE2ETickIdle(t *testing.T) {
 		t.Errorf("agent.old is %s after exec resumed it", got)
 	}
 }
+
+const tickArchiveConfig = `
+agent "coder" {
+  image   = %[1]q
+  command = ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+
+  sidecar "db" {
+    image   = %[1]q
+    command = ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+  }
+
+  idle {
+    archive_after = "3s"
+  }
+}
+`
+
+// TestE2EWatchArchiveCrash: watch is killed with SIGKILL in the middle of
+// the archive an idle policy (archive_after = "3s") makes, after each of
+// its engine calls in turn (the snapshot committed and not yet recorded;
+// one container removed; both; the network too). The next tick converges:
+// it finishes the archive (or removes the unrecorded snapshot and archives
+// again), plan says "No changes.", and exec resumes the agent with every
+// line it wrote.
+func TestE2EWatchArchiveCrash(t *testing.T) {
+	parallel(t)
+	cli := dockertest.Client(t)
+	img := dockertest.BusyboxImage(t, cli)
+	c := &crashRig{t: t, cli: cli, dir: t.TempDir(), image: img}
+	writeBottlefile(t, c.dir, tickArchiveConfig, img)
+	mustRun(t, c.dir, "apply", "-auto-approve")
+	lineage := lineageOf(t, cli, c.dir)
+	c.readState()
+
+	want := ""
+	for n := 1; n <= 4; n++ {
+		what := "watch killed after " + strconv.Itoa(n) + " engine calls of the archive"
+		// Written just before: the archive is due 3 s later.
+		mustRun(t, c.dir, "exec", "agent.coder", "--", "sh", "-c", "echo "+strconv.Itoa(n)+" >> /tmp/notes.txt")
+		want += strconv.Itoa(n) + "\n"
+		c.crashAfter(n, "watch", "-interval=500ms")
+		c.settle()
+		r := mustRun(t, c.dir, "tick")
+		if archivedIn(t, c.dir) == "" {
+			t.Fatalf("%s: the next tick did not archive the agent:\n%s", what, r)
+		}
+		archiveGone(t, cli, lineage, what)
+		_, recs := readState(t, c.dir)
+		recorded := map[string]bool{}
+		for _, r := range recs {
+			recorded[r.Addr] = true
+		}
+		for _, o := range c.live() {
+			if !strings.Contains(o.addr, ".snapshot.") || !recorded[o.addr] {
+				t.Errorf("%s: %s is left (unrecorded, or not a snapshot)", what, o)
+			}
+		}
+		wantNoChanges(t, c.dir, what)
+		if r := mustRun(t, c.dir, "exec", "agent.coder", "--", "cat", "/tmp/notes.txt"); r.stdout != want {
+			t.Errorf("%s: after the resume the agent has %q, want %q\n%s", what, r.stdout, want, r)
+		}
+	}
+}
