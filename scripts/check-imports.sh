@@ -44,7 +44,7 @@ declare -A allowed=(
   # pushes images; the kubernetes driver and its fixture both use it.
   [drivers/kubernetes/nodesnap]="drivers"
   # k8stest runs a real single-node Kubernetes for tests.
-  [drivers/kubernetes/k8stest]=""
+  [drivers/kubernetes/k8stest]="drivers"
   [drivers/smolvm]="drivers egress dockersave"
   # kubernetes drives a cluster through its API server (client-go); the
   # gateway is drivers/gateway's, its names and limits drivers/engine's.

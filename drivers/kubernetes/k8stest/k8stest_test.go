@@ -114,6 +114,9 @@ func TestCluster(t *testing.T) {
 	kubectl(pods(c.Busybox), "apply", "-f", "-")
 	kubectl("", "wait", "--for=condition=Ready", "pod/web", "pod/client", "--timeout=90s")
 	step("two Pods of the busybox image Ready", t0)
+	if rss, err := c.RSS(); err == nil {
+		t.Logf("the cluster's processes (daemons, shims, two Pods): %d MiB resident", rss>>20)
+	}
 	if logs := kubectl("", "logs", "web"); !strings.Contains(logs, "web-started") {
 		t.Errorf("kubectl logs web = %q, want web-started", logs)
 	}
@@ -355,5 +358,57 @@ func TestCrashedClusterRemoved(t *testing.T) {
 	}
 	if out, err := c.Kubectl("get", "nodes", "--no-headers"); err != nil || !strings.Contains(out, " Ready") {
 		t.Errorf("this process's cluster after the sweep: %q %v", out, err)
+	}
+}
+
+// TestRemoveLineage: a namespace labelled with a lineage, a Pod and a
+// ConfigMap in it are listed as the lineage's, and RemoveLineage leaves
+// none of them.
+func TestRemoveLineage(t *testing.T) {
+	c := Start(t)
+	lineage := "k8stest-" + strconv.Itoa(os.Getpid()) + "-rm"
+	ns := lineage
+	labels := "labels: {io.bottlefile.lineage: " + lineage + "}"
+	if _, err := c.KubectlIn("apiVersion: v1\nkind: Namespace\nmetadata: {name: "+ns+", "+labels+"}\n", "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	c.Cleanup(t, lineage) // a second removal finds nothing: harmless
+	eventually(t, 30*time.Second, "the namespace's ServiceAccount", func() error {
+		_, err := c.Kubectl("-n", ns, "get", "serviceaccount", "default")
+		return err
+	})
+	manifest := fmt.Sprintf(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: cm, %[1]s}
+data: {a: b}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p, %[1]s}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: c, image: %[2]q, imagePullPolicy: IfNotPresent, command: [sleep, "3600"]}
+`, labels, c.Busybox)
+	if _, err := c.KubectlIn(manifest, "-n", ns, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	left, err := c.LineageObjects(lineage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"namespace/" + ns, "Pod " + ns + "/p", "ConfigMap " + ns + "/cm"}
+	for _, w := range want {
+		if !strings.Contains(strings.Join(left, "\n"), w) {
+			t.Errorf("LineageObjects = %q, want %q among them", left, w)
+		}
+	}
+	t0 := time.Now()
+	if err := c.RemoveLineage(lineage); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("RemoveLineage (a namespace with a running Pod): %.1fs", time.Since(t0).Seconds())
+	if out, err := c.Kubectl("get", "namespace", ns); err == nil {
+		t.Errorf("namespace %s still there: %s", ns, out)
 	}
 }
