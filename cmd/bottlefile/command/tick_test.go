@@ -88,10 +88,17 @@ func TestTickCommand(t *testing.T) {
 	}
 }
 
-// TestWatchRefusesBadInterval: -interval must be more than zero.
+// TestWatchRefusesBadInterval: -interval must be more than zero; and a
+// tick where nothing was ever applied has nothing due.
 func TestWatchRefusesBadInterval(t *testing.T) {
 	w := newWorkspace(t)
 	w.write(tickConfig)
+	if out := w.must("tick"); !strings.Contains(out, "Nothing due.") {
+		t.Errorf("tick before any apply:\n%s", out)
+	}
+	if n := len(w.fake.ApplyRequests); n != 0 {
+		t.Errorf("tick before any apply made %d engine changes", n)
+	}
 	code, _, errs := w.run("watch", "-interval=0s")
 	if code != 1 || !strings.Contains(errs, "more than zero") {
 		t.Errorf("watch -interval=0s: exit %d\n%s", code, errs)
