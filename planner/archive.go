@@ -150,7 +150,7 @@ func (p *Planner) planArchive(changes map[string]*Change, agents map[string]*age
 			keep[c.Addr] = true
 		}
 		for _, c := range snaps[agent] {
-			if c.Action == Create || (c.Action == Delete && c.Prior != nil) {
+			if ArchiveKeeps(c) {
 				keep[c.Addr] = true
 			}
 		}
@@ -165,6 +165,15 @@ func (p *Planner) planArchive(changes map[string]*Change, agents map[string]*age
 		}
 	}
 	return diags
+}
+
+// ArchiveKeeps reports whether a plan that archives an agent (archive, a
+// tick) keeps c, one of the agent's snapshot changes: the snapshot it
+// takes, a prune, and the removal of a snapshot image an archive cut off
+// before recording it left (else a tick would leave it for an apply, and
+// the plan after it would not be empty).
+func ArchiveKeeps(c *Change) bool {
+	return c.Action == Create || (c.Action == Delete && (c.Prior != nil || c.Live != nil))
 }
 
 // archiveBottle plans archiving one agent: a snapshot of its workload

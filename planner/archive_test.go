@@ -336,3 +336,21 @@ agent "coder" {
 		t.Errorf("after the second archive: %v", b.records())
 	}
 }
+
+// TestArchiveRemovesLeftoverSnapshot: a snapshot image an archive cut off
+// before recording it left is removed by the next archive (or tick), which
+// takes the next number: the plan after it is empty.
+func TestArchiveRemovesLeftoverSnapshot(t *testing.T) {
+	b := newBench(t)
+	b.write(twoCoders)
+	b.apply(planner.Options{})
+	b.fake.Put(b.lineage(), drivers.LiveObject{Addr: "agent.coder.snapshot.1", Kind: drivers.KindSnapshot, ID: "left-1", Name: "fake-snapshot-left-1"})
+	p := b.plan(planner.Options{Archive: []string{"agent.coder"}})
+	if c := change(p, "agent.coder.snapshot.1"); c == nil || c.Action != planner.Delete {
+		t.Errorf("the archive keeps no removal of the leftover snapshot:\n%s", pending(p))
+	}
+	if c := change(p, "agent.coder.snapshot.2"); c == nil || !c.Takes() {
+		t.Errorf("the archive does not take agent.coder.snapshot.2:\n%s", pending(p))
+	}
+	archived(t, b)
+}

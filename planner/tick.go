@@ -266,7 +266,7 @@ func (p *Planner) planTick(ctx context.Context, changes map[string]*Change, agen
 			keep[c.Addr] = true
 		}
 		for _, c := range snaps[agent] {
-			if c.Action == Create || (c.Action == Delete && c.Prior != nil) {
+			if ArchiveKeeps(c) { // archive.go
 				keep[c.Addr] = true
 			}
 		}

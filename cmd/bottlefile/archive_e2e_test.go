@@ -180,3 +180,59 @@ func TestE2EArchiveCrash(t *testing.T) {
 		wantNoChanges(t, c.dir, what+", resumed")
 	}
 }
+
+// archiveIdleConfig is an agent archived after 2 s unused; %[1]s is the
+// image.
+const archiveIdleConfig = `
+agent "coder" {
+  image   = %[1]q
+  command = ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+
+  sidecar "db" {
+    image   = %[1]q
+    command = ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+  }
+
+  idle {
+    archive_after = "2s"
+  }
+}
+`
+
+// TestE2EArchiveWatchCrash: watch, archiving an idle agent, is killed with
+// SIGKILL right after the snapshot is committed (before it is recorded),
+// then right after the first container is removed. After each, the next
+// tick converges: the agent is archived, nothing of it is left on the
+// engine but its snapshot, plan says "No changes.", and exec resumes it
+// with everything it wrote.
+func TestE2EArchiveWatchCrash(t *testing.T) {
+	parallel(t)
+	cli := dockertest.Client(t)
+	img := dockertest.BusyboxImage(t, cli)
+	c := &crashRig{t: t, cli: cli, dir: t.TempDir(), image: img}
+	writeBottlefile(t, c.dir, archiveIdleConfig, img)
+	mustRun(t, c.dir, "apply", "-auto-approve")
+	lineage := lineageOf(t, cli, c.dir)
+	c.readState()
+
+	want := ""
+	for n := 1; n <= 2; n++ {
+		what := fmt.Sprintf("watch killed after %d engine calls of the archive", n)
+		mustRun(t, c.dir, "exec", "agent.coder", "--", "sh", "-c", fmt.Sprintf("echo %d >> /tmp/notes.txt", n))
+		want += fmt.Sprintf("%d\n", n)
+		// watch ticks every 500 ms; the first tick after 2 s idle
+		// archives, and the hook kills it within that archive.
+		c.crashAfter(n, "watch", "-interval=500ms")
+		c.settle()
+		r := mustRun(t, c.dir, "tick")
+		t.Logf("%s: the next tick:\n%s", what, r.stdout)
+		if archivedIn(t, c.dir) == "" {
+			t.Fatalf("%s: the next tick did not archive it:\n%s", what, r)
+		}
+		archiveGone(t, cli, lineage, what)
+		wantNoChanges(t, c.dir, what)
+		if r := mustRun(t, c.dir, "exec", "agent.coder", "--", "cat", "/tmp/notes.txt"); r.stdout != want {
+			t.Errorf("%s: after the resume the agent has %q, want %q\n%s", what, r.stdout, want, r)
+		}
+	}
+}
