@@ -316,7 +316,10 @@ func (p *Planner) planTick(ctx context.Context, changes map[string]*Change, agen
 			}
 			stopped := p.stopIdle(changes, d.Agent, because(ReasonIdleStop, "agent", d.Agent, "idle", shortDuration(d.Idle), "stop_after", shortDuration(d.After)))
 			if len(stopped) == 0 {
-				d.Note = "it has no running workload this runtime can stop"
+				d.Note = "its workload has a change to apply first, or its runtime cannot stop it"
+				if w.Action == NoOp {
+					d.Note = "its runtime cannot stop it"
+				}
 			}
 			for _, addr := range stopped {
 				keep[addr] = true

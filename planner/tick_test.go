@@ -323,8 +323,8 @@ agent "plain" {
 	if b.fake.calls != 1 {
 		t.Errorf("%d activity calls, want 1", b.fake.calls)
 	}
-	if d := due(t, p, "agent.coder", planner.PolicyStop); !d.Now {
-		t.Errorf("stop not due: %+v", d)
+	if d := due(t, p, "agent.coder", planner.PolicyStop); !d.Now || !strings.Contains(d.Note, "a change to apply first") {
+		t.Errorf("stop of an agent with a change to apply: %+v", d)
 	}
 	for _, d := range p.Due {
 		if d.Agent == "agent.plain" {
