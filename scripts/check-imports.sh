@@ -48,7 +48,7 @@ declare -A allowed=(
   [drivers/smolvm]="drivers egress dockersave"
   # kubernetes drives a cluster through its API server (client-go); the
   # gateway is drivers/gateway's, its names and limits drivers/engine's.
-  [drivers/kubernetes]="drivers drivers/engine drivers/gateway egress"
+  [drivers/kubernetes]="drivers drivers/engine drivers/gateway drivers/kubernetes/nodesnap egress"
   [drivers/smolvm/fakesmolvm]=""
   [drivers/smolvm/smolvmtest]=""
   [drivers/drivertest]="drivers planner/dag"

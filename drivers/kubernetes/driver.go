@@ -114,6 +114,8 @@ func Declaration() drivers.Declaration {
 			},
 			Logs: true,
 			Exec: true,
+			// Through the node's containerd into the registry (snapshot.go).
+			Snapshots: drivers.SnapshotCapabilities{Take: true, Format: drivers.FormatImage, Export: true, Import: true},
 		},
 	}
 }

@@ -83,6 +83,10 @@ func podSpec(req drivers.ApplyRequest, ns string) (*corev1.Pod, error) {
 		WorkingDir:      w.Workdir,
 		ImagePullPolicy: corev1.PullIfNotPresent,
 	}
+	if req.BootImage != "" {
+		// Resume, migration: the snapshot (snapshot.go), by digest.
+		c.Image = req.BootImage
+	}
 	for _, k := range slices.Sorted(maps.Keys(w.Env)) {
 		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: w.Env[k]})
 	}

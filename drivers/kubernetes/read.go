@@ -65,6 +65,10 @@ func (d *Driver) Read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 		resp.Objects = append(resp.Objects, o)
 	}
 	for _, cm := range cms.Items {
+		if o, ok := d.snapshotObject(&cm); ok {
+			resp.Objects = append(resp.Objects, o)
+			continue
+		}
 		if cm.Labels[labelRole] != roleGateway {
 			continue
 		}
