@@ -119,12 +119,23 @@ func teardown(id, dir string, h *holder) error {
 			errs = append(errs, fmt.Errorf("the namespaces' first process (pid %d) did not exit", h.unsharePID))
 		}
 	}
-	// The veth pair goes with its network namespace; a namespace kept by
-	// something else would keep it: remove the host's end anyway.
-	if _, err := net.InterfaceByName(vethName(id)); err == nil {
-		if out, err := exec.Command("ip", "link", "del", vethName(id)).CombinedOutput(); err != nil {
+	// The veth pair goes with its network namespace, a moment after its
+	// last process (the kernel cleans namespaces up in the background); a
+	// namespace kept by something else would keep it: then remove the
+	// host's end.
+	for try := 0; ; try++ {
+		if _, err := net.InterfaceByName(vethName(id)); err != nil {
+			break
+		}
+		if try < 100 {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		out, err := exec.Command("ip", "link", "del", vethName(id)).CombinedOutput()
+		if err != nil && !strings.Contains(string(out), "Cannot find device") {
 			errs = append(errs, fmt.Errorf("removing %s: %v: %s", vethName(id), err, out))
 		}
+		break
 	}
 	if dir != "" {
 		if err := os.RemoveAll(dir); err != nil {
