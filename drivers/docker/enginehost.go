@@ -186,6 +186,8 @@ func (d *Driver) probeEngineHost(ctx context.Context, api dockerAPI, lineage str
 // holds the state's lock. It runs beside this process's own probe, which
 // it tells by labelProbeRun and leaves alone.
 func (d *Driver) removeLeftProbes(ctx context.Context, api dockerAPI, lineage, run string) {
+	ctx, cancel := context.WithTimeout(ctx, hostProbeTimeout)
+	defer cancel()
 	probeLabels := filters.NewArgs(filters.Arg("label", drivers.LabelLineage+"="+lineage), filters.Arg("label", labelKind+"="+kindHostProbe))
 	left, err := api.ContainerList(ctx, container.ListOptions{All: true, Filters: probeLabels})
 	if err != nil {
