@@ -11,9 +11,10 @@
 #
 # The Kubernetes binaries are `go build`s of the k8s.io/kubernetes module
 # (a go.mod that pins its 31 staging modules to v0.34.4), so they come from
-# the Go module proxy like every other module; cold, they take about 35
-# minutes on a 2-core machine (kube-apiserver alone most of it), with a warm
-# Go build cache well under a minute. Everything else the cluster runs is a
+# the Go module proxy like every other module; cold (modules downloaded,
+# nothing of Kubernetes in the Go build cache) they took 32 minutes on a
+# loaded 2-core machine, from a warm Go build cache 3 minutes, and nothing
+# when the binaries are there. Everything else the cluster runs is a
 # Debian package (see .ci/run). Builds are niced and serialized by a lock
 # (build.lock), which k8stest.Start waits on: a test run may start while
 # this builds.
