@@ -3,11 +3,13 @@ package docker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/atomicfile"
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 	"github.com/bottlefile/bottlefile/drivers/gateway"
 	"github.com/bottlefile/bottlefile/egress"
 )
@@ -159,8 +162,53 @@ func (d *Driver) activity(ctx context.Context, req drivers.ActivityRequest) (map
 		looks = append(looks, l)
 	}
 
-	mem := d.activityMemory()
+	uses, err := d.lookAll(ctx, api, "", looks, listed, now)
+	if err != nil {
+		return nil, err
+	}
+	return engine.Merge(uses), nil
+}
+
+// ContainerActivity looks at running containers of the engine as
+// Activity looks at those it lists (engine.Driver): a driver running
+// bottles on several engines (swarm) asks each engine about its task
+// containers, under a memory of its own per engine. The exec sessions of
+// bottlefile that ended in them (Exec records those in the driver's own
+// memory) count, and are moved to that memory.
+func (d *Driver) ContainerActivity(ctx context.Context, memory string, ctrs []engine.Watched) ([]engine.Use, error) {
+	if memory == "" {
+		return nil, errors.New("an activity look of given containers needs a memory of its own")
+	}
+	if len(ctrs) == 0 {
+		return nil, nil
+	}
+	api, _, err := d.engine(ctx)
+	if err != nil {
+		return nil, d.Unreachable(err)
+	}
+	looks := make([]*activityLook, 0, len(ctrs))
+	listed := map[string]bool{}
+	for _, c := range ctrs {
+		listed[c.ID] = true
+		looks = append(looks, &activityLook{agent: c.Agent, id: c.ID, gateway: c.Gateway, running: true})
+	}
+	uses, err := d.lookAll(ctx, api, memory, looks, listed, time.Now())
+	return uses, d.Unreachable(err)
+}
+
+// lookAll looks at each container (activityLook, at most activityLooks
+// at once) and says what it saw of each, in order. CPU samples are kept
+// in the memory named (activityMemory), which then forgets the containers
+// not listed.
+func (d *Driver) lookAll(ctx context.Context, api dockerAPI, memory string, looks []*activityLook, listed map[string]bool, now time.Time) ([]engine.Use, error) {
+	mem := d.activityMemory(memory)
 	samples := mem.load()
+	// The ends of bottlefile exec sessions, which Exec notes in the
+	// driver's own memory.
+	var notes map[string]activitySample
+	if memory != "" {
+		notes = d.activityMemory("").load()
+	}
 	sem := make(chan struct{}, activityLooks)
 	var wg sync.WaitGroup
 	for _, l := range looks {
@@ -175,36 +223,31 @@ func (d *Driver) activity(ctx context.Context, req drivers.ActivityRequest) (map
 		return nil, err
 	}
 
-	workloads := map[string]bool{}
-	unknown := map[string]bool{}
+	uses := make([]engine.Use, 0, len(looks))
+	var moved []string
 	for _, l := range looks {
-		if !l.gateway {
-			workloads[l.agent] = true
-		}
-		a := out[l.agent]
 		if prev, ok := samples[l.id]; ok && prev.Active.After(l.last) {
 			l.last = prev.Active // found in use by an earlier look, or an exec's end
 		}
-		if l.last.After(a.LastActive) {
-			a.LastActive = l.last
+		if note, ok := notes[l.id]; ok && l.sample != nil {
+			if note.Active.After(l.last) {
+				l.last = note.Active
+			}
+			if note.Active.After(l.sample.Active) {
+				l.sample.Active = note.Active
+			}
+			moved = append(moved, l.id)
 		}
-		a.Busy = a.Busy || l.busy
-		unknown[l.agent] = unknown[l.agent] || l.unknown
-		out[l.agent] = a
-	}
-	for agent, a := range out {
-		switch {
-		case !workloads[agent]:
-			delete(out, agent) // a gateway alone: nothing to be idle
-		case unknown[agent]:
-			a.LastActive = time.Time{}
-			out[agent] = a
-		}
+		uses = append(uses, engine.Use{Agent: l.agent, Gateway: l.gateway, Last: l.last, Busy: l.busy, Unknown: l.unknown})
 	}
 	if err := mem.save(looks, listed); err != nil {
 		d.log.Warn("could not remember the CPU use of the agents: the next look samples it again", "error", err)
+	} else if len(moved) > 0 {
+		if err := d.activityMemory("").forget(moved); err != nil {
+			d.log.Debug("could not forget the exec sessions' ends moved to another memory", "error", err)
+		}
 	}
-	return out, nil
+	return uses, nil
 }
 
 // look fills l from the engine: one call for a gateway or a stopped
@@ -350,17 +393,23 @@ type activityMemory struct {
 	samples map[string]activitySample
 }
 
-// activityMemory is the driver's memory of its runtime's containers
-// (Driver.actMem), pointed at the configured state directory.
-func (d *Driver) activityMemory() *activityMemory {
+// activityMemory is the driver's memory named name ("" for its own, of
+// its runtime's containers; Driver.actMems), pointed at the configured
+// state directory.
+func (d *Driver) activityMemory(name string) *activityMemory {
 	d.mu.RLock()
 	stateDir, runtime := d.stateDir, d.runtime
 	d.mu.RUnlock()
+	if name == "" {
+		name = "docker-" + runtime
+	}
+	name = memoryFileName(name)
 	path := ""
 	if stateDir != "" {
-		path = filepath.Join(stateDir, "activity", "docker-"+runtime+".json")
+		path = filepath.Join(stateDir, "activity", name+".json")
 	}
-	mem := &d.actMem
+	v, _ := d.actMems.LoadOrStore(name, &activityMemory{})
+	mem := v.(*activityMemory)
 	mem.mu.Lock()
 	if mem.path != path {
 		mem.path, mem.samples = path, nil
@@ -416,6 +465,29 @@ func (m *activityMemory) save(looks []*activityLook, listed map[string]bool) err
 	return m.writeLocked()
 }
 
+// forget drops the containers ids.
+func (m *activityMemory) forget(ids []string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.readLocked()
+	for _, id := range ids {
+		delete(m.samples, id)
+	}
+	return m.writeLocked()
+}
+
+// memoryFileName is name with every character a file name should not
+// hold (a separator, a space) replaced by "_".
+func memoryFileName(name string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '.', r == '_':
+			return r
+		}
+		return '_'
+	}, name)
+}
+
 // note records that the container was in use at t (an exec session of
 // bottlefile's ended), for the next look.
 func (m *activityMemory) note(id string, t time.Time) error {
@@ -449,7 +521,7 @@ func (m *activityMemory) writeLocked() error {
 // container id: the agent was in use until then, which no later look
 // could see. Failing to is logged, never the command's error.
 func (d *Driver) noteExecEnded(id string) {
-	if err := d.activityMemory().note(id, time.Now()); err != nil {
+	if err := d.activityMemory("").note(id, time.Now()); err != nil {
 		d.log.Debug("could not record the end of an exec session", "id", shortID(id), "error", err)
 	}
 }

@@ -275,3 +275,72 @@ func TestCPUBusy(t *testing.T) {
 		}
 	}
 }
+
+// TestContainerActivity: a look at given containers (as swarm asks a
+// node's engine) reads them as Activity reads those it lists, one use per
+// container in order, with no list; it keeps its CPU samples under its
+// own memory, apart from the driver's, and takes the ends of exec
+// sessions Exec noted in the driver's.
+func TestContainerActivity(t *testing.T) {
+	started := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	request := started.Add(time.Hour)
+	dir := t.TempDir()
+	d, api := bottles(t, 2, started, request, dir)
+	api.busy["c1"] = true
+	ctrs := []engine.Watched{
+		{Agent: "agent.a0", ID: "c0"}, {Agent: "agent.a0", ID: "g0", Gateway: true},
+		{Agent: "agent.a1", ID: "c1"},
+	}
+	if _, err := d.ContainerActivity(t.Context(), "", ctrs); err == nil {
+		t.Error("a look without a memory name: no error")
+	}
+	noted := time.Now()
+	d.noteExecEnded("c0")
+	uses, err := d.ContainerActivity(t.Context(), "swarm-fleet-node/1", ctrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(uses) != 3 {
+		t.Fatalf("%d uses, want one per container (3): %+v", len(uses), uses)
+	}
+	if u := uses[0]; u.Agent != "agent.a0" || u.Gateway || u.Busy || u.Last.Before(noted) {
+		t.Errorf("the workload whose exec session ended at %v: %+v", noted, u)
+	}
+	if u := uses[1]; !u.Gateway || !u.Last.Equal(request) {
+		t.Errorf("the gateway: %+v, want its last request %v", u, request)
+	}
+	if calls := countCalls(api.calls()); calls["ContainerList"] != 0 {
+		t.Errorf("calls %v, want no list", calls)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "activity", "*.json"))
+	want := []string{filepath.Join(dir, "activity", "docker-test.json"), filepath.Join(dir, "activity", "swarm-fleet-node_1.json")}
+	if fmt.Sprint(files) != fmt.Sprint(want) {
+		t.Errorf("memories %v, want %v", files, want)
+	}
+	if _, ok := d.activityMemory("").load()["c0"]; ok {
+		t.Error("the exec session's end stays in the driver's memory after it was moved")
+	}
+	if s := d.activityMemory("swarm-fleet-node/1").load()["c0"]; s.Active.Before(noted) || s.At.IsZero() {
+		t.Errorf("the look's memory of c0: %+v, want its CPU sample and the session's end", s)
+	}
+
+	// A later look reads CPU once (one-shot) from the remembered
+	// counter; one with a container gone forgets it.
+	api.fakeAPI.Calls = nil
+	uses, err = d.ContainerActivity(t.Context(), "swarm-fleet-node/1", ctrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := uses[2]; !u.Busy {
+		t.Errorf("the container using a core: %+v, want busy", u)
+	}
+	if calls := countCalls(api.calls()); calls["ContainerStatsOneShot"] != 2 || calls["ContainerStats"] != 0 {
+		t.Errorf("second look: calls %v, want one one-shot stats call per workload (2)", calls)
+	}
+	if _, err := d.ContainerActivity(t.Context(), "swarm-fleet-node/1", ctrs[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.activityMemory("swarm-fleet-node/1").load()["c1"]; ok {
+		t.Error("a container no longer given is still remembered")
+	}
+}

@@ -79,9 +79,9 @@ type Driver struct {
 	// engine has (gatewayImage), under gatewayImageMu.
 	gatewayImageMu  sync.Mutex
 	gatewayImageRef string
-	// actMem remembers each container's CPU counter between looks at
-	// its activity (activity.go).
-	actMem activityMemory
+	// actMems remember each container's CPU counter between looks at
+	// its activity, by memory name (*activityMemory, activity.go).
+	actMems sync.Map
 }
 
 var (

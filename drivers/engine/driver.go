@@ -47,6 +47,15 @@ type Driver interface {
 	// SweepSnapshots removes what making snapshots of the lineage left on
 	// the engine that nothing records.
 	SweepSnapshots(ctx context.Context, lineage string)
+	// ContainerActivity looks at running containers of the engine as
+	// the driver's own activity looks do (activity.go): one Use per
+	// container, in order. CPU is averaged since the last look at each,
+	// remembered in the state directory under the name memory (a name
+	// of the caller's, one per engine it asks: a look forgets the
+	// containers of its memory it is not given). The error says the
+	// engine could not be reached; a container it cannot tell about is
+	// Unknown.
+	ContainerActivity(ctx context.Context, memory string, ctrs []Watched) ([]Use, error)
 	// ComposeWorkspace makes, on the engine, the image ref a workload with
 	// a carried workspace boots from: base with req.Carry's paths copied
 	// in, from the container src on the engine, or when src is "" from
