@@ -89,9 +89,17 @@ func readSettings(t *testing.T) map[string]string {
 // Service reaches it (kube-proxy); a NetworkPolicy that denies ingress
 // holds and one that allows the client opens it again (kube-router); the
 // registry serves an image pushed to it to a new Pod; the host's kernel
-// settings are untouched.
+// settings are untouched, and the host paths the daemons would write are
+// not made.
 func TestCluster(t *testing.T) {
 	before := readSettings(t)
+	var absent []string // host paths a kubelet, CNI or kube-router would make
+	for _, p := range []string{"/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/usr/libexec/kubernetes",
+		"/var/lib/cni", "/etc/cni", "/var/lib/kube-router", "/run/netns"} {
+		if _, err := os.Lstat(p); os.IsNotExist(err) {
+			absent = append(absent, p)
+		}
+	}
 	c := Start(t)
 	ns := "k8stest-" + strconv.Itoa(os.Getpid())
 	kubectl := func(stdin string, args ...string) string {
@@ -210,6 +218,11 @@ spec:
 
 	if after := readSettings(t); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("the host's kernel settings changed: %v, were %v", after, before)
+	}
+	for _, p := range absent {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("the cluster made %s on the host", p)
+		}
 	}
 }
 
