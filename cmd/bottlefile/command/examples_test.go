@@ -8,6 +8,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers/docker"
 	"github.com/bottlefile/bottlefile/drivers/drivertest"
+	"github.com/bottlefile/bottlefile/drivers/kubernetes"
 	"github.com/bottlefile/bottlefile/drivers/smolvm"
 	"github.com/bottlefile/bottlefile/drivers/swarm"
 )
@@ -32,12 +33,13 @@ func TestExamples(t *testing.T) {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			// Fakes that declare what the real drivers declare: validate
 			// checks each example against them.
-			dk, sv, sw := docker.Declaration(), smolvm.Declaration(), swarm.Declaration()
+			dk, sv, sw, kd := docker.Declaration(), smolvm.Declaration(), swarm.Declaration(), kubernetes.Declaration()
 			w := &workspace{t: t, dir: dir,
 				fake: &drivertest.Fake{DriverName: "docker", DeclareResponse: &dk},
 				extra: map[string]*drivertest.Fake{
-					"smolvm": {DriverName: "smolvm", DeclareResponse: &sv},
-					"swarm":  {DriverName: "swarm", DeclareResponse: &sw},
+					"smolvm":     {DriverName: "smolvm", DeclareResponse: &sv},
+					"swarm":      {DriverName: "swarm", DeclareResponse: &sw},
+					"kubernetes": {DriverName: "kubernetes", DeclareResponse: &kd},
 				},
 			}
 			if code, out, errs := w.run("validate"); code != 0 {
