@@ -329,7 +329,57 @@ func (d *Driver) ImportSnapshot(ctx context.Context, req drivers.ImportRequest, 
 	return drivers.ApplyResponse{ID: snap.Image, Snapshot: &snap}, nil
 }
 
+// written is nodesnap.Written; a variable for the tests with no node.
+var written = nodesnap.Written
+
+// Written reports how much a Pod's container wrote to its own layer,
+// measured through its node's containerd, and when its Pod was made, so a
+// plan can say what a replace or destroy would discard. It only reads. A
+// node the runtime names no containerd for is unmeasured, saying so.
+func (d *Driver) Written(ctx context.Context, lineage string, obj drivers.LiveObject) (drivers.Written, error) {
+	if obj.Kind != kindPod {
+		return drivers.Written{}, nil
+	}
+	cs, cfg, err := d.client()
+	if err != nil {
+		return drivers.Written{}, err
+	}
+	ns, name, ok := strings.Cut(obj.Name, "/")
+	if !ok {
+		if ns, err = namespaceName(cfg.prefix, lineage, obj.Addr); err != nil {
+			return drivers.Written{}, err
+		}
+		name = podName(obj.Addr)
+	}
+	p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return drivers.Written{}, d.unreachable(fmt.Errorf("reading what %s wrote: %w", obj.Addr, err))
+	}
+	w := drivers.Written{Since: p.CreationTimestamp.UTC()}
+	socket := cfg.containerd[p.Spec.NodeName]
+	if socket == "" || len(p.Spec.Containers) == 0 {
+		w.Unmeasured = fmt.Sprintf("the runtime's node_containerd names no containerd for node %q, where it runs", p.Spec.NodeName)
+		return w, nil
+	}
+	var statusID string
+	for _, st := range p.Status.ContainerStatuses {
+		if st.Name == p.Spec.Containers[0].Name {
+			statusID = st.ContainerID
+		}
+	}
+	id, err := nodesnap.ContainerID(statusID)
+	if err != nil {
+		w.Unmeasured = err.Error()
+		return w, nil
+	}
+	if w.Bytes, err = written(ctx, nodesnap.Node{Socket: socket, Namespace: nodesnap.DefaultNamespace}, id); err != nil {
+		return drivers.Written{}, fmt.Errorf("reading what %s wrote, through node %s's containerd: %w", obj.Addr, p.Spec.NodeName, err)
+	}
+	return w, nil
+}
+
 var (
 	_ drivers.SnapshotExporter = (*Driver)(nil)
 	_ drivers.SnapshotImporter = (*Driver)(nil)
+	_ drivers.WrittenReader    = (*Driver)(nil)
 )

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/zclconf/go-cty/cty"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -203,5 +204,61 @@ func TestSplitSnapshotRef(t *testing.T) {
 		if _, _, _, err := splitSnapshotRef("r:5000", bad); err == nil {
 			t.Errorf("%q split without an error", bad)
 		}
+	}
+}
+
+// TestWritten: what the agent's container wrote is measured through the
+// containerd of its Pod's node, by its container id; a node with no
+// containerd named is unmeasured, saying so.
+func TestWritten(t *testing.T) {
+	fakeGateway(t)
+	f := newFakeCluster()
+	d := testDriver(t, f, settings{registry: "r:5000", containerd: map[string]string{"node-1": "unix:///run/node-1/containerd.sock"}})
+	plan, err := d.Plan(t.Context(), drivers.PlanRequest{Agent: coder()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyAll(t, d, lineage, plan.Objects)
+	ctx := t.Context()
+	const ns = "bf-0f3a9c2e-coder"
+	pod, err := f.CoreV1().Pods(ns).Get(ctx, podAgent, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.ContainerStatuses[0].ContainerID = "containerd://c0ffee"
+	made := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	pod.CreationTimestamp = metav1.NewTime(made)
+	if _, err := f.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var gotNode nodesnap.Node
+	var gotID string
+	written = func(_ context.Context, node nodesnap.Node, id string) (int64, error) {
+		gotNode, gotID = node, id
+		return 3 << 20, nil
+	}
+	t.Cleanup(func() { written = nodesnap.Written })
+	read, err := d.Read(ctx, drivers.ReadRequest{Lineage: lineage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var agent drivers.LiveObject
+	for _, o := range read.Objects {
+		if o.Addr == "agent.coder" && o.Kind == kindPod {
+			agent = o
+		}
+	}
+	w, err := d.Written(ctx, lineage, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Bytes != 3<<20 || !w.Since.Equal(made) || w.Unmeasured != "" || gotID != "c0ffee" || gotNode.Socket != "unix:///run/node-1/containerd.sock" {
+		t.Fatalf("Written = %+v (container %q on %+v)", w, gotID, gotNode)
+	}
+
+	d2 := testDriver(t, f, settings{registry: "r:5000"})
+	w, err = d2.Written(ctx, lineage, agent)
+	if err != nil || w.Unmeasured == "" || !strings.Contains(w.Unmeasured, `node "node-1"`) {
+		t.Fatalf("Written without the node's containerd = %+v, %v; want unmeasured, naming the node", w, err)
 	}
 }

@@ -89,6 +89,9 @@ spec:
 		time.Sleep(200 * time.Millisecond)
 	}
 
+	if n, err := Written(context.Background(), Node{Socket: c.ContainerdSocket}, id); err != nil || n <= 0 {
+		t.Fatalf("Written of the Pod's container = %d, %v; want what it wrote", n, err)
+	}
 	ref := Ref{Registry: Registry{Host: c.Registry, PlainHTTP: true}, Repo: "bottlefile-test/nodesnap-" + ns, Tag: "s1",
 		Lineage: "nodesnap-test", Agent: "agent.writer", Address: "snapshot.s1"}
 	dgst, size, err := Commit(context.Background(), Node{Socket: c.ContainerdSocket, Namespace: DefaultNamespace}, id, ref)

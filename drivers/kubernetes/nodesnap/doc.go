@@ -19,6 +19,7 @@
 //	Export       an image in the registry → a docker-save tar (migration)
 //	Import       a docker-save tar → an image in the registry, relabelled
 //	ContainerID  a Pod status's "containerd://ID" → the id Commit takes
+//	Written      the bytes a container wrote to its own layer
 //
 // A driver finds what Commit needs in the Pod: the node is
 // Pod.Spec.NodeName (whose containerd socket the runtime configures), the

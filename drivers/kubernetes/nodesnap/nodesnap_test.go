@@ -166,6 +166,31 @@ func TestCommit(t *testing.T) {
 	}
 }
 
+// TestWritten: what a container wrote to its own layer is measured
+// through its containerd: a 3 MiB file counts, the base image does not.
+func TestWritten(t *testing.T) {
+	need(t)
+	node := startContainerd(t)
+	base := node.importBusybox(t)
+	node.run(t, base, "quiet", "/bin/sh", "-c", ":")
+	node.run(t, base, "writer", "/bin/sh", "-c", "dd if=/dev/zero of=/blob bs=1M count=3 2>/dev/null")
+	n := Node{Socket: node.socket}
+	quiet, err := Written(context.Background(), n, "quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrote, err := Written(context.Background(), n, "writer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if quiet >= 1<<20 || wrote < 3<<20 || wrote > 4<<20 {
+		t.Fatalf("Written = %d for a container that wrote nothing, %d for one that wrote 3 MiB", quiet, wrote)
+	}
+	if _, err := Written(context.Background(), n, "nosuch"); err == nil || !strings.Contains(err.Error(), "has no container nosuch") {
+		t.Fatalf("Written of a missing container: %v", err)
+	}
+}
+
 // TestCommitUncompressed: a snapshot whose layer is a plain tar is
 // pushed as one (the manifest says so) and holds the file.
 func TestCommitUncompressed(t *testing.T) {
