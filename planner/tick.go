@@ -328,6 +328,22 @@ func (p *Planner) planTick(ctx context.Context, changes map[string]*Change, agen
 			archive(d.Agent, nil)
 		}
 	}
+	// Retention a tick cut off between a snapshot and its prunes left
+	// undone (an interrupt starts no new step): done now, as any plan
+	// would, for the agents with a snapshot on time that took none here.
+	for _, addr := range sortedKeys(agents) {
+		pol, w := agents[addr].val.SnapshotPolicy, changes[addr]
+		if pol == nil || pol.Every <= 0 || w == nil || w.Prior == nil || IsArchived(w.Prior) || !stays(w) || archiving[addr] ||
+			slices.ContainsFunc(snaps[addr], func(c *Change) bool { return c.Action == Create }) {
+			continue
+		}
+		prune(snaps[addr], addr, pol, nil, 0, p.pinned(w), now)
+		for _, c := range snaps[addr] {
+			if c.Action == Delete && c.Prior != nil {
+				keep[c.Addr] = true
+			}
+		}
+	}
 	for addr, c := range changes {
 		// A snapshot image no record holds is what a tick (or an apply)
 		// killed between its commit and its record left: removed, as any

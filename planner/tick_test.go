@@ -375,4 +375,29 @@ agent "coder" {
 	if b.fake.calls != 0 {
 		t.Errorf("%d activity calls for an agent without an idle policy", b.fake.calls)
 	}
+
+	// Three snapshots and keep_last = 2, as a tick cut off between its
+	// snapshot and its prune leaves them: the next tick prunes, snapshot
+	// due or not.
+	for range 2 {
+		b.sim = b.sim.Add(time.Hour)
+		b.apply(planner.Options{Tick: true})
+	}
+	b.write(`
+agent "coder" {
+  image = "alpine:3"
+  snapshot_policy {
+    every     = "1h"
+    keep_last = 2
+  }
+}
+`)
+	b.sim = b.sim.Add(time.Minute)
+	p = b.apply(planner.Options{Tick: true})
+	if got := pending(p); !strings.HasPrefix(got, "- agent.coder.snapshot.1 ") || strings.Contains(got, "\n") {
+		t.Errorf("tick over keep_last with nothing due:\n%s", got)
+	}
+	if got := policySnapshots(b.bench, "agent.coder"); !slices.Equal(got, []string{"agent.coder.snapshot.2", "agent.coder.snapshot.3"}) {
+		t.Errorf("kept %v", got)
+	}
 }

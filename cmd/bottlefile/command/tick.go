@@ -101,8 +101,9 @@ Usage: bottlefile [global options] watch [options]
 
   Runs bottlefile tick every -interval until it is interrupted (SIGINT or
   SIGTERM), logging each action it takes, one line each, to stderr. An
-  interrupt during a tick lets the steps already running finish, starts
-  no new one, and exits; the next tick or apply finishes what it cut off.
+  interrupt during a tick lets that tick finish and starts no other; a
+  second one gives up the steps still running, and the next tick or
+  apply finishes what it cut off.
   A tick that fails (the state locked by an apply, a runtime unreachable)
   is logged, and the next one tries again.
 
@@ -142,7 +143,10 @@ func (c *WatchCommand) Run(args []string) int {
 	defer t.Stop()
 	failures := 0
 	for {
-		res, diags := operations.Tick(m.Ctx, open, operations.TickOptions{ApplyOptions: operations.ApplyOptions{Abandon: m.Abandon}})
+		// The first interrupt lets the tick under way finish (its prunes
+		// after its snapshots too) and starts no other; the second gives
+		// up its running steps, as for apply.
+		res, diags := operations.Tick(m.Abandon, open, operations.TickOptions{ApplyOptions: operations.ApplyOptions{Abandon: m.Abandon}})
 		if logTick(log, res, diags) {
 			failures++
 		} else {
