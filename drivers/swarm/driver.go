@@ -107,6 +107,8 @@ func Declaration() drivers.Declaration {
 			Exec: true,
 			// Through an image composed on a node's engine (workspace.go).
 			Workspace: true,
+			// Read on the nodes' engines of the tasks (activity.go).
+			Activity: true,
 		},
 	}
 }

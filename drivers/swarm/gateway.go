@@ -132,7 +132,9 @@ func (d *Driver) createGateway(ctx context.Context, api swarmAPI, req drivers.Ap
 	cs.Args = []string{"gateway",
 		"-listen", fmt.Sprintf(":%d", gateway.Port), "-listen-in", subnet,
 		"-rules", gateway.RulesDir + "/" + gateway.RulesFile,
-		"-forbid-file", gateway.RulesDir + "/" + gateway.ForbidFile}
+		"-forbid-file", gateway.RulesDir + "/" + gateway.ForbidFile,
+		// The time of its last proxy request, which Activity stats.
+		"-activity", gateway.ActivityPath}
 	// The ceiling in the service's arguments: a task's files cannot
 	// widen it.
 	cs.Args = append(cs.Args, gateway.CeilingArgs(s.ceiling)...)
