@@ -44,11 +44,107 @@ func ReadBinary(path string) (Binary, error) {
 		return Binary{Path: path}, fmt.Errorf("reading the gateway binary: %w", err)
 	}
 	defer f.Close()
+	key, keyed := "", false
+	var changed time.Time
+	if fi, err := f.Stat(); err == nil {
+		key, changed, keyed = statKey(path, fi)
+	}
+	if keyed {
+		if sum, ok := cachedSum(key); ok {
+			return Binary{Path: path, Sum: sum}, nil
+		}
+	}
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
 		return Binary{Path: path}, fmt.Errorf("reading the gateway binary %s: %w", path, err)
 	}
-	return Binary{Path: path, Sum: hex.EncodeToString(h.Sum(nil))}, nil
+	sum := hex.EncodeToString(h.Sum(nil))
+	// Kept only when the file did not change while it was read, and last
+	// changed a while ago: the kernel's file times are coarse (a clock
+	// tick), so a write within the tick of the last would keep its times.
+	if keyed && time.Since(changed) > sumSettled {
+		if fi, err := f.Stat(); err == nil {
+			if after, _, ok := statKey(path, fi); ok && after == key {
+				storeSum(key, sum)
+			}
+		}
+	}
+	return Binary{Path: path, Sum: sum}, nil
+}
+
+// The SHA-256 of a binary is kept in the user's cache directory, keyed by
+// the file's path, device, inode, size, modification and change times:
+// hashing the ~90 MB bottlefile binary took 90-260 ms of every plan of an
+// agent with egress (most of a no-op plan's own time, issue 28). Any write
+// to the file, or a new file at the path, changes the change time or the
+// inode, which the kernel sets and no user can set back, so a changed
+// binary is hashed again. A cache that cannot be read or written only
+// costs the hash.
+
+// sumSettled is how long ago a binary must have last changed for its sum
+// to be kept (a variable for tests).
+var sumSettled = 2 * time.Second
+
+// sumCacheDir is where the sums are kept (a variable for tests).
+var sumCacheDir = func() (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "bottlefile", "binary-sums"), nil
+}
+
+// sumFile is the file that holds the sum for key.
+func sumFile(key string) (string, bool) {
+	dir, err := sumCacheDir()
+	if err != nil || dir == "" {
+		return "", false
+	}
+	h := sha256.Sum256([]byte(key))
+	return filepath.Join(dir, hex.EncodeToString(h[:16])), true
+}
+
+// cachedSum is the sum stored for key, when it is there and well formed.
+func cachedSum(key string) (string, bool) {
+	name, ok := sumFile(key)
+	if !ok {
+		return "", false
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return "", false
+	}
+	k, sum, ok := strings.Cut(strings.TrimSpace(string(data)), "\n")
+	if !ok || k != key || len(sum) != 2*sha256.Size {
+		return "", false
+	}
+	if _, err := hex.DecodeString(sum); err != nil {
+		return "", false
+	}
+	return sum, true
+}
+
+// storeSum keeps sum for key; failures are ignored.
+func storeSum(key, sum string) {
+	name, ok := sumFile(key)
+	if !ok {
+		return
+	}
+	if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(name), ".sum-*")
+	if err != nil {
+		return
+	}
+	_, werr := tmp.WriteString(key + "\n" + sum + "\n")
+	if cerr := tmp.Close(); werr != nil || cerr != nil {
+		os.Remove(tmp.Name())
+		return
+	}
+	if err := os.Rename(tmp.Name(), name); err != nil {
+		os.Remove(tmp.Name())
+	}
 }
 
 // Version is what a plan shows of the gateway binary, in place of its
