@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
 
 	"github.com/bottlefile/bottlefile/drivers"
@@ -140,6 +141,109 @@ func e2eSwarmExamplePlans(t *testing.T) {
 	}
 }
 
+const swarmTickIdleConfig = `%[1]s
+agent "idle" {
+  runtime = runtime.fleet
+  image   = %[2]q
+  command = ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+  egress {
+    allow = []
+  }
+  driver {
+    placement = ["node.labels.zone==b"]
+  }
+  idle {
+    stop_after = "3s"
+  }
+}
+
+agent "old" {
+  runtime = runtime.fleet
+  image   = %[2]q
+  command = ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+  driver {
+    placement = ["node.labels.zone==c"]
+  }
+  idle {
+    archive_after = "3s"
+  }
+}
+`
+
+// e2eSwarmTickIdle is issue 31's idle policies on the swarm, tick run as
+// cron runs it: an agent on a worker nobody uses (its gateway a service
+// of its own), with stop_after = "3s", is stopped by a tick (its service
+// scaled to none, recorded stopped for idleness: plan then says "No
+// changes."); one with archive_after = "3s" is archived (its service
+// removed, a snapshot in the registry) and exec resumes it with the file
+// it wrote.
+func e2eSwarmTickIdle(t *testing.T) {
+	f := swarmtest.Start(t)
+	dir := t.TempDir()
+	writeBottlefile(t, dir, swarmTickIdleConfig, swarmRuntime(f, "fleet"), f.Busybox)
+	mustRun(t, dir, "apply", "-auto-approve")
+	lineage, _ := readState(t, dir)
+	if lineage == "" {
+		t.Fatal("no lineage after apply")
+	}
+	f.Cleanup(t, lineage)
+	t.Cleanup(func() { bottlefile(t, dir, "destroy", "-auto-approve", "-include-snapshots") })
+	mustRun(t, dir, "exec", "agent.old", "--", "sh", "-c", "echo kept > /tmp/notes.txt")
+
+	mgr := f.Client(t, 0)
+	// state is "running", "stopped" (scaled to none) or "gone".
+	state := func(addr string) string {
+		t.Helper()
+		list, err := mgr.ServiceList(t.Context(), swarm.ServiceListOptions{Filters: filters.NewArgs(
+			filters.Arg("label", drivers.LabelLineage+"="+lineage), filters.Arg("label", drivers.LabelAddress+"="+addr))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case len(list) == 0:
+			return "gone"
+		case len(list) > 1:
+			return fmt.Sprintf("%d services", len(list))
+		case list[0].Spec.Mode.Replicated != nil && list[0].Spec.Mode.Replicated.Replicas != nil && *list[0].Spec.Mode.Replicated.Replicas == 0:
+			return "stopped"
+		}
+		return "running"
+	}
+	var ticks []string
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		start := time.Now()
+		r := mustRun(t, dir, "tick")
+		t.Logf("tick: %.1fs", time.Since(start).Seconds())
+		ticks = append(ticks, r.stdout)
+		if state("agent.idle") == "stopped" && state("agent.old") == "gone" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d ticks, agent.idle is %s and agent.old %s:\n%s", len(ticks), state("agent.idle"), state("agent.old"), strings.Join(ticks, "\n----\n"))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("%d ticks until both acted", len(ticks))
+	if !strings.Contains(strings.Join(ticks, "\n"), `idle.stop_after = "3s": agent.idle has not been used for`) {
+		t.Errorf("no tick said why it stopped agent.idle:\n%s", strings.Join(ticks, "\n----\n"))
+	}
+	if got := state("agent.idle.gateway"); got != "running" && got != "stopped" {
+		t.Errorf("agent.idle's gateway is %s", got)
+	}
+	wantNoChanges(t, dir, "after the idle stop and the archive on the swarm")
+	if status := mustRun(t, dir, "status").stdout; !strings.Contains(status, "stopped (idle)") {
+		t.Errorf("status after the idle stop:\n%s", status)
+	}
+	r := mustRun(t, dir, "exec", "agent.old", "--", "cat", "/tmp/notes.txt")
+	if r.stdout != "kept\n" {
+		t.Errorf("exec of the archived agent:\n%s", r)
+	}
+	if got := state("agent.old"); got != "running" {
+		t.Errorf("agent.old is %s after exec resumed it", got)
+	}
+}
+
 // TestE2ESwarm runs the end-to-end tests on the package's one test swarm
 // (swarmtest.Start) in one lane beside the docker engine's tests: the
 // swarm's nodes are engines of their own. The cases that cut a node off,
@@ -164,6 +268,7 @@ func TestE2ESwarm(t *testing.T) {
 		{"Migrate", e2eSwarmMigrate, false},
 		{"WorkspaceImageUpgrade", e2eSwarmWorkspaceImageUpgrade, false},
 		{"WorkspaceMigrateUpgrade", e2eSwarmWorkspaceMigrateUpgrade, false},
+		{"TickIdle", e2eSwarmTickIdle, false},
 	} {
 		if tc.fault {
 			t.Run(tc.name, tc.test)
