@@ -57,6 +57,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
+	"github.com/bottlefile/bottlefile/drivers/kubernetes/k8stest"
 	"github.com/bottlefile/bottlefile/drivers/smolvm/smolvmtest"
 	"github.com/bottlefile/bottlefile/drivers/swarm/swarmtest"
 	"github.com/bottlefile/bottlefile/state"
@@ -126,6 +127,7 @@ func TestMain(m *testing.M) {
 	os.RemoveAll(dir)
 	smolvmtest.Cleanup()
 	swarmtest.Stop()
+	k8stest.Stop()
 	os.Exit(code)
 }
 
