@@ -17,8 +17,9 @@ import (
 // TestActivityOnSwarm, on the test swarm: an agent on a worker, with
 // its gateway wherever the cluster puts it, is read on the engines of
 // their nodes. Nobody used it: last active in the past, not busy. A
-// request through its gateway moves that forward; an exec session left
-// open in it makes it busy; with its node's engine unreachable it is
+// request through its gateway moves that forward, and so does the end of
+// a bottlefile exec session in it; an exec session left open in it makes
+// it busy; with its node's engine unreachable it is
 // reported with a zero LastActive (never idle) and the look does not
 // fail; stopped, it was last used when it was scaled to none.
 func TestActivityOnSwarm(t *testing.T) {
@@ -69,6 +70,17 @@ func TestActivityOnSwarm(t *testing.T) {
 	}
 	if a := look("after a request", d); a.Busy || a.LastActive.Before(before) {
 		t.Errorf("after a request through its gateway at %v: %+v, want last active then or later, not busy", before, a)
+	}
+
+	// A bottlefile exec session that ended (recorded by the node's
+	// engine driver, moved to the node's memory by the next look).
+	live := readLive(t, d, lineage, "agent.idler")
+	before = time.Now()
+	if code, err := d.Exec(ctx, lineage, live, drivers.ExecRequest{Command: []string{"true"}}); err != nil || code != 0 {
+		t.Fatalf("exec true: %d, %v", code, err)
+	}
+	if a := look("after bottlefile exec", d); a.Busy || a.LastActive.Before(before) {
+		t.Errorf("after a bottlefile exec session at %v: %+v, want last active at its end, not busy", before, a)
 	}
 
 	// An exec session left open in its task container.
