@@ -125,10 +125,12 @@ func (d *Driver) clusterForbid(ctx context.Context, cs k8s.Interface) []netip.Pr
 			add(ip)
 		}
 	}
-	if eps, err := cs.CoreV1().Endpoints("default").Get(ctx, "kubernetes", metav1.GetOptions{}); err == nil {
-		for _, s := range eps.Subsets {
-			for _, a := range s.Addresses {
-				add(a.IP)
+	if slices, err := cs.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=kubernetes"}); err == nil {
+		for _, sl := range slices.Items {
+			for _, e := range sl.Endpoints {
+				for _, a := range e.Addresses {
+					add(a)
+				}
 			}
 		}
 	}
