@@ -86,5 +86,6 @@
 // own engine is reached through node_hosts: nodes.go.
 //
 // exec and logs reach a task's container through the engine of the node
-// it runs on: workload.go.
+// it runs on: workload.go; so does the look at an agent's use for idle
+// policies: activity.go.
 package swarm
