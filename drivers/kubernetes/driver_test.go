@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,5 +137,26 @@ func TestConfigure(t *testing.T) {
 	err := d.Configure(t.Context(), drivers.ConfigureRequest{Runtime: "k", Config: runtimeConfig(map[string]cty.Value{attrContext: cty.StringVal("gone")})})
 	if err == nil || !strings.Contains(err.Error(), `runtime "k"`) || !strings.Contains(err.Error(), "gone") {
 		t.Errorf("an unknown context: %v, want an error naming the runtime and the context", err)
+	}
+}
+
+// TestUnreachable: an API server nobody answers at is one
+// *drivers.UnreachableError naming the runtime and the server, so the
+// planner reports it once for the runtime.
+func TestUnreachable(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "kc")
+	kc := strings.Replace(kubeconfig, "https://127.0.0.1:6443", "https://127.0.0.1:1", 1)
+	if err := os.WriteFile(path, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := New(nil)
+	if err := d.Configure(t.Context(), drivers.ConfigureRequest{Runtime: "k", Config: runtimeConfig(map[string]cty.Value{attrKubeconfig: cty.StringVal(path)})}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := d.Read(t.Context(), drivers.ReadRequest{Lineage: "0f3a9c2e-1111-4222-8333-444455556666"})
+	var ue *drivers.UnreachableError
+	if !errors.As(err, &ue) || ue.Runtime != "k" || !strings.Contains(ue.Address, "https://127.0.0.1:1") {
+		t.Fatalf("Read of an API server nobody answers at: %v, want an UnreachableError naming runtime k and the server", err)
 	}
 }
