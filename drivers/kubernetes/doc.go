@@ -10,7 +10,7 @@
 //	  context          = "prod"            # optional: else the kubeconfig's current context
 //	  namespace_prefix = "bf-"             # optional: begins every namespace the driver makes
 //	  registry         = "10.0.0.5:5000"   # where the gateway image (and snapshots) go; needed for egress
-//	  node_containerd  = { "node-1" = "unix:///run/containerd/containerd.sock" } # each node's containerd (snapshots)
+//	  node_containerd  = { "node-1" = "unix:///run/containerd/containerd.sock" } # each node's containerd (snapshots: snapshot.go)
 //	  gateway_binary   = "/path/to/bottlefile" # optional: a static build; else the running one
 //	  gateway_dns      = ["10.0.0.53"]     # optional: the gateways' DNS servers
 //	}
@@ -74,7 +74,7 @@
 //
 // # Not done
 //
-// Snapshots (take, resume, export) wait for the node snapshot package;
-// credentials are refused (no CA injection into the agent yet); stop is
-// not offered (a Pod cannot be stopped and kept).
+// Credentials are refused (no CA injection into the agent yet); stop is
+// not offered (a Pod cannot be stopped and kept). Snapshots are
+// snapshot.go's, through each node's containerd (node_containerd).
 package kubernetes
