@@ -633,7 +633,11 @@ func (e *Executor) move(ctx context.Context, c *planner.Change) error {
 		return fmt.Errorf("moving %s from runtime %q to %q: %w", c.Addr, c.Runtime, c.MoveTo, err)
 	}
 	moved := *taken
-	moved.Runtime, moved.Driver, moved.ID = c.MoveTo, to.Driver.Name(), resp.ID
+	// Recorded on the runtime it moved to, with that runtime's engine
+	// ("" when its driver tells none): the taken record's would make the
+	// next plan think the two runtimes one engine, and move the agent's
+	// records between them instead of migrating it.
+	moved.Runtime, moved.Driver, moved.ID, moved.Engine = c.MoveTo, to.Driver.Name(), resp.ID, to.Engine
 	moved.Computed = resp.RecordComputed()
 	if base := taken.Computed[planner.BaseKey]; base != "" {
 		moved.Computed[planner.BaseKey] = base // the image it was taken of moves with it
