@@ -219,8 +219,11 @@ func probeK8s(t *testing.T, where string, run func(script string) string, probes
 // port the test opens), the API server's Service and the metadata
 // address are unreachable, directly and through alpha's proxy (the
 // gateway's forbid list refuses what alpha's allowlist names). Every
-// target answers a Pod of the test's own namespace, or its own bottle:
-// a refusal is the fence, not a dead target.
+// target answers a Pod of the test's own namespace, its own bottle or
+// the node: a refusal is the fence, not a dead target. Last, alpha's
+// allowlist names beta's gateway Service (the forbid list holds the API
+// server's Service address, not the Service range): alpha's gateway
+// dials it and gets no answer (502), beta's fence.
 func TestE2EKubernetesEscape(t *testing.T) {
 	parallel(t)
 	c := k8stest.Start(t)
@@ -482,4 +485,29 @@ func TestE2EKubernetesEscape(t *testing.T) {
 		}
 	}
 	want403(t, res, "proxy: the allowed host (beta allows nothing)", "allowed-host-content")
+
+	// The gateway's forbid list holds the API server's Service address,
+	// not the Service range: an allowlist that names beta's gateway
+	// Service lets alpha's gateway dial it, and beta's fence (nothing
+	// enters from another namespace) is what refuses it.
+	list, _ = json.Marshal(append(allow, beta.gatewaySvc+":3128"))
+	writeBottlefile(t, dir, k8sEscapeBottlefile, c.Kubeconfig, c.Registry, c.Busybox, string(list),
+		k8sServe("alpha-agent-content"), k8sServe("alpha-web-content"), k8sServe("beta-agent-content"), k8sServe("beta-db-content"))
+	if r := mustRun(t, dir, "apply", "-auto-approve"); !strings.Contains(r.stdout, "0 added, 1 changed, 0 destroyed") {
+		t.Fatalf("naming beta's gateway Service in alpha's allowlist did not change alpha's gateway alone:\n%s", r)
+	}
+	res = probeK8s(t, "alpha", inAlpha, []probe{
+		{"proxy: beta's gateway Service, named by a rule", viaProxy("http://" + beta.gatewaySvc + ":3128/.bottlefile/health")},
+		{"CONNECT: beta's gateway Service, named by a rule", connect("gateway", beta.gatewaySvc+":3128")},
+		{"control: the allowed host through the new gateway", viaProxy("http://" + w.allowedSvc + ":8080/")},
+	})
+	wantContent(t, res, "control: the allowed host through the new gateway", "allowed-host-content")
+	for _, name := range []string{"proxy: beta's gateway Service, named by a rule", "CONNECT: beta's gateway Service, named by a rule"} {
+		// 502: alpha's gateway dialed and got no answer (a refusal by
+		// the rules would be 403, a tunnel 200).
+		if got := res[name]; !strings.Contains(got.out, "502") || strings.Contains(got.out, " 200 ") {
+			t.Errorf("from alpha, %s: want the gateway's 502 (beta's fence), got (exit %d) %q", name, got.code, got.out)
+		}
+	}
+	t.Logf("alpha's gateway, allowed to dial beta's gateway Service: %q", res["proxy: beta's gateway Service, named by a rule"].out)
 }
