@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -26,7 +25,7 @@ type running struct {
 	t     *testing.T
 	cmd   *exec.Cmd
 	lines chan string
-	errb  bytes.Buffer
+	errb  syncBuffer // read while the command runs (watch's log)
 	done  chan struct{}
 	err   error // set before done is closed
 
