@@ -138,12 +138,3 @@ func sidecarName(addr string) string {
 	}
 	return a.Name()
 }
-
-// agentOf is the agent address an object of a bottle belongs to.
-func agentOf(addr string) string {
-	a, ok := addrs.AgentOf(addr)
-	if !ok {
-		return addr
-	}
-	return a.String()
-}

@@ -397,7 +397,7 @@ func deletePodWait(ctx context.Context, cs k8s.Interface, ns, name string, uid t
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("Pod %s/%s is still there %v after its delete", ns, name, podGone)
+			return fmt.Errorf("the Pod %s/%s is still there %v after its delete", ns, name, podGone)
 		}
 		select {
 		case <-ctx.Done():
