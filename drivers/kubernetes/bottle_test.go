@@ -153,9 +153,15 @@ func TestApplyBottle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.ClearActions()
 	resps := applyAll(t, d, lineage, plan.Objects)
 	ctx := t.Context()
 	const ns = "bf-0f3a9c2e-coder"
+	for _, a := range f.Actions() {
+		if a.GetVerb() == "delete" {
+			t.Errorf("applying a new bottle deletes %s: only what is needed", a.GetResource().Resource)
+		}
+	}
 
 	nsObj, err := f.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	if err != nil {
@@ -202,6 +208,8 @@ func TestApplyBottle(t *testing.T) {
 		t.Errorf("agent user %+v", c.SecurityContext)
 	case c.Resources.Limits.Cpu().MilliValue() != 500 || c.Resources.Limits.Memory().Value() != 64<<20:
 		t.Errorf("agent limits %v", c.Resources.Limits)
+	case c.Resources.Requests.Cpu().MilliValue() != 50 || c.Resources.Requests.Memory().Value() != 64<<20:
+		t.Errorf("agent requests %v, want a tenth of its CPU limit and its memory limit", c.Resources.Requests)
 	case *agent.Spec.AutomountServiceAccountToken:
 		t.Error("the agent's Pod mounts an API token")
 	case agent.Labels["team"] != "x" || agent.Labels[labelRole] != roleAgent:
@@ -230,6 +238,9 @@ func TestApplyBottle(t *testing.T) {
 	gc := gw.Spec.Containers[0]
 	if gc.Image != "r:5000/bottlefile-gateway@sha256:abc" || *gc.SecurityContext.RunAsUser != 65534 || len(gc.VolumeMounts) != 1 || gc.VolumeMounts[0].MountPath != gateway.RulesDir || gw.Labels[labelRole] != roleGateway {
 		t.Errorf("gateway Pod %+v", gw)
+	}
+	if r, l := gc.Resources.Requests, gc.Resources.Limits; r.Cpu().MilliValue() != 10 || r.Memory().Value() != 32<<20 || l.Cpu().Cmp(*r.Cpu()) <= 0 || l.Memory().Cmp(*r.Memory()) <= 0 {
+		t.Errorf("gateway requests %v under limits %v, want 10m and 32Mi under them", r, l)
 	}
 	if gw.Spec.NodeSelector["pool"] != "agents" {
 		t.Errorf("the gateway is not placed with its bottle: %v", gw.Spec.NodeSelector)

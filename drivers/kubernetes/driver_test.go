@@ -126,6 +126,9 @@ func TestConfigure(t *testing.T) {
 	if kd.rest.Host != "https://10.1.2.3:6443" || kd.cfg.registry != "r:5000" || kd.cfg.prefix != defaultPrefix {
 		t.Errorf("configured host %q, registry %q, prefix %q", kd.rest.Host, kd.cfg.registry, kd.cfg.prefix)
 	}
+	if kd.rest.QPS < 50 || kd.rest.Burst < 100 {
+		t.Errorf("client rate limit %v QPS, burst %d: client-go's default throttle", kd.rest.QPS, kd.rest.Burst)
+	}
 
 	t.Setenv("KUBECONFIG", path)
 	if err := d.Configure(t.Context(), drivers.ConfigureRequest{Runtime: "k", Config: runtimeConfig(nil)}); err != nil {

@@ -182,6 +182,13 @@ func (d *Driver) gatewayConfigMap(ctx context.Context, cs k8s.Interface, req dri
 }
 
 // gatewayPod is the gateway's Pod, running ref, mounting the ConfigMap.
+// What a gateway's Pod requests of its node, under its limits
+// (gateway.CPUs, gateway.Memory).
+const (
+	gatewayCPURequest    = 10       // millicores
+	gatewayMemoryRequest = 32 << 20 // bytes
+)
+
 func gatewayPod(req drivers.ApplyRequest, ns, ref string, s gatewaySpec) *corev1.Pod {
 	uid, no, grace := int64(65534), false, gracePeriod
 	args := []string{"gateway",
@@ -203,6 +210,13 @@ func gatewayPod(req drivers.ApplyRequest, ns, ref string, s gatewaySpec) *corev1
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
 					corev1.ResourceCPU:    *resource.NewMilliQuantity(gateway.CPUs/1e6, resource.DecimalSI),
 					corev1.ResourceMemory: *resource.NewQuantity(gateway.Memory, resource.BinarySI),
+				}, Requests: corev1.ResourceList{
+					// A gateway idles between an agent's requests: it asks
+					// the scheduler for little, so that a node holds one
+					// per bottle (limits alone make the requests equal to
+					// them, and a 2-CPU node held two gateways).
+					corev1.ResourceCPU:    *resource.NewMilliQuantity(gatewayCPURequest, resource.DecimalSI),
+					corev1.ResourceMemory: *resource.NewQuantity(gatewayMemoryRequest, resource.BinarySI),
 				}},
 				SecurityContext: &corev1.SecurityContext{
 					RunAsUser: &uid, RunAsGroup: &uid, RunAsNonRoot: new(bool),
@@ -257,9 +271,6 @@ func (d *Driver) createGateway(ctx context.Context, cs k8s.Interface, cfg settin
 	if err != nil {
 		return fail("%v", err)
 	}
-	if err := deletePodWait(ctx, cs, ns, podGateway, ""); err != nil {
-		return fail("removing what an earlier apply left: %v", err)
-	}
 	made, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		if err = cs.CoreV1().ConfigMaps(ns).Delete(ctx, cmGateway, metav1.DeleteOptions{}); err == nil {
@@ -283,6 +294,13 @@ func (d *Driver) createGateway(ctx context.Context, cs k8s.Interface, cfg settin
 func (d *Driver) runGateway(ctx context.Context, cs k8s.Interface, req drivers.ApplyRequest, ns, ref string, s gatewaySpec) (drivers.ApplyResponse, error) {
 	pod := gatewayPod(req, ns, ref, s)
 	created, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// What an earlier, cut-off apply left goes, only when there is one.
+		if err := deletePodWait(ctx, cs, ns, podGateway, ""); err != nil {
+			return drivers.ApplyResponse{}, fmt.Errorf("removing what an earlier apply left: %w", err)
+		}
+		created, err = cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	}
 	if err != nil {
 		return drivers.ApplyResponse{}, err
 	}
@@ -373,7 +391,7 @@ func (d *Driver) startGateway(ctx context.Context, cs k8s.Interface, cfg setting
 	if err != nil {
 		return drivers.ApplyResponse{}, err
 	}
-	if p, err := cs.CoreV1().Pods(ns).Get(ctx, podGateway, metav1.GetOptions{}); err == nil && p.Status.Phase == corev1.PodRunning && allRunning(p) {
+	if p, err := cs.CoreV1().Pods(ns).Get(ctx, podGateway, metav1.GetOptions{}); err == nil && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && allRunning(p) {
 		return drivers.ApplyResponse{ID: req.ID}, nil
 	}
 	s, err := decodeGateway(req.Object)
@@ -384,9 +402,7 @@ func (d *Driver) startGateway(ctx context.Context, cs k8s.Interface, cfg setting
 	if err != nil {
 		return drivers.ApplyResponse{}, err
 	}
-	if err := deletePodWait(ctx, cs, ns, podGateway, ""); err != nil {
-		return drivers.ApplyResponse{}, err
-	}
+	// A Pod that is there and not running is replaced by runGateway.
 	resp, err := d.runGateway(ctx, cs, req, ns, ref, s)
 	if err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("starting gateway %s/%s for %s: %w", ns, podGateway, req.Object.Addr, err)
@@ -401,7 +417,7 @@ func (d *Driver) deleteGateway(ctx context.Context, cs k8s.Interface, cfg settin
 	if err != nil {
 		return drivers.ApplyResponse{}, err
 	}
-	if err := deletePodWait(ctx, cs, ns, podGateway, ""); err != nil {
+	if err := deletePodNow(ctx, cs, ns, podGateway, ""); err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("deleting gateway %s/%s: %w", ns, podGateway, err)
 	}
 	opts := metav1.DeleteOptions{}

@@ -87,6 +87,7 @@ func (d *Driver) createNamespace(ctx context.Context, cs k8s.Interface, cfg sett
 	labels := objectLabels(req, "")
 	want := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: objectAnnotations(req)}}
 	var ns *corev1.Namespace
+	fresh := true // made now: it holds no gateway Service to remove
 	for {
 		ns, err = cs.CoreV1().Namespaces().Create(ctx, want, metav1.CreateOptions{})
 		if !apierrors.IsAlreadyExists(err) {
@@ -109,6 +110,7 @@ func (d *Driver) createNamespace(ctx context.Context, cs k8s.Interface, cfg sett
 			continue
 		}
 		old.Annotations = want.Annotations
+		fresh = false
 		if ns, err = cs.CoreV1().Namespaces().Update(ctx, old, metav1.UpdateOptions{}); err != nil {
 			return fail("taking over what an earlier apply left: %v", err)
 		}
@@ -122,7 +124,7 @@ func (d *Driver) createNamespace(ctx context.Context, cs k8s.Interface, cfg sett
 			return fail("NetworkPolicy %s: %v", p.Name, err)
 		}
 	}
-	if err := d.syncGatewayService(ctx, cs, name, labels, req.Object); err != nil {
+	if err := d.syncGatewayService(ctx, cs, name, labels, req.Object, !fresh); err != nil {
 		return fail("%v", err)
 	}
 	d.log.Info("created namespace", "addr", addr, "namespace", name)
@@ -136,7 +138,7 @@ func (d *Driver) updateNamespace(ctx context.Context, cs k8s.Interface, cfg sett
 	if err != nil {
 		return drivers.ApplyResponse{}, err
 	}
-	if err := d.syncGatewayService(ctx, cs, name, objectLabels(req, ""), req.Object); err != nil {
+	if err := d.syncGatewayService(ctx, cs, name, objectLabels(req, ""), req.Object, true); err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("updating namespace %s of %s: %w", name, req.Object.Addr, err)
 	}
 	ns, err := cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
@@ -150,7 +152,10 @@ func (d *Driver) updateNamespace(ctx context.Context, cs k8s.Interface, cfg sett
 	return drivers.ApplyResponse{ID: string(ns.UID), Computed: map[string]string{"name": name}}, nil
 }
 
-func (d *Driver) syncGatewayService(ctx context.Context, cs k8s.Interface, ns string, labels map[string]string, o drivers.Object) error {
+// syncGatewayService makes the gateway's Service when the bottle has
+// egress, else removes it; may says whether there may be one to remove
+// (not in a namespace just made).
+func (d *Driver) syncGatewayService(ctx context.Context, cs k8s.Interface, ns string, labels map[string]string, o drivers.Object, may bool) error {
 	want := false
 	if v := o.Attr("gateway"); !v.IsNull() && v.IsKnown() {
 		want = v.True()
@@ -160,6 +165,9 @@ func (d *Driver) syncGatewayService(ctx context.Context, cs k8s.Interface, ns st
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("the gateway's Service: %w", err)
 		}
+		return nil
+	}
+	if !may {
 		return nil
 	}
 	err := cs.CoreV1().Services(ns).Delete(ctx, svcGateway, metav1.DeleteOptions{})

@@ -14,7 +14,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	k8s "k8s.io/client-go/kubernetes"
 
 	"github.com/bottlefile/bottlefile/drivers"
@@ -114,13 +116,24 @@ func podSpec(req drivers.ApplyRequest, ns string) (*corev1.Pod, error) {
 			c.SecurityContext.RunAsGroup = &gid
 		}
 	}
+	// cpus and memory are limits. Without a request Kubernetes makes the
+	// request equal to the limit, and a node holds few bottles however
+	// idle they are (an agent mostly waits on a model's API). So: memory
+	// requests its limit (memory cannot be taken back from a container,
+	// and a node that promised less than it holds kills someone), CPU a
+	// tenth of its limit, at least 10m (CPU is shared by time, and a busy
+	// agent still gets up to its limit where the node has it).
 	if w.CPUs > 0 || w.Memory > 0 {
 		c.Resources.Limits = corev1.ResourceList{}
+		c.Resources.Requests = corev1.ResourceList{}
 		if w.CPUs > 0 {
-			c.Resources.Limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(w.CPUs*1000+0.5), resource.DecimalSI)
+			limit := int64(w.CPUs*1000 + 0.5)
+			c.Resources.Limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(limit, resource.DecimalSI)
+			c.Resources.Requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(min(limit, max(limit/10, 10)), resource.DecimalSI)
 		}
 		if w.Memory > 0 {
 			c.Resources.Limits[corev1.ResourceMemory] = *resource.NewQuantity(w.Memory, resource.BinarySI)
+			c.Resources.Requests[corev1.ResourceMemory] = *resource.NewQuantity(w.Memory, resource.BinarySI)
 		}
 	}
 	grace := gracePeriod
@@ -209,16 +222,21 @@ func (d *Driver) createPod(ctx context.Context, cs k8s.Interface, cfg settings, 
 	if err := d.aliases(ctx, cs, ns, req.Object, pod); err != nil {
 		return fail("%v", err)
 	}
-	// What an earlier, cut-off apply left under the name goes first.
-	if err := deletePodWait(ctx, cs, ns, pod.Name, ""); err != nil {
-		return fail("removing what an earlier apply left: %v", err)
-	}
 	if name := sidecarName(addr); name != "" {
 		if err := ensureHeadless(ctx, cs, ns, name, req); err != nil {
 			return fail("its Service: %v", err)
 		}
 	}
 	created, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		// What an earlier, cut-off apply left under the name goes, then
+		// the Pod is made again (only then: a delete first would be a
+		// wasted request on every create).
+		if err := deletePodWait(ctx, cs, ns, pod.Name, ""); err != nil {
+			return fail("removing what an earlier apply left: %v", err)
+		}
+		created, err = cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	}
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -303,33 +321,91 @@ func ensureHeadless(ctx context.Context, cs k8s.Interface, ns, name string, req 
 
 // waitRunning waits until the Pod's containers run. A Pod the scheduler
 // cannot place, an image that cannot be pulled or a container that
-// keeps failing ends the wait at once, saying why.
+// keeps failing ends the wait at once, saying why. It lists the Pod
+// once and then watches it (a field selector on its name), listing
+// again only when the watch ends: no polling.
 func waitRunning(ctx context.Context, cs k8s.Interface, ns, name string, uid types.UID) (*corev1.Pod, error) {
-	deadline := time.Now().Add(podReady)
-	for {
-		p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
+	wctx, cancel := context.WithTimeout(ctx, podReady)
+	defer cancel()
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	var last *corev1.Pod
+	// check says whether the wait is over, and how.
+	check := func(p *corev1.Pod) (bool, error) {
+		last = p
 		if p.UID != uid {
-			return nil, errors.New("the Pod was replaced while it started")
+			return true, errors.New("the Pod was replaced while it started")
 		}
 		if err := podProblem(p); err != nil {
-			return p, err
+			return true, err
 		}
 		if p.Status.Phase == corev1.PodRunning && allRunning(p) {
-			return p, nil
+			return true, nil
 		}
 		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
-			return p, fmt.Errorf("the Pod ended (%s): %s", p.Status.Phase, p.Status.Message)
+			return true, fmt.Errorf("the Pod ended (%s): %s", p.Status.Phase, p.Status.Message)
 		}
-		if time.Now().After(deadline) {
-			return p, fmt.Errorf("its container did not run within %v (phase %s)", podReady, p.Status.Phase)
+		return false, nil
+	}
+	ended := func(err error) (*corev1.Pod, error) {
+		if ctx.Err() == nil && wctx.Err() != nil {
+			phase := corev1.PodPhase("unknown")
+			if last != nil {
+				phase = last.Status.Phase
+			}
+			return last, fmt.Errorf("its container did not run within %v (phase %s)", podReady, phase)
 		}
-		select {
-		case <-ctx.Done():
-			return p, ctx.Err()
-		case <-time.After(poll):
+		return last, err
+	}
+	for {
+		list, err := cs.CoreV1().Pods(ns).List(wctx, metav1.ListOptions{FieldSelector: sel})
+		if err != nil {
+			return ended(err)
+		}
+		found := false
+		for i := range list.Items {
+			if list.Items[i].Name != name {
+				continue
+			}
+			found = true
+			if done, err := check(&list.Items[i]); done {
+				return last, err
+			}
+		}
+		if !found {
+			return ended(errors.New("the Pod was deleted while it started"))
+		}
+		w, err := cs.CoreV1().Pods(ns).Watch(wctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			return ended(err)
+		}
+		done, werr := func() (bool, error) {
+			defer w.Stop()
+			for {
+				select {
+				case <-wctx.Done():
+					return true, wctx.Err()
+				case ev, ok := <-w.ResultChan():
+					if !ok {
+						return false, nil // the watch ended: list again
+					}
+					p, isPod := ev.Object.(*corev1.Pod)
+					switch {
+					case ev.Type == watch.Error || !isPod:
+						return false, nil // e.g. a resource version too old: list again
+					case p.Name != name:
+						continue
+					case ev.Type == watch.Deleted:
+						last = p
+						return true, errors.New("the Pod was deleted while it started")
+					}
+					if done, err := check(p); done {
+						return true, err
+					}
+				}
+			}
+		}()
+		if done {
+			return ended(werr)
 		}
 	}
 }
@@ -371,6 +447,25 @@ func allRunning(p *corev1.Pod) bool {
 	return true
 }
 
+// deletePodNow deletes a Pod (only the one of uid, when given) and does
+// not wait for it to go: a Pod being deleted is gone to Read, a create
+// of its name waits for it (deletePodWait), and a bottle destroyed
+// whole waits once, for its namespace. One already gone is no error.
+func deletePodNow(ctx context.Context, cs k8s.Interface, ns, name string, uid types.UID) error {
+	opts := metav1.DeleteOptions{}
+	if uid != "" {
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+	}
+	err := cs.CoreV1().Pods(ns).Delete(ctx, name, opts)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err):
+		return nil // another Pod of the name: not ours to delete
+	}
+	return err
+}
+
 // deletePodWait deletes a Pod (only the one of uid, when given) and waits
 // until it is gone. One already gone is no error.
 func deletePodWait(ctx context.Context, cs k8s.Interface, ns, name string, uid types.UID) error {
@@ -407,7 +502,8 @@ func deletePodWait(ctx context.Context, cs k8s.Interface, ns, name string, uid t
 	}
 }
 
-// deletePod removes a workload's Pod, and a sidecar's Service.
+// deletePod removes a workload's Pod, and a sidecar's Service. It does
+// not wait for the Pod to go (deletePodNow).
 func (d *Driver) deletePod(ctx context.Context, cs k8s.Interface, cfg settings, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
 	addr := req.Object.Addr
 	ns, err := namespaceName(cfg.prefix, req.Lineage, req.NamedAddr(addr))
@@ -415,7 +511,7 @@ func (d *Driver) deletePod(ctx context.Context, cs k8s.Interface, cfg settings, 
 		return drivers.ApplyResponse{}, err
 	}
 	name := podName(addr)
-	if err := deletePodWait(ctx, cs, ns, name, types.UID(req.ID)); err != nil {
+	if err := deletePodNow(ctx, cs, ns, name, types.UID(req.ID)); err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("deleting Pod %s/%s of %s: %w", ns, name, addr, err)
 	}
 	if sc := sidecarName(addr); sc != "" {
@@ -436,7 +532,7 @@ func (d *Driver) startPod(ctx context.Context, cs k8s.Interface, cfg settings, r
 	if err != nil {
 		return drivers.ApplyResponse{}, err
 	}
-	if p, err := cs.CoreV1().Pods(ns).Get(ctx, podName(req.Object.Addr), metav1.GetOptions{}); err == nil && string(p.UID) == req.ID && p.Status.Phase == corev1.PodRunning && allRunning(p) {
+	if p, err := cs.CoreV1().Pods(ns).Get(ctx, podName(req.Object.Addr), metav1.GetOptions{}); err == nil && string(p.UID) == req.ID && p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && allRunning(p) {
 		return podResponse(p), nil
 	}
 	return d.createPod(ctx, cs, cfg, req)

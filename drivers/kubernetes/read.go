@@ -52,6 +52,11 @@ func (d *Driver) Read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 	gwPods := map[string]*corev1.Pod{}
 	for i := range pods.Items {
 		p := &pods.Items[i]
+		if p.DeletionTimestamp != nil {
+			// Being deleted, by bottlefile (which does not wait for a
+			// Pod to go) or anyone: it is gone, as a deleted Pod is.
+			continue
+		}
 		if p.Labels[labelRole] == roleGateway {
 			gwPods[p.Namespace] = p
 			continue
