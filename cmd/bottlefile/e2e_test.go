@@ -82,6 +82,24 @@ var e2eSlots = make(chan struct{}, e2eParallel)
 func parallel(t *testing.T) {
 	t.Helper()
 	t.Parallel()
+	place(t)
+}
+
+// parallelOnCluster is parallel for a test on the kubernetes test
+// cluster: it takes the cluster first, which may wait for build.sh or the
+// cluster's start, so that wait holds no place the Docker tests need.
+func parallelOnCluster(t *testing.T) *k8stest.Cluster {
+	t.Helper()
+	t.Parallel()
+	c := k8stest.Start(t)
+	place(t)
+	return c
+}
+
+// place waits for one of e2eParallel places, held until t and its
+// cleanups end.
+func place(t *testing.T) {
+	t.Helper()
 	start := time.Now()
 	e2eSlots <- struct{}{}
 	t.Cleanup(func() { <-e2eSlots })

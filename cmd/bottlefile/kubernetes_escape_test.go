@@ -225,8 +225,7 @@ func probeK8s(t *testing.T, where string, run func(script string) string, probes
 // server's Service address, not the Service range): alpha's gateway
 // dials it and gets no answer (502), beta's fence.
 func TestE2EKubernetesEscape(t *testing.T) {
-	parallel(t)
-	c := k8stest.Start(t)
+	c := parallelOnCluster(t)
 	began := time.Now()
 	t.Cleanup(func() { t.Logf("the kubernetes escape suite took %.1fs", time.Since(began).Seconds()) })
 	const podGW = "10.244.0.1" // the Pod bridge's address on the node (k8stest's podCIDR)

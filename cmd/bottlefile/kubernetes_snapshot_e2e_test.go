@@ -186,8 +186,7 @@ agent "coder" {
 // the file the agent wrote. Then destroy -include-snapshots leaves no
 // namespace, object, registry tag or manifest of the lineage.
 func TestE2EKubernetesSnapshotResume(t *testing.T) {
-	parallel(t)
-	c := k8stest.Start(t)
+	c := parallelOnCluster(t)
 	begin := time.Now()
 	dir := t.TempDir()
 	writeBottlefile(t, dir, k8sPolicyBottlefile, k8sRuntime(c), c.Busybox)
@@ -305,8 +304,7 @@ agent "coder" {
 // docker, each time one reviewed plan (=> migrate with its snapshot),
 // keeps the file written on docker, and the one written on the cluster.
 func TestE2EKubernetesMigrate(t *testing.T) {
-	parallel(t)
-	c := k8stest.Start(t)
+	c := parallelOnCluster(t)
 	begin := time.Now()
 	cli := dockertest.Client(t)
 	image := dockertest.BusyboxImage(t, cli)
@@ -401,8 +399,7 @@ agent "coder" {
 // apply soon after the Pod is made, naming the scheduler's reason; one
 // the node matches (its hostname label) places the agent there.
 func TestE2EKubernetesPlacement(t *testing.T) {
-	parallel(t)
-	c := k8stest.Start(t)
+	c := parallelOnCluster(t)
 	dir := t.TempDir()
 	writeBottlefile(t, dir, k8sPlacementBottlefile, k8sRuntime(c), c.Busybox, "pool", "nowhere")
 	start := time.Now()
