@@ -56,10 +56,21 @@
 // shows as a replacement. The workloads get HTTP(S)_PROXY naming the
 // gateway, NO_PROXY their sidecars.
 //
-// Apply waits for a Pod's container to run; a Pod the scheduler cannot
-// place (PodScheduled=False, Unschedulable) fails the apply at once with
-// the scheduler's message, as an image that cannot be pulled or a
-// container that keeps exiting does.
+// A workload's cpus and memory are its container's limits; it requests
+// its memory limit and a tenth of its CPU limit (at least 10m). The
+// gateway's Pod is limited to gateway.CPUs and gateway.Memory and
+// requests 10m and 32Mi, so that a small node holds many bottles.
+//
+// Apply waits for a Pod's container to run, watching the Pod (one list,
+// then one watch; no polling); a Pod the scheduler cannot place
+// (PodScheduled=False, Unschedulable) fails the apply at once with the
+// scheduler's message, as an image that cannot be pulled or a container
+// that keeps exiting does. A create that finds a Pod of its name (what a
+// cut-off apply left) deletes it, waits for it to go and creates again.
+// A Pod's delete does not wait for it to go: a Pod being deleted reads as
+// gone, and a namespace's delete waits until the namespace, with all it
+// holds, is gone. The API client's rate limit is kubectl's (50 requests
+// a second, bursts of 300), not client-go's default (5, 10).
 //
 // # Read and drift
 //
@@ -75,6 +86,8 @@
 // # Not done
 //
 // Credentials are refused (no CA injection into the agent yet); stop is
-// not offered (a Pod cannot be stopped and kept). Snapshots are
-// snapshot.go's, through each node's containerd (node_containerd).
+// not offered (a Pod cannot be stopped and kept). The gateway's forbid
+// file holds the API server's Service address, not the whole Service
+// range (an allowed host may be a cluster Service). Snapshots are done
+// (snapshot.go, through each node's containerd: node_containerd).
 package kubernetes
