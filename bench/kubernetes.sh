@@ -116,10 +116,10 @@ bf() { "$work/bottlefile" -chdir="$1" "${@:2}" >"$1/out.log" 2>&1 || { cat "$1/o
 bf_apply() {
   "$work/bottlefile" -chdir="$1" apply -auto-approve >"$1/out.log" 2>&1 && return 0
   cat "$1/out.log" >&2
-  # Each gateway's Pod has limits and no requests, so the scheduler
-  # reserves its limits (gateway.CPUs, one core) for it.
-  grep -q "Insufficient cpu" "$1/out.log" &&
-    echo "kubernetes.sh: the node's allocatable CPU ($(kc get node "$K8S_NODE" -o jsonpath='{.status.allocatable.cpu}')) cannot hold $n gateway Pods: each requests its CPU limit (drivers/kubernetes/gateway.go sets limits only); EGRESS=0 or a smaller N runs" >&2
+  # Each gateway's Pod requests 10m CPU and 32Mi (drivers/kubernetes/
+  # gateway.go): a node short of even that says so.
+  grep -q -E "Insufficient (cpu|memory)" "$1/out.log" &&
+    echo "kubernetes.sh: the node (allocatable CPU $(kc get node "$K8S_NODE" -o jsonpath='{.status.allocatable.cpu}'), memory $(kc get node "$K8S_NODE" -o jsonpath='{.status.allocatable.memory}')) cannot hold $n bottles' Pods; EGRESS=0 or a smaller N runs" >&2
   die "bottlefile apply -auto-approve failed"
 }
 bf_plan() { bf "$1" plan && grep -q "No changes." "$1/out.log" || die "the plan after apply is not empty: $(cat "$1/out.log")"; }
