@@ -221,9 +221,9 @@ func probeK8s(t *testing.T, where string, run func(script string) string, probes
 // gateway's forbid list refuses what alpha's allowlist names). Every
 // target answers a Pod of the test's own namespace, its own bottle or
 // the node: a refusal is the fence, not a dead target. Last, alpha's
-// allowlist names beta's gateway Service (the forbid list holds the API
-// server's Service address, not the Service range): alpha's gateway
-// dials it and gets no answer (502), beta's fence.
+// allowlist names beta's gateway Service: the forbid list holds the
+// Service range (all but the Services outside the bottles), so alpha's
+// gateway refuses it (403) without dialing.
 func TestE2EKubernetesEscape(t *testing.T) {
 	c := parallelOnCluster(t)
 	began := time.Now()
@@ -485,10 +485,10 @@ func TestE2EKubernetesEscape(t *testing.T) {
 	}
 	want403(t, res, "proxy: the allowed host (beta allows nothing)", "allowed-host-content")
 
-	// The gateway's forbid list holds the API server's Service address,
-	// not the Service range: an allowlist that names beta's gateway
-	// Service lets alpha's gateway dial it, and beta's fence (nothing
-	// enters from another namespace) is what refuses it.
+	// The gateway's forbid list holds the Service range, less the
+	// Services outside the bottles (the allowed host is one): an
+	// allowlist that names beta's gateway Service is refused by alpha's
+	// gateway itself, before beta's fence.
 	list, _ = json.Marshal(append(allow, beta.gatewaySvc+":3128"))
 	writeBottlefile(t, dir, k8sEscapeBottlefile, c.Kubeconfig, c.Registry, c.Busybox, string(list),
 		k8sServe("alpha-agent-content"), k8sServe("alpha-web-content"), k8sServe("beta-agent-content"), k8sServe("beta-db-content"))
@@ -502,11 +502,12 @@ func TestE2EKubernetesEscape(t *testing.T) {
 	})
 	wantContent(t, res, "control: the allowed host through the new gateway", "allowed-host-content")
 	for _, name := range []string{"proxy: beta's gateway Service, named by a rule", "CONNECT: beta's gateway Service, named by a rule"} {
-		// 502: alpha's gateway dialed and got no answer (a refusal by
-		// the rules would be 403, a tunnel 200).
-		if got := res[name]; !strings.Contains(got.out, "502") || strings.Contains(got.out, " 200 ") {
-			t.Errorf("from alpha, %s: want the gateway's 502 (beta's fence), got (exit %d) %q", name, got.code, got.out)
+		// 403: alpha's gateway refused it (forbidden whatever the rules
+		// say); 502 would be a dial beta's fence answered with silence,
+		// 200 a tunnel.
+		if got := res[name]; !strings.Contains(got.out, "403") || strings.Contains(got.out, " 200 ") {
+			t.Errorf("from alpha, %s: want the gateway's 403 (the Service range forbidden), got (exit %d) %q", name, got.code, got.out)
 		}
 	}
-	t.Logf("alpha's gateway, allowed to dial beta's gateway Service: %q", res["proxy: beta's gateway Service, named by a rule"].out)
+	t.Logf("alpha's gateway, asked for beta's gateway Service: %q", res["proxy: beta's gateway Service, named by a rule"].out)
 }

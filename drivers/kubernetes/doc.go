@@ -33,7 +33,10 @@
 //     namespace's Pods and the cluster DNS's port 53, nothing else, and
 //     is reached from the namespace's Pods only) and "gateway-egress"
 //     (the gateway's Pod reaches anything; its forbid file keeps it off
-//     the nodes, the Pod ranges and the API server); and, with egress,
+//     the nodes, the Pod ranges, the API server and the Service ranges
+//     but the Services outside the bottles that exist when the driver
+//     first makes a gateway, so that no allowlist reaches another
+//     bottle's Service); and, with egress,
 //     the Service "gateway" (port 3128), which lives as long as the
 //     namespace so that its address, which the workloads' host aliases
 //     name, survives a new gateway.
@@ -86,8 +89,6 @@
 // # Not done
 //
 // Credentials are refused (no CA injection into the agent yet); stop is
-// not offered (a Pod cannot be stopped and kept). The gateway's forbid
-// file holds the API server's Service address, not the whole Service
-// range (an allowed host may be a cluster Service). Snapshots are done
+// not offered (a Pod cannot be stopped and kept). Snapshots are done
 // (snapshot.go, through each node's containerd: node_containerd).
 package kubernetes

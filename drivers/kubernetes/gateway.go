@@ -125,6 +125,7 @@ func (d *Driver) clusterForbid(ctx context.Context, cs k8s.Interface) []netip.Pr
 			add(ip)
 		}
 	}
+	out = append(out, d.serviceRanges(ctx, cs)...)
 	if slices, err := cs.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=kubernetes"}); err == nil {
 		for _, sl := range slices.Items {
 			for _, e := range sl.Endpoints {
@@ -147,6 +148,92 @@ func (d *Driver) clusterForbid(ctx context.Context, cs k8s.Interface) []netip.Pr
 	d.mu.RUnlock()
 	f.done, f.forbid = true, egress.CompactPrefixes(out)
 	return f.forbid
+}
+
+// serviceRanges is what a gateway may not reach of the cluster's Service
+// ranges (networking.k8s.io/v1 ServiceCIDR, Kubernetes 1.33+): all of
+// them but the addresses of the Services that exist now outside any
+// bottle's namespace (an allowed host may be a cluster Service), so an
+// allowlist can never send a gateway to another bottle's Service, nor to
+// a Service made after it started. Nothing when the ranges cannot be
+// listed (an older cluster, or the list refused): the API server's
+// Service address is forbidden anyway.
+func (d *Driver) serviceRanges(ctx context.Context, cs k8s.Interface) []netip.Prefix {
+	cidrs, err := cs.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		d.log.Warn("cannot list the cluster's Service ranges to forbid them to gateways; forbidding the API server's Service address only", "error", err)
+		return nil
+	}
+	var ranges []netip.Prefix
+	for _, c := range cidrs.Items {
+		for _, r := range c.Spec.CIDRs {
+			if p, err := netip.ParsePrefix(r); err == nil {
+				ranges = append(ranges, p.Masked())
+			}
+		}
+	}
+	if len(ranges) == 0 {
+		return nil
+	}
+	bottles := map[string]bool{}
+	nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: drivers.LabelLineage})
+	if err != nil {
+		d.log.Warn("cannot list the bottles' namespaces; forbidding the whole Service range to gateways", "error", err)
+		return ranges
+	}
+	for _, ns := range nss.Items {
+		// A bottle's namespace carries its address too; a namespace
+		// labelled with a lineage alone (a test's, for its cleanup) is
+		// no bottle.
+		if ns.Annotations[drivers.LabelAddress] != "" {
+			bottles[ns.Name] = true
+		}
+	}
+	svcs, err := cs.CoreV1().Services(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		d.log.Warn("cannot list the Services; forbidding the whole Service range to gateways", "error", err)
+		return ranges
+	}
+	var keep []netip.Addr
+	for _, svc := range svcs.Items {
+		if bottles[svc.Namespace] || (svc.Namespace == "default" && svc.Name == "kubernetes") {
+			continue
+		}
+		for _, ip := range svc.Spec.ClusterIPs {
+			if a, err := netip.ParseAddr(ip); err == nil {
+				keep = append(keep, a.Unmap())
+			}
+		}
+	}
+	var out []netip.Prefix
+	for _, r := range ranges {
+		out = append(out, without(r, keep)...)
+	}
+	return out
+}
+
+// without is p less the addresses keep: the fewest prefixes that cover
+// the rest of p (about p's host bits of them per address kept).
+func without(p netip.Prefix, keep []netip.Addr) []netip.Prefix {
+	var in []netip.Addr
+	for _, a := range keep {
+		if p.Contains(a) {
+			in = append(in, a)
+		}
+	}
+	if len(in) == 0 {
+		return []netip.Prefix{p}
+	}
+	if p.Bits() == p.Addr().BitLen() {
+		return nil // the one address, kept
+	}
+	lo := netip.PrefixFrom(p.Addr(), p.Bits()+1)
+	b := p.Addr().AsSlice()
+	bit := p.Bits()
+	b[bit/8] |= 0x80 >> (bit % 8)
+	hiAddr, _ := netip.AddrFromSlice(b)
+	hi := netip.PrefixFrom(hiAddr, p.Bits()+1)
+	return append(without(lo, in), without(hi, in)...)
 }
 
 // gatewaySpec is a gateway object's attributes, decoded.
