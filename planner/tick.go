@@ -368,26 +368,37 @@ func (p *Planner) planTick(ctx context.Context, changes map[string]*Change, agen
 
 // stopIdle plans stopping the agent's running workloads (its own, its
 // sidecars', its gateway's), recorded as stopped for idleness, on a
-// runtime that can stop them; it returns their addresses.
+// runtime that can stop them; it returns their addresses. It stops all of
+// them or none: a workload of the bottle with a change to apply first (or
+// one its runtime cannot stop) leaves the whole bottle to apply, where
+// stopping the rest would leave, say, an agent running without its
+// gateway (seen on a loaded swarm: the gateway stopped, the agent's task
+// still starting).
 func (p *Planner) stopIdle(changes map[string]*Change, agent string, why Reason) []string {
-	var out []string
+	var stop []string
 	for _, addr := range sortedKeys(changes) {
 		c := changes[addr]
-		if !covers([]string{agent}, c.Addr) || c.Prior == nil || !c.Prior.Workload || c.Stray || c.Twin || c.Live == nil || !c.Live.Running {
+		if !covers([]string{agent}, c.Addr) || c.Prior == nil || !c.Prior.Workload || c.Stray || c.Twin {
 			continue
 		}
 		if c.Action != NoOp {
-			continue // a change to apply first: apply owns it
+			return nil // a change to apply first: apply owns the bottle
+		}
+		if c.Live == nil || !c.Live.Running {
+			continue // stopped already
 		}
 		if _, ok := drivers.As[drivers.Stopper](p.driverOf(c)); !ok {
-			continue
+			return nil
 		}
+		stop = append(stop, addr)
+	}
+	for _, addr := range stop {
+		c := changes[addr]
 		c.Action, c.StateOnly, c.Changed, c.Forcing = Stop, false, nil, nil
 		c.StopReason = IdleStopReason
 		c.Reasons = append(c.Reasons, why)
-		out = append(out, addr)
 	}
-	return out
+	return stop
 }
 
 // shortDuration writes a duration the way a person would say it: "25m",

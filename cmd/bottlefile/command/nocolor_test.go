@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/cli"
 )
@@ -34,6 +35,13 @@ func TestEveryCommandTakesNoColor(t *testing.T) {
 				Log: w.logger(), Registry: newWorkspace(t).registry(),
 				Ctx: context.Background(), Abandon: context.Background(),
 				Dir: dir, Color: true,
+			}
+			if name == "watch" {
+				// watch ticks until it is interrupted: interrupt it
+				// after its first tick.
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				m.Ctx = ctx
 			}
 			c, err := Commands(m)[name]()
 			if err != nil {

@@ -112,6 +112,7 @@ Options:
   -interval=DUR        How often to tick (default 30s).
   -lock-timeout=DUR    Wait this long for the state lock (default 0s).
   -log-json            Log JSON lines instead of text.
+  -no-color            Print diagnostics without color.
   -var NAME=VALUE      Set a variable. Repeatable.
   -var-file=FILE       Set variables from an HCL or JSON file.
 `)
@@ -120,6 +121,7 @@ Options:
 func (c *WatchCommand) Run(args []string) int {
 	m := c.Meta
 	fs := newFlagSet("watch")
+	m.noColorFlag(fs)
 	interval := fs.Duration("interval", 30*time.Second, "")
 	lockTimeout := fs.Duration("lock-timeout", 0, "")
 	logJSON := fs.Bool("log-json", false, "")
