@@ -82,28 +82,7 @@ func ImageRepo(lineage, addr string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var b strings.Builder
-	dash := false
-	for _, r := range strings.ToLower(part) {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-			b.WriteRune(r)
-			dash = false
-			continue
-		}
-		if !dash && b.Len() > 0 {
-			b.WriteByte('-')
-			dash = true
-		}
-	}
-	folded := strings.TrimSuffix(b.String(), "-")
-	if folded != part {
-		sum := sha256.Sum256([]byte(part))
-		if folded != "" {
-			folded += "-"
-		}
-		folded += hex.EncodeToString(sum[:3])
-	}
-	return "bf-" + prefix + "-" + folded, nil
+	return "bf-" + prefix + "-" + FoldLabel(part), nil
 }
 
 // ImageTag is the reference a built image is tagged with:
@@ -220,4 +199,33 @@ func AgentOfName(lineage, name string) (string, bool) {
 	}
 	block, key := addrs.ParseSafeName(part)
 	return addrs.AgentInstance(block, key).String(), true
+}
+
+// FoldLabel makes s a DNS label part (an image repository's, a Kubernetes
+// object's name): lower-case letters and digits, other runs one '-', with
+// a short hash of s when that changed it, so names that differ only in
+// case or punctuation stay apart.
+func FoldLabel(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(s) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+			dash = false
+			continue
+		}
+		if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	folded := strings.TrimSuffix(b.String(), "-")
+	if folded != s {
+		sum := sha256.Sum256([]byte(s))
+		if folded != "" {
+			folded += "-"
+		}
+		folded += hex.EncodeToString(sum[:3])
+	}
+	return folded
 }

@@ -1,14 +1,12 @@
 package kubernetes
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"regexp"
-	"strings"
 
 	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
@@ -77,38 +75,11 @@ func namespaceName(prefix, lineage, addr string) (string, error) {
 		return "", fmt.Errorf("address %q is not below %q", addr, "agent")
 	}
 	part := a.SafeAgent()
-	name := prefix + lp + "-" + fold(part)
+	name := prefix + lp + "-" + engine.FoldLabel(part)
 	if len(name) > 63 {
 		return "", fmt.Errorf("the namespace name %s of %s is longer than 63 characters: shorten the agent's name or the runtime's namespace_prefix", name, addr)
 	}
 	return name, nil
-}
-
-// fold makes s a DNS label part: lower-case letters and digits, other runs
-// one '-', with a short hash of s when that changed it.
-func fold(s string) string {
-	var b strings.Builder
-	dash := false
-	for _, r := range strings.ToLower(s) {
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-			b.WriteRune(r)
-			dash = false
-			continue
-		}
-		if !dash && b.Len() > 0 {
-			b.WriteByte('-')
-			dash = true
-		}
-	}
-	folded := strings.TrimSuffix(b.String(), "-")
-	if folded != s {
-		sum := sha256.Sum256([]byte(s))
-		if folded != "" {
-			folded += "-"
-		}
-		folded += hex.EncodeToString(sum[:3])
-	}
-	return folded
 }
 
 // dnsLabel is what a Service name must be (RFC 1035 label).

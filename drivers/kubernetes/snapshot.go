@@ -15,6 +15,7 @@ import (
 	k8s "k8s.io/client-go/kubernetes"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 	"github.com/bottlefile/bottlefile/drivers/kubernetes/nodesnap"
 )
 
@@ -84,7 +85,7 @@ func snapshotsNamespace(prefix, lineage string) (string, error) {
 
 // snapshotIndexName is the ConfigMap of the snapshot at addr.
 func snapshotIndexName(addr string) string {
-	name := "snap-" + fold(addr)
+	name := "snap-" + engine.FoldLabel(addr)
 	if len(name) > 253 {
 		name = name[:253]
 	}
