@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,9 +94,14 @@ func (d *Driver) Exec(ctx context.Context, _ string, obj drivers.LiveObject, req
 		return 0, err
 	}
 	exe := spdy
-	so := remotecommand.StreamOptions{Stdin: req.Stdin, Stdout: req.Stdout, Tty: req.TTY}
+	// client-go copies stdout and stderr in two goroutines: writers a
+	// caller shares between them (one buffer for both, as the conformance
+	// suite passes) take turns, or the race detector fails and output is
+	// lost.
+	var mu sync.Mutex
+	so := remotecommand.StreamOptions{Stdin: req.Stdin, Stdout: turns(&mu, req.Stdout), Tty: req.TTY}
 	if !req.TTY {
-		so.Stderr = req.Stderr
+		so.Stderr = turns(&mu, req.Stderr)
 	}
 	if req.TTY && req.Width > 0 && req.Height > 0 {
 		so.TerminalSizeQueue = &fixedSize{size: &remotecommand.TerminalSize{Width: uint16(req.Width), Height: uint16(req.Height)}}
@@ -118,4 +124,24 @@ func (f *fixedSize) Next() *remotecommand.TerminalSize {
 	s := f.size
 	f.size = nil
 	return s
+}
+
+// turns is w written under mu (nil stays nil: no stream).
+func turns(mu *sync.Mutex, w io.Writer) io.Writer {
+	if w == nil {
+		return nil
+	}
+	return lockedWriter{mu: mu, w: w}
+}
+
+// lockedWriter is a writer that holds a lock while it writes.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
