@@ -14,8 +14,8 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/bottlefile (static)
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/bottlefile
+build: ## Build bin/bottlefile and, beside it, the gateway alone (both static)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(dir $(BIN)) ./cmd/bottlefile ./cmd/bottlefile-gateway
 
 .PHONY: deps
 deps: ## Install what the tests need that Go does not bring (busybox-static)

@@ -62,6 +62,8 @@ declare -A allowed=(
   # state, which operations opens and configures for them.
   [cmd/bottlefile/command]="operations executor planner planner/dag lang units"
   [cmd/bottlefile]="cmd/bottlefile/command drivers drivers/docker drivers/kubernetes drivers/smolvm drivers/swarm egress"
+  # The gateway alone: egress and nothing else, to stay small.
+  [cmd/bottlefile-gateway]="egress"
 )
 # No driver imports another: what two drivers share lives in a package of
 # its own (these), and cmd/bottlefile wires one driver into another. The

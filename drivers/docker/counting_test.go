@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 
+	cerrdefs "github.com/containerd/errdefs"
+
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
@@ -67,9 +69,16 @@ func (c *countingAPI) ContainerInspect(ctx context.Context, id string) (containe
 	return c.api.ContainerInspect(ctx, id)
 }
 
+// ContainerCreate also counts, as "ContainerCreate NotFound", the creates
+// the engine refused for a missing image: another process's sweep can
+// take a shared image between its import and its use.
 func (c *countingAPI) ContainerCreate(ctx context.Context, cfg *container.Config, h *container.HostConfig, n *network.NetworkingConfig, p *ocispec.Platform, name string) (container.CreateResponse, error) {
 	c.count("ContainerCreate")
-	return c.api.ContainerCreate(ctx, cfg, h, n, p, name)
+	resp, err := c.api.ContainerCreate(ctx, cfg, h, n, p, name)
+	if cerrdefs.IsNotFound(err) {
+		c.count("ContainerCreate NotFound")
+	}
+	return resp, err
 }
 
 func (c *countingAPI) ContainerStart(ctx context.Context, id string, o container.StartOptions) error {

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,22 +18,26 @@ import (
 	"github.com/bottlefile/bottlefile/drivers"
 )
 
-// Binary is the bottlefile binary the gateways run (a runtime block's
-// gateway_binary, else the running executable) and its SHA-256: what a
-// gateway image is made of and what a plan shows as the gateway's
-// version. Reading it only reads the file.
+// Binary is the binary the gateways run (a runtime block's
+// gateway_binary, else DefaultBinary) and its SHA-256: what a gateway
+// image is made of and what a plan shows as the gateway's version.
+// Reading it only reads the file.
 type Binary struct {
 	Path string // symlinks resolved
 	Sum  string // hex SHA-256
 }
 
-// ReadBinary resolves and hashes the gateway binary at path; "" is the
-// running executable. The error says which file could not be read.
+// CompanionName is the file name of the gateway alone
+// (cmd/bottlefile-gateway), which make build puts beside bottlefile.
+const CompanionName = "bottlefile-gateway"
+
+// ReadBinary resolves and hashes the gateway binary at path; ""
+// is DefaultBinary. The error says which file could not be read.
 func ReadBinary(path string) (Binary, error) {
 	if path == "" {
-		exe, err := os.Executable()
+		exe, err := DefaultBinary()
 		if err != nil {
-			return Binary{}, fmt.Errorf("finding the running bottlefile binary for the egress gateway: %w (set gateway_binary in the runtime block)", err)
+			return Binary{}, err
 		}
 		path = exe
 	}
@@ -70,6 +75,61 @@ func ReadBinary(path string) (Binary, error) {
 		}
 	}
 	return Binary{Path: path, Sum: sum}, nil
+}
+
+// DefaultBinary is the gateway binary when no gateway_binary is set:
+// CompanionName beside the running executable when it is from the same
+// build, else the running executable itself ("bottlefile gateway"). The
+// companion's image is a tenth of the size, and importing the image is
+// most of a first gateway's start (issue 28); one left from another build
+// (go install of bottlefile alone) is passed over, so the gateways never
+// run code older or newer than the bottlefile that plans them.
+func DefaultBinary() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding the running bottlefile binary for the egress gateway: %w (set gateway_binary in the runtime block)", err)
+	}
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
+	}
+	return gatewayOf(exe), nil
+}
+
+// gatewayOf is the gateway binary for the bottlefile executable exe: its
+// companion when that is from the same build, else exe.
+func gatewayOf(exe string) string {
+	companion := filepath.Join(filepath.Dir(exe), CompanionName)
+	if exe != companion && sameBuild(exe, companion) {
+		return companion
+	}
+	return exe
+}
+
+// sameBuild says whether the Go binaries at a and b were built from the
+// same module version and checkout (revision, time and whether it had
+// changes): what a build of both with one command gives them.
+func sameBuild(a, b string) bool {
+	ia, err := buildinfo.ReadFile(a)
+	if err != nil {
+		return false
+	}
+	ib, err := buildinfo.ReadFile(b)
+	if err != nil {
+		return false
+	}
+	if ia.Main.Path != ib.Main.Path || ia.Main.Version != ib.Main.Version || ia.GoVersion != ib.GoVersion {
+		return false
+	}
+	vcs := func(info *buildinfo.BuildInfo) map[string]string {
+		m := map[string]string{}
+		for _, s := range info.Settings {
+			if strings.HasPrefix(s.Key, "vcs") {
+				m[s.Key] = s.Value
+			}
+		}
+		return m
+	}
+	return maps.Equal(vcs(ia), vcs(ib))
 }
 
 // The SHA-256 of a binary is kept in the user's cache directory, keyed by

@@ -18,8 +18,9 @@ import (
 	"github.com/google/uuid"
 )
 
-// gatewayPackage is what GatewayBinary builds.
-const gatewayPackage = "github.com/bottlefile/bottlefile/cmd/bottlefile"
+// gatewayPackage is what GatewayBinary builds: the gateway alone, as
+// make build puts it beside bottlefile.
+const gatewayPackage = "github.com/bottlefile/bottlefile/cmd/bottlefile-gateway"
 
 var gatewayBin struct {
 	once sync.Once
@@ -27,9 +28,9 @@ var gatewayBin struct {
 	err  error
 }
 
-// GatewayBinary builds bottlefile statically (CGO_ENABLED=0, as make build
-// does) once per test process and returns its path, for the docker
-// driver's gateway_binary: a test binary cannot serve as the gateway, and
+// GatewayBinary builds bottlefile-gateway statically (CGO_ENABLED=0, as
+// make build does) once per test process and returns its path, for the
+// drivers' gateway_binary: a test binary cannot serve as the gateway, and
 // one built with -race is not static. Processes share one copy, replaced
 // atomically, in the temporary directory.
 func GatewayBinary(t testing.TB) string {
@@ -46,16 +47,16 @@ func GatewayBinary(t testing.TB) string {
 			return
 		}
 		defer unlock()
-		tmp := filepath.Join(dir, fmt.Sprintf("bottlefile.%d.tmp", os.Getpid()))
+		tmp := filepath.Join(dir, fmt.Sprintf("bottlefile-gateway.%d.tmp", os.Getpid()))
 		cmd := exec.Command("go", "build", "-trimpath", "-o", tmp, gatewayPackage)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			os.Remove(tmp)
-			gatewayBin.err = fmt.Errorf("building a static bottlefile for the gateway: %v\n%s", err, out)
+			gatewayBin.err = fmt.Errorf("building a static bottlefile-gateway: %v\n%s", err, out)
 			return
 		}
-		path := filepath.Join(dir, "bottlefile")
+		path := filepath.Join(dir, "bottlefile-gateway")
 		if err := os.Rename(tmp, path); err != nil {
 			gatewayBin.err = err
 			return
