@@ -101,7 +101,7 @@ for name in "${kinds[@]}"; do
 done
 
 if [ "${APPLY:-0}" = 1 ]; then
-  if [ -n "${BOTTLEFILE:-}" ]; then cp "$BOTTLEFILE" "$TMP/bottlefile"; else CGO_ENABLED=0 go build -trimpath -o "$TMP/bottlefile" ./cmd/bottlefile; fi
+  bench_build_bottlefile "$TMP"
   body() {
     case $1 in
     missing-command) echo 'command = ["no-such-binary"]' ;;

@@ -29,9 +29,10 @@ cleanup() {
 }
 trap cleanup EXIT
 die() { echo "gateway-abuse.sh: $*" >&2; exit 1; }
+. bench/lib.sh
 
 echo "building..." >&2
-if [ -n "${BOTTLEFILE:-}" ]; then cp "$BOTTLEFILE" "$work/bottlefile"; else CGO_ENABLED=0 go build -trimpath -o "$work/bottlefile" ./cmd/bottlefile; fi
+bench_build_bottlefile "$work"
 CGO_ENABLED=0 go build -trimpath -o "$work/gatewayabuse" ./bench/gatewayabuse
 
 if ! docker image inspect "$image" >/dev/null 2>&1; then

@@ -43,6 +43,7 @@ egress=${EGRESS:-1}
 timeout=${TIMEOUT:-600s}
 
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 work=$(mktemp -d /tmp/bottlefile-k8sbench.XXXXXX)
 run=$$
 bfprefix="bfb$run-" # the namespaces bottlefile makes
@@ -72,7 +73,7 @@ cleanup() {
 trap cleanup EXIT
 
 echo "building bottlefile..."
-CGO_ENABLED=0 go build -trimpath -o "$work/bottlefile" ./cmd/bottlefile
+bench_build_bottlefile "$work"
 
 if [ -z "$info" ]; then
   info=$work/cluster.env

@@ -29,3 +29,18 @@ bench_remove_lineage() {
   left=$( ($docker ps -aq --filter "$f"; $docker network ls -q --filter "$f"; $docker image ls -aq --filter "$f") | wc -l)
   [ "$left" -eq 0 ] || echo "cleanup: $left objects with lineage $2 are left" >&2
 }
+
+# bench_build_bottlefile DIR puts bottlefile and, beside it, the gateway
+# alone (bottlefile-gateway) in DIR, as make build does: $BOTTLEFILE and
+# the bottlefile-gateway beside it when set, else a static build of both.
+bench_build_bottlefile() {
+  local dir=$1
+  if [ -n "${BOTTLEFILE:-}" ]; then
+    cp "$BOTTLEFILE" "$dir/bottlefile" || return 1
+    local gw
+    gw="$(dirname "$BOTTLEFILE")/bottlefile-gateway"
+    if [ -e "$gw" ]; then cp "$gw" "$dir/bottlefile-gateway" || return 1; fi
+    return 0
+  fi
+  CGO_ENABLED=0 go build -trimpath -o "$dir/" ./cmd/bottlefile ./cmd/bottlefile-gateway
+}

@@ -52,7 +52,7 @@ trap cleanup EXIT
 die() { echo "one-bottle.sh: $*" >&2; exit 1; }
 
 echo "building bottlefile and bench/tracesum..."
-if [ -n "${BOTTLEFILE:-}" ]; then cp "$BOTTLEFILE" "$work/bottlefile"; else CGO_ENABLED=0 go build -trimpath -o "$work/bottlefile" ./cmd/bottlefile; fi
+bench_build_bottlefile "$work"
 go build -o "$work/tracesum" ./bench/tracesum
 
 # The image is imported from a rootfs of the static busybox: no registry.

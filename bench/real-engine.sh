@@ -55,7 +55,7 @@ trap cleanup EXIT
 die() { echo "real-engine.sh: $*" >&2; exit 1; }
 
 echo "building bottlefile, bench/rawapi and bench/tracesum..."
-CGO_ENABLED=0 go build -trimpath -o "$work/bottlefile" ./cmd/bottlefile
+bench_build_bottlefile "$work"
 go build -o "$work/rawapi" ./bench/rawapi
 go build -o "$work/tracesum" ./bench/tracesum
 

@@ -74,7 +74,7 @@ trap cleanup EXIT
 
 if [ -z "$bf" ]; then
   echo "building bottlefile..."
-  (cd "$here" && CGO_ENABLED=0 go build -trimpath -o "$tmp/bottlefile" ./cmd/bottlefile) || die "build failed"
+  (cd "$here" && bench_build_bottlefile "$tmp") || die "build failed"
   bf=$tmp/bottlefile
 fi
 

@@ -39,7 +39,7 @@ trap cleanup EXIT
 die() { echo "tick.sh: $*" >&2; exit 1; }
 
 echo "building bottlefile and bench/tracesum..."
-CGO_ENABLED=0 go build -trimpath -o "$work/bottlefile" ./cmd/bottlefile
+bench_build_bottlefile "$work"
 go build -o "$work/tracesum" ./bench/tracesum
 bench_busybox_image "$docker" "$image" "$work" || die "cannot make $image"
 
