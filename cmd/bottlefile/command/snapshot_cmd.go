@@ -80,17 +80,13 @@ func (c *SnapshotExportCommand) Run(args []string) int {
 	out := fs.String("o", "", "")
 	lockTimeout := fs.Duration("lock-timeout", 0, "")
 	in := registerInputs(fs)
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return m.fail("Invalid command line", fmt.Errorf("%v. Run with -help to see the options", err))
-	}
-	if len(pos) != 1 {
-		return m.fail("Invalid command line", errors.New("snapshot export needs one snapshot address, like agent.coder.snapshot.1 (`bottlefile state list` lists them)"))
+	addr, code := parseOneArg(m, fs, args, "snapshot export needs one snapshot address, like agent.coder.snapshot.1 (`bottlefile state list` lists them)")
+	if code != 0 {
+		return code
 	}
 	if *out == "" {
 		return m.fail("Invalid command line", errors.New("snapshot export needs -o FILE (or -o - for standard output)"))
 	}
-	addr := pos[0]
 
 	ctx := m.Ctx
 	op, diags := m.open(ctx, true, *lockTimeout, *in)
@@ -164,14 +160,10 @@ func (c *SnapshotImportCommand) Run(args []string) int {
 	agentFlag := fs.String("agent", "", "")
 	lockTimeout := fs.Duration("lock-timeout", 0, "")
 	in := registerInputs(fs)
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return m.fail("Invalid command line", fmt.Errorf("%v. Run with -help to see the options", err))
+	file, code := parseOneArg(m, fs, args, "snapshot import needs one file: the tar snapshot export wrote (or - for standard input)")
+	if code != 0 {
+		return code
 	}
-	if len(pos) != 1 {
-		return m.fail("Invalid command line", errors.New("snapshot import needs one file: the tar snapshot export wrote (or - for standard input)"))
-	}
-	file := pos[0]
 
 	var src io.Reader
 	var taken string // the address the tar says it was taken at, if any
@@ -234,6 +226,20 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// parseOneArg parses the flags and the one positional argument of a
+// command that takes exactly one; need says what it is when there is not
+// one. A non-zero code is the command's exit code, the error shown.
+func parseOneArg(m *Meta, fs *flag.FlagSet, args []string, need string) (string, int) {
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return "", m.fail("Invalid command line", fmt.Errorf("%v. Run with -help to see the options", err))
+	}
+	if len(pos) != 1 {
+		return "", m.fail("Invalid command line", errors.New(need))
+	}
+	return pos[0], 0
 }
 
 // writeAtomically writes a file private to the user through a temporary

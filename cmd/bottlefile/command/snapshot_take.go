@@ -1,7 +1,6 @@
 package command
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -45,12 +44,9 @@ func (c *SnapshotTakeCommand) Run(args []string) int {
 	description := fs.String("description", "", "")
 	lockTimeout := fs.Duration("lock-timeout", 0, "")
 	in := registerInputs(fs)
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		return m.fail("Invalid command line", fmt.Errorf("%v. Run with -help to see the options", err))
-	}
-	if len(pos) != 1 {
-		return m.fail("Invalid command line", errors.New("snapshot take needs one agent address, like agent.coder"))
+	addr, code := parseOneArg(m, fs, args, "snapshot take needs one agent address, like agent.coder")
+	if code != 0 {
+		return code
 	}
 
 	op, diags := m.open(m.Ctx, false, *lockTimeout, *in)
@@ -59,7 +55,7 @@ func (c *SnapshotTakeCommand) Run(args []string) int {
 	if v.Diagnostics(op.Files(), diags) {
 		return 1
 	}
-	p, diags := op.PlanTake(m.Ctx, pos[0], *description)
+	p, diags := op.PlanTake(m.Ctx, addr, *description)
 	if v.Diagnostics(op.Files(), diags) {
 		return 1
 	}
