@@ -101,14 +101,9 @@ func (s *Scope) EvalAgent(a *Agent) (AgentValue, hcl.Diagnostics) {
 	}
 
 	if a.Resume != nil {
-		v, moreDiags := s.evalAttr(ctx, a.Resume, "resume", cty.Bool)
+		v, ok, moreDiags := s.evalKnown(ctx, a.Resume, "resume", cty.Bool)
 		diags = append(diags, moreDiags...)
-		v, _ = v.Unmark()
-		switch {
-		case moreDiags.HasErrors():
-		case !v.IsKnown():
-			diags = append(diags, s.mustBeKnown("resume", a.Resume)...)
-		case !v.IsNull():
+		if ok {
 			av.Resume = v.True()
 		}
 		if !av.Resume && a.FromSnapshot != "" {
@@ -392,14 +387,9 @@ func (s *Scope) evalSnapshotPolicy(ctx *hcl.EvalContext, p *SnapshotPolicy) (*Sn
 		}
 	}
 	if p.KeepLast != nil {
-		v, moreDiags := s.evalAttr(ctx, p.KeepLast, "keep_last", cty.Number)
+		v, ok, moreDiags := s.evalKnown(ctx, p.KeepLast, "keep_last", cty.Number)
 		diags = append(diags, moreDiags...)
-		v = unmarkDeep(v)
-		switch {
-		case moreDiags.HasErrors():
-		case !v.IsKnown():
-			diags = append(diags, s.mustBeKnown("keep_last", p.KeepLast)...)
-		case !v.IsNull():
+		if ok {
 			bf := v.AsBigFloat()
 			n, acc := bf.Int64()
 			if acc != big.Exact || n < 1 || n > math.MaxInt32 {
@@ -415,14 +405,9 @@ func (s *Scope) evalSnapshotPolicy(ctx *hcl.EvalContext, p *SnapshotPolicy) (*Sn
 		}
 	}
 	if p.MaxAge != nil {
-		v, moreDiags := s.evalAttr(ctx, p.MaxAge, "max_age", cty.String)
+		v, ok, moreDiags := s.evalKnown(ctx, p.MaxAge, "max_age", cty.String)
 		diags = append(diags, moreDiags...)
-		v = unmarkDeep(v)
-		switch {
-		case moreDiags.HasErrors():
-		case !v.IsKnown():
-			diags = append(diags, s.mustBeKnown("max_age", p.MaxAge)...)
-		case !v.IsNull():
+		if ok {
 			d, err := ParseDuration(v.AsString())
 			if err != nil {
 				diags = append(diags, &hcl.Diagnostic{
@@ -437,14 +422,9 @@ func (s *Scope) evalSnapshotPolicy(ctx *hcl.EvalContext, p *SnapshotPolicy) (*Sn
 		}
 	}
 	if p.MaxTotalSize != nil {
-		v, moreDiags := s.evalAttr(ctx, p.MaxTotalSize, "max_total_size", cty.String)
+		v, ok, moreDiags := s.evalKnown(ctx, p.MaxTotalSize, "max_total_size", cty.String)
 		diags = append(diags, moreDiags...)
-		v = unmarkDeep(v)
-		switch {
-		case moreDiags.HasErrors():
-		case !v.IsKnown():
-			diags = append(diags, s.mustBeKnown("max_total_size", p.MaxTotalSize)...)
-		case !v.IsNull():
+		if ok {
 			n, err := units.ParseBytes(v.AsString())
 			if err != nil {
 				diags = append(diags, &hcl.Diagnostic{
@@ -467,30 +447,35 @@ func (s *Scope) evalSnapshotPolicy(ctx *hcl.EvalContext, p *SnapshotPolicy) (*Sn
 // evalDuration evaluates a duration attribute known at plan time ("30m",
 // "1h", "7d"); what says what it is, for the error. A nil expression is 0.
 func (s *Scope) evalDuration(ctx *hcl.EvalContext, expr hcl.Expression, name, what string) (time.Duration, hcl.Diagnostics) {
-	var diags hcl.Diagnostics
-	if expr == nil {
+	v, ok, diags := s.evalKnown(ctx, expr, name, cty.String)
+	if !ok {
 		return 0, diags
 	}
-	v, moreDiags := s.evalAttr(ctx, expr, name, cty.String)
-	diags = append(diags, moreDiags...)
+	d, err := ParseDuration(v.AsString())
+	if err != nil {
+		return 0, append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Invalid " + name,
+			Detail:   fmt.Sprintf("%s. %s is %s: a duration like \"30s\", \"90m\", \"1h\" or \"7d\", more than zero.", err, name, what),
+			Subject:  expr.Range().Ptr(),
+		})
+	}
+	return d, diags
+}
+
+// evalKnown evaluates an attribute that must be known when the plan is
+// made, unmarked. ok says there is a value to use: not when the attribute
+// is absent or null, fails, or is unknown (an error unless validating).
+func (s *Scope) evalKnown(ctx *hcl.EvalContext, expr hcl.Expression, name string, ty cty.Type) (cty.Value, bool, hcl.Diagnostics) {
+	v, diags := s.evalAttr(ctx, expr, name, ty)
 	v = unmarkDeep(v)
 	switch {
-	case moreDiags.HasErrors(), v.IsNull():
-	case !v.IsKnown():
-		diags = append(diags, s.mustBeKnown(name, expr)...)
-	default:
-		d, err := ParseDuration(v.AsString())
-		if err != nil {
-			return 0, append(diags, &hcl.Diagnostic{
-				Severity: hcl.DiagError,
-				Summary:  "Invalid " + name,
-				Detail:   fmt.Sprintf("%s. %s is %s: a duration like \"30s\", \"90m\", \"1h\" or \"7d\", more than zero.", err, name, what),
-				Subject:  expr.Range().Ptr(),
-			})
-		}
-		return d, diags
+	case diags.HasErrors():
+		return v, false, diags
+	case !v.IsWhollyKnown():
+		return v, false, append(diags, s.mustBeKnown(name, expr)...)
 	}
-	return 0, diags
+	return v, !v.IsNull(), diags
 }
 
 // evalAttr evaluates an attribute's expression and converts it to ty. A nil
