@@ -279,12 +279,8 @@ func decodeAgentBlock(block *hcl.Block) (*Agent, hcl.Diagnostics) {
 		diags = append(diags, moreDiags...)
 		a.FromSnapshot = addr
 	}
-	if attr, ok := content.Attributes["resume"]; ok {
-		a.Resume = attr.Expr
-	}
-	if attr, ok := content.Attributes["workspace"]; ok {
-		a.Workspace = attr.Expr
-	}
+	a.Resume = attrExpr(content, "resume")
+	a.Workspace = attrExpr(content, "workspace")
 	if attr, ok := content.Attributes["depends_on"]; ok {
 		deps, moreDiags := decodeDependsOn(attr)
 		diags = append(diags, moreDiags...)
@@ -359,22 +355,21 @@ func decodeSnapshotPolicyBlock(block *hcl.Block) (*SnapshotPolicy, hcl.Diagnosti
 	p := &SnapshotPolicy{DeclRange: block.DefRange}
 	content, moreDiags := block.Body.Content(snapshotPolicySchema)
 	diags = append(diags, moreDiags...)
-	if attr, ok := content.Attributes["before"]; ok {
-		p.Before = attr.Expr
-	}
-	if attr, ok := content.Attributes["keep_last"]; ok {
-		p.KeepLast = attr.Expr
-	}
-	if attr, ok := content.Attributes["max_age"]; ok {
-		p.MaxAge = attr.Expr
-	}
-	if attr, ok := content.Attributes["max_total_size"]; ok {
-		p.MaxTotalSize = attr.Expr
-	}
-	if attr, ok := content.Attributes["every"]; ok {
-		p.Every = attr.Expr
-	}
+	p.Before = attrExpr(content, "before")
+	p.KeepLast = attrExpr(content, "keep_last")
+	p.MaxAge = attrExpr(content, "max_age")
+	p.MaxTotalSize = attrExpr(content, "max_total_size")
+	p.Every = attrExpr(content, "every")
 	return p, diags
+}
+
+// attrExpr is the expression of the named attribute of content; nil, as
+// the block's field is when it is left out, when absent.
+func attrExpr(content *hcl.BodyContent, name string) hcl.Expression {
+	if attr, ok := content.Attributes[name]; ok {
+		return attr.Expr
+	}
+	return nil
 }
 
 func decodeIdleBlock(block *hcl.Block) (*Idle, hcl.Diagnostics) {
@@ -382,12 +377,8 @@ func decodeIdleBlock(block *hcl.Block) (*Idle, hcl.Diagnostics) {
 	i := &Idle{DeclRange: block.DefRange}
 	content, moreDiags := block.Body.Content(idleSchema)
 	diags = append(diags, moreDiags...)
-	if attr, ok := content.Attributes["stop_after"]; ok {
-		i.StopAfter = attr.Expr
-	}
-	if attr, ok := content.Attributes["archive_after"]; ok {
-		i.ArchiveAfter = attr.Expr
-	}
+	i.StopAfter = attrExpr(content, "stop_after")
+	i.ArchiveAfter = attrExpr(content, "archive_after")
 	if i.StopAfter == nil && i.ArchiveAfter == nil && !moreDiags.HasErrors() {
 		diags = append(diags, &hcl.Diagnostic{
 			Severity: hcl.DiagError,
