@@ -401,15 +401,9 @@ type BuildSpec struct {
 
 // Strings decodes a list of strings. Null gives nil.
 func Strings(v cty.Value) ([]string, error) {
-	v, _ = v.UnmarkDeep()
-	if v.IsNull() {
-		return nil, nil
-	}
-	if !v.IsWhollyKnown() {
-		return nil, fmt.Errorf("value is not known yet")
-	}
-	if !v.CanIterateElements() {
-		return nil, fmt.Errorf("want a list of strings, got %s", v.Type().FriendlyName())
+	v, ok, err := decodable(v, cty.Value.CanIterateElements, "a list of strings")
+	if !ok {
+		return nil, err
 	}
 	var out []string
 	for it := v.ElementIterator(); it.Next(); {
@@ -424,15 +418,9 @@ func Strings(v cty.Value) ([]string, error) {
 
 // StringMap decodes a map of strings. Null gives nil.
 func StringMap(v cty.Value) (map[string]string, error) {
-	v, _ = v.UnmarkDeep()
-	if v.IsNull() {
-		return nil, nil
-	}
-	if !v.IsWhollyKnown() {
-		return nil, fmt.Errorf("value is not known yet")
-	}
-	if !v.CanIterateElements() {
-		return nil, fmt.Errorf("want a map of strings, got %s", v.Type().FriendlyName())
+	v, ok, err := decodable(v, cty.Value.CanIterateElements, "a map of strings")
+	if !ok {
+		return nil, err
 	}
 	out := map[string]string{}
 	for it := v.ElementIterator(); it.Next(); {
@@ -447,30 +435,18 @@ func StringMap(v cty.Value) (map[string]string, error) {
 
 // String decodes a string. Null gives "".
 func String(v cty.Value) (string, error) {
-	v, _ = v.UnmarkDeep()
-	if v.IsNull() {
-		return "", nil
-	}
-	if !v.IsKnown() {
-		return "", fmt.Errorf("value is not known yet")
-	}
-	if v.Type() != cty.String {
-		return "", fmt.Errorf("want a string, got %s", v.Type().FriendlyName())
+	v, ok, err := decodable(v, ofType(cty.String), "a string")
+	if !ok {
+		return "", err
 	}
 	return v.AsString(), nil
 }
 
 // Int decodes a whole number. Null gives 0.
 func Int(v cty.Value) (int64, error) {
-	v, _ = v.UnmarkDeep()
-	if v.IsNull() {
-		return 0, nil
-	}
-	if !v.IsKnown() {
-		return 0, fmt.Errorf("value is not known yet")
-	}
-	if v.Type() != cty.Number {
-		return 0, fmt.Errorf("want a number, got %s", v.Type().FriendlyName())
+	v, ok, err := decodable(v, ofType(cty.Number), "a number")
+	if !ok {
+		return 0, err
 	}
 	i, acc := v.AsBigFloat().Int64()
 	if acc != 0 {
@@ -481,18 +457,36 @@ func Int(v cty.Value) (int64, error) {
 
 // Float decodes a number. Null gives 0.
 func Float(v cty.Value) (float64, error) {
-	v, _ = v.UnmarkDeep()
-	if v.IsNull() {
-		return 0, nil
-	}
-	if !v.IsKnown() {
-		return 0, fmt.Errorf("value is not known yet")
-	}
-	if v.Type() != cty.Number {
-		return 0, fmt.Errorf("want a number, got %s", v.Type().FriendlyName())
+	v, ok, err := decodable(v, ofType(cty.Number), "a number")
+	if !ok {
+		return 0, err
 	}
 	f, _ := v.AsBigFloat().Float64()
 	return f, nil
+}
+
+// decodable unmarks v for a decoder and checks it. ok is false for null
+// (the decoder's zero value, no error), and, with an error, for a value
+// not known yet or one it does not take (want says what it takes).
+func decodable(v cty.Value, is func(cty.Value) bool, want string) (cty.Value, bool, error) {
+	v, _ = v.UnmarkDeep()
+	switch {
+	case v.IsNull():
+		return v, false, nil
+	case !v.IsKnown():
+		return v, false, errors.New("value is not known yet")
+	case !is(v):
+		return v, false, fmt.Errorf("want %s, got %s", want, v.Type().FriendlyName())
+	case !v.IsWhollyKnown():
+		// A known list or map with unknown elements.
+		return v, false, errors.New("value is not known yet")
+	}
+	return v, true, nil
+}
+
+// ofType is a decodable check that a value is of type ty.
+func ofType(ty cty.Type) func(cty.Value) bool {
+	return func(v cty.Value) bool { return v.Type() == ty }
 }
 
 // ConfigString reads an optional string attribute of a decoded runtime
