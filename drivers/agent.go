@@ -381,6 +381,27 @@ func BuildValue(context, dockerfile string) cty.Value {
 	return cty.ObjectVal(map[string]cty.Value{"context": cty.StringVal(context), "dockerfile": cty.StringVal(dockerfile)})
 }
 
+// StringsValue is a list of strings as an object's attribute: what Strings
+// decodes, an empty list (not null) when there are none.
+func StringsValue(ss []string) cty.Value {
+	if len(ss) == 0 {
+		return cty.ListValEmpty(cty.String)
+	}
+	vals := make([]cty.Value, len(ss))
+	for i, s := range ss {
+		vals[i] = cty.StringVal(s)
+	}
+	return cty.ListVal(vals)
+}
+
+// HasEgressBlock reports whether a workload object has an egress block (an
+// empty one too), so the driver plans a gateway; an unknown value may be
+// one.
+func HasEgressBlock(w cty.Value) bool {
+	v, _ := WorkloadAttr(w, "egress").UnmarkDeep()
+	return !v.IsKnown() || !v.IsNull()
+}
+
 // RuleError is a driver's complaint about one egress rule, so the planner
 // can point the diagnostic at that rule in the Bottlefile.
 type RuleError struct {

@@ -62,3 +62,44 @@ func TestDecoders(t *testing.T) {
 		}
 	}
 }
+
+// TestStringsValue: a list Strings decodes back; none is an empty list,
+// not null, so a planned attribute's hash does not tell nil from empty.
+func TestStringsValue(t *testing.T) {
+	for _, ss := range [][]string{{"a", "b"}, {}, nil} {
+		v := StringsValue(ss)
+		if v.IsNull() || !v.Type().Equals(cty.List(cty.String)) {
+			t.Errorf("StringsValue(%#v) = %#v, want a list of strings", ss, v)
+		}
+		got, err := Strings(v)
+		if err != nil || len(got) != len(ss) || fmt.Sprint(got) != fmt.Sprint(ss) {
+			t.Errorf("Strings(StringsValue(%#v)) = %#v, %v", ss, got, err)
+		}
+	}
+}
+
+// TestHasEgressBlock: an egress block, empty or sensitive, is one; so may
+// be an unknown one or an unknown workload; no block, or no workload, is
+// none.
+func TestHasEgressBlock(t *testing.T) {
+	with := func(egress cty.Value) cty.Value {
+		return MustWorkload(map[string]cty.Value{"image": cty.StringVal("alpine:3"), "egress": egress})
+	}
+	for _, tt := range []struct {
+		name string
+		w    cty.Value
+		want bool
+	}{
+		{"rules", with(StringsValue([]string{"example.com"})), true},
+		{"empty", with(StringsValue(nil)), true},
+		{"sensitive", with(StringsValue([]string{"example.com"}).Mark("sensitive")), true},
+		{"unknown", with(cty.UnknownVal(cty.List(cty.String))), true},
+		{"unknown workload", cty.UnknownVal(WorkloadType), true},
+		{"none", with(cty.NilVal), false},
+		{"no workload", cty.NilVal, false},
+	} {
+		if got := HasEgressBlock(tt.w); got != tt.want {
+			t.Errorf("%s: HasEgressBlock = %t, want %t", tt.name, got, tt.want)
+		}
+	}
+}

@@ -47,7 +47,7 @@ func (d *Driver) Plan(_ context.Context, req drivers.PlanRequest) (drivers.PlanR
 	if err != nil {
 		return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, err)
 	}
-	egress := hasEgressBlock(drivers.WorkloadAttr(a.Workload, "egress"))
+	egress := drivers.HasEgressBlock(a.Workload)
 	if egress && cfg.registry == "" {
 		return drivers.PlanResponse{}, fmt.Errorf("%s: an egress block needs the runtime's registry: the gateway image is pushed there for the node to pull (set registry = \"HOST:PORT\" in runtime %q)", addr, cfg.runtime)
 	}
@@ -61,7 +61,7 @@ func (d *Driver) Plan(_ context.Context, req drivers.PlanRequest) (drivers.PlanR
 		Addr: nsAddr,
 		Kind: kindNamespace,
 		Attrs: map[string]cty.Value{
-			"services": stringList(names),
+			"services": drivers.StringsValue(names),
 			"gateway":  cty.BoolVal(egress),
 		},
 		// A sidecar added or removed adds or removes its Service; the
@@ -108,7 +108,7 @@ func (d *Driver) Plan(_ context.Context, req drivers.PlanRequest) (drivers.PlanR
 			Agent: a, AgentAddr: addr, Network: nsAddr,
 			EgressNetwork: egressNetwork,
 			Version:       bin.Version(),
-			DNS:           stringList(cfg.dns),
+			DNS:           drivers.StringsValue(cfg.dns),
 			Sidecars:      names,
 		})
 		if err != nil {
@@ -148,7 +148,7 @@ func planPod(addr, nsAddr string, w cty.Value, place placement, sidecars []strin
 		attrs[k] = v
 	}
 	attrs["namespace"] = cty.StringVal(nsAddr)
-	attrs["sidecars"] = stringList(sidecars)
+	attrs["sidecars"] = drivers.StringsValue(sidecars)
 	attrs["proxy"] = cty.BoolVal(egress)
 	return drivers.Object{
 		Addr:      addr,
@@ -197,25 +197,4 @@ func checkUser(v cty.Value) error {
 		return fmt.Errorf("user: %w", err)
 	}
 	return nil
-}
-
-// hasEgressBlock reports whether an agent has an egress block (an empty
-// one too); an unknown value may be one.
-func hasEgressBlock(v cty.Value) bool {
-	if v == cty.NilVal {
-		return false
-	}
-	v, _ = v.UnmarkDeep()
-	return !v.IsKnown() || !v.IsNull()
-}
-
-func stringList(ss []string) cty.Value {
-	if len(ss) == 0 {
-		return cty.ListValEmpty(cty.String)
-	}
-	vals := make([]cty.Value, len(ss))
-	for i, s := range ss {
-		vals[i] = cty.StringVal(s)
-	}
-	return cty.ListVal(vals)
 }

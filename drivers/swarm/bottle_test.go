@@ -83,10 +83,10 @@ func placedAgent(name, image string, placement []string, egress []string) driver
 		"command": cty.ListVal([]cty.Value{cty.StringVal("sleep"), cty.StringVal("600")}),
 	}
 	if egress != nil {
-		w["egress"] = stringList(egress)
+		w["egress"] = drivers.StringsValue(egress)
 	}
 	a := drivers.AgentSpec{Addr: "agent." + name, Name: name, Workload: drivers.MustWorkload(w)}
-	a.Driver = cty.ObjectVal(map[string]cty.Value{"placement": stringList(placement)})
+	a.Driver = cty.ObjectVal(map[string]cty.Value{"placement": drivers.StringsValue(placement)})
 	return a
 }
 

@@ -98,12 +98,12 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 	if len(names) > 0 {
 		for i := range objects {
 			if objects[i].Kind == kindService {
-				objects[i].Attrs["sidecars"] = stringList(names)
+				objects[i].Attrs["sidecars"] = drivers.StringsValue(names)
 			}
 		}
 	}
 
-	if hasEgressBlock(drivers.WorkloadAttr(a.Workload, "egress")) {
+	if drivers.HasEgressBlock(a.Workload) {
 		bin, err := d.gatewayBinary()
 		if err != nil {
 			return drivers.PlanResponse{}, fmt.Errorf("%s: gateway: %w", addr, err)
@@ -113,7 +113,7 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 			Agent: a, AgentAddr: addr, Network: netAddr,
 			EgressNetwork: egressNet,
 			Version:       version,
-			DNS:           stringList(dns),
+			DNS:           drivers.StringsValue(dns),
 			Sidecars:      names,
 		}
 		if egressNet == "" {
@@ -129,7 +129,7 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 		if err != nil {
 			return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, err)
 		}
-		gw.Attrs["placement"] = stringList(pinned)
+		gw.Attrs["placement"] = drivers.StringsValue(pinned)
 		gw.Attrs["registry"] = optString(registry)
 		objects = append(objects, gw)
 	}
@@ -152,7 +152,7 @@ func (d *Driver) planWorkload(addr, netAddr string, w cty.Value, placement, pinn
 	attrs := drivers.WorkloadAttrs(w, serviceAttrs...)
 	attrs["build_hash"] = cty.NullVal(cty.String)
 	attrs["network"] = cty.StringVal(netAddr)
-	attrs["placement"] = stringList(placement)
+	attrs["placement"] = drivers.StringsValue(placement)
 	if pids := drivers.WorkloadAttr(w, "pids"); !pids.IsNull() {
 		attrs["pids"] = pids
 	}
@@ -181,7 +181,7 @@ func (d *Driver) planWorkload(addr, netAddr string, w cty.Value, placement, pinn
 	img.Attrs["registry"] = optString(registry)
 	svc.Attrs["image"] = cty.NullVal(cty.String)
 	svc.Attrs["build_hash"] = cty.StringVal(sum)
-	svc.Attrs["placement"] = stringList(pinned)
+	svc.Attrs["placement"] = drivers.StringsValue(pinned)
 	svc.DependsOn = append(svc.DependsOn, img.Addr)
 	return []drivers.Object{*img, svc}, nil
 }
@@ -215,27 +215,6 @@ func decodePlacement(v cty.Value) ([]string, error) {
 
 // constraint is the form of a swarm placement constraint.
 var constraint = regexp.MustCompile(`^\s*[a-zA-Z0-9_.-]+\s*(==|!=)\s*\S.*$`)
-
-// hasEgressBlock reports whether an agent has an egress block (an empty
-// one too); an unknown value may be one.
-func hasEgressBlock(v cty.Value) bool {
-	if v == cty.NilVal {
-		return false
-	}
-	v, _ = v.UnmarkDeep()
-	return !v.IsKnown() || !v.IsNull()
-}
-
-func stringList(ss []string) cty.Value {
-	if len(ss) == 0 {
-		return cty.ListValEmpty(cty.String)
-	}
-	vals := make([]cty.Value, len(ss))
-	for i, s := range ss {
-		vals[i] = cty.StringVal(s)
-	}
-	return cty.ListVal(vals)
-}
 
 func optString(s string) cty.Value {
 	if s == "" {

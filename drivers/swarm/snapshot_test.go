@@ -175,7 +175,7 @@ func TestSnapshotOnSwarm(t *testing.T) {
 			if _, err := d.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpDelete, Lineage: lineage, Object: drivers.Object{Addr: o.Addr, Kind: o.Kind}}); err != nil {
 				t.Fatal(err)
 			}
-			o.Attrs["placement"] = stringList([]string{"node.labels.zone==c"})
+			o.Attrs["placement"] = drivers.StringsValue([]string{"node.labels.zone==c"})
 			if _, err := d.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpCreate, Lineage: lineage, Object: o, Hash: "h2", BootImage: newest.Snapshot.Image}); err != nil {
 				t.Fatalf("creating the agent from %s: %v", newest.ID, err)
 			}

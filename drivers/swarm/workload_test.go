@@ -24,7 +24,7 @@ func TestExecAndLogsOnSwarm(t *testing.T) {
 	ctx := t.Context()
 
 	agent := placedAgent("talker", f.Busybox, []string{"node.labels.zone==c"}, nil)
-	agent.Workload = drivers.WithWorkloadAttr(agent.Workload, "command", stringList([]string{"sh", "-c", "echo hello-log; echo err-log >&2; exec sleep 600"}))
+	agent.Workload = drivers.WithWorkloadAttr(agent.Workload, "command", drivers.StringsValue([]string{"sh", "-c", "echo hello-log; echo err-log >&2; exec sleep 600"}))
 	plan, err := d.Plan(ctx, drivers.PlanRequest{Agent: agent})
 	if err != nil {
 		t.Fatal(err)
