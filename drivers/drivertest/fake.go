@@ -247,15 +247,21 @@ func (f *Fake) Close() error {
 	return nil
 }
 
+// record notes a call of a method in its XCalled, XCalls and XRequest
+// fields and returns its hooks XFn and XResponse, under the lock.
+func record[Req, Fn, Resp any](f *Fake, req Req, called *bool, calls *int, last *Req, fn *Fn, canned *Resp) (Fn, Resp) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	*called = true
+	*calls++
+	*last = req
+	return *fn, *canned
+}
+
 // Read lists the live objects of the lineage, sorted by address. An unknown
 // lineage has none.
 func (f *Fake) Read(ctx context.Context, req drivers.ReadRequest) (drivers.ReadResponse, error) {
-	f.mu.Lock()
-	f.ReadCalled = true
-	f.ReadCalls++
-	f.ReadRequest = req
-	fn, canned := f.ReadFn, f.ReadResponse
-	f.mu.Unlock()
+	fn, canned := record(f, req, &f.ReadCalled, &f.ReadCalls, &f.ReadRequest, &f.ReadFn, &f.ReadResponse)
 	if fn != nil {
 		return fn(req)
 	}
@@ -294,12 +300,7 @@ func (f *Fake) EngineID(context.Context) (string, error) {
 
 // Plan expands the agent into its network and its container.
 func (f *Fake) Plan(ctx context.Context, req drivers.PlanRequest) (drivers.PlanResponse, error) {
-	f.mu.Lock()
-	f.PlanCalled = true
-	f.PlanCalls++
-	f.PlanRequest = req
-	fn, canned := f.PlanFn, f.PlanResponse
-	f.mu.Unlock()
+	fn, canned := record(f, req, &f.PlanCalled, &f.PlanCalls, &f.PlanRequest, &f.PlanFn, &f.PlanResponse)
 	if fn != nil {
 		return fn(req)
 	}
