@@ -77,7 +77,7 @@ func (d *Driver) planBottle(ctx context.Context, a drivers.AgentSpec, addr, netA
 		}
 	}
 
-	if hasEgressBlock(drivers.WorkloadAttr(a.Workload, "egress")) {
+	if drivers.HasEgressBlock(a.Workload) {
 		egressNet, err := d.planEgressNetwork()
 		if err != nil {
 			return nil, fmt.Errorf("%s: egress network: %w", addr, err)
@@ -100,18 +100,6 @@ func (d *Driver) planBottle(ctx context.Context, a drivers.AgentSpec, addr, netA
 		return nil, err
 	}
 	return objects, nil
-}
-
-// hasEgressBlock reports whether an agent has an egress block: its allow
-// list is not null (an empty list is a block that allows nothing, and
-// still gets a gateway, whose log shows what the agent tried). An unknown
-// value may be a block.
-func hasEgressBlock(v cty.Value) bool {
-	if v == cty.NilVal {
-		return false
-	}
-	v, _ = v.UnmarkDeep()
-	return !v.IsKnown() || !v.IsNull()
 }
 
 func sidecarsValue(names []string) cty.Value {
