@@ -17,6 +17,14 @@ type ActivityReader interface {
 type ActivityRequest struct {
 	Lineage string
 	Agents  []string
+	// IdleSince, per agent, is how far back its use matters to the
+	// caller: it acts only on an agent unused since then (its idle
+	// policy's now less stop_after). A reader may then skip what is
+	// costly to read (CPU, which can only make an agent busier) of an
+	// agent whose other signals show a use after it, and report it from
+	// those alone; and it judges CPU read over a longer span as if all
+	// of it fell after IdleSince. An agent without one is read in full.
+	IdleSince map[string]time.Time
 }
 
 // Activity is how recently one agent (with its sidecars and gateway) was

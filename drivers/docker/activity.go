@@ -32,13 +32,19 @@ import (
 // when its workload last started (a start is a use). One look costs:
 //
 //   - one container list of the lineage (every agent's containers);
-//   - per running agent or sidecar container, a one-shot stats call (its
-//     cgroup's CPU counter), and, unless that already says busy, an
-//     inspect (its open exec sessions, ExecIDs, and when it started),
-//     plus an exec inspect per open exec only (to tell an exec that
-//     never started, which lingers, from a session);
+//   - per running agent or sidecar container, an inspect (its open exec
+//     sessions, ExecIDs, and when it started), plus an exec inspect per
+//     open exec only (to tell an exec that never started, which lingers,
+//     from a session);
 //   - per gateway, a stat of its activity stamp (egress activity.go): a
-//     HEAD of the container's archive, no body, no exec.
+//     HEAD of the container's archive, no body, no exec;
+//   - then, per running agent or sidecar container, a stats call (its
+//     cgroup's CPU counter), unless the request's IdleSince spares it:
+//     its agent is busy, cannot be told about, or was used after it by
+//     what the calls above (and the memory) say. A stats call is the
+//     slow one (about a second on a loaded engine), and CPU can only
+//     make an agent busier: a tick over agents in use, or not idle for
+//     long enough, reads none.
 //
 // A stopped workload costs nothing beyond the list: it was last used when
 // it stopped, as far as the list's "Exited ... ago" tells (to the unit it
@@ -46,7 +52,12 @@ import (
 //
 // CPU is averaged since the driver's last look at the container, which
 // it remembers in the state directory (activityMemory), so a tick from
-// cron averages over the cron interval as watch does over its own. The
+// cron averages over the cron interval as watch does over its own. Asked
+// with IdleSince, a look reads CPU seldom, so over long spans: CPU used
+// since the last reading counts as if all of it fell after IdleSince
+// (CPUBusy of the part after it), never diluted over the time before; and
+// a container with no reading of its current run counts from its start
+// (its cgroup's counter starts at zero then). Without IdleSince, the
 // first look at a container has nothing to average from: it asks the
 // engine for a sampled reading instead (stats without one-shot, which the
 // engine answers with two readings a second or two apart), the one call
@@ -105,7 +116,9 @@ type activityLook struct {
 	gateway bool
 	running bool
 	stopped time.Time // when a stopped workload stopped, from the list
+	since   time.Time // its agent's IdleSince: zero reads CPU always
 
+	started time.Time // when a running workload last started, from its inspect
 	last    time.Time
 	busy    bool
 	unknown bool // the look could not tell (LastActive zero)
@@ -146,7 +159,7 @@ func (d *Driver) activity(ctx context.Context, req drivers.ActivityRequest) (map
 		// Paused is running for this purpose: a snapshot pauses an agent
 		// for a moment, and its counters and sessions are still there.
 		running := c.State == container.StateRunning || c.State == container.StatePaused
-		l := &activityLook{agent: agent.String(), id: c.ID, running: running}
+		l := &activityLook{agent: agent.String(), id: c.ID, running: running, since: req.IdleSince[agent.String()]}
 		switch {
 		case c.Labels[labelKind] == gateway.Kind:
 			l.gateway = true
@@ -190,16 +203,17 @@ func (d *Driver) ContainerActivity(ctx context.Context, memory string, ctrs []en
 	listed := map[string]bool{}
 	for _, c := range ctrs {
 		listed[c.ID] = true
-		looks = append(looks, &activityLook{agent: c.Agent, id: c.ID, gateway: c.Gateway, running: true})
+		looks = append(looks, &activityLook{agent: c.Agent, id: c.ID, gateway: c.Gateway, running: true, since: c.IdleSince})
 	}
 	uses, err := d.lookAll(ctx, api, memory, looks, listed, time.Now())
 	return uses, d.Unreachable(err)
 }
 
 // lookAll looks at each container (activityLook, at most activityLooks
-// at once) and says what it saw of each, in order. CPU samples are kept
-// in the memory named (activityMemory), which then forgets the containers
-// not listed.
+// at once) and says what it saw of each, in order: first what is cheap
+// (look), then the CPU of the workloads whose agent that leaves in
+// question (needCPU). CPU samples are kept in the memory named
+// (activityMemory), which then forgets the containers not listed.
 func (d *Driver) lookAll(ctx context.Context, api dockerAPI, memory string, looks []*activityLook, listed map[string]bool, now time.Time) ([]engine.Use, error) {
 	mem := d.activityMemory(memory)
 	samples := mem.load()
@@ -209,34 +223,46 @@ func (d *Driver) lookAll(ctx context.Context, api dockerAPI, memory string, look
 	if memory != "" {
 		notes = d.activityMemory("").load()
 	}
-	sem := make(chan struct{}, activityLooks)
-	var wg sync.WaitGroup
-	for _, l := range looks {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			d.look(ctx, api, l, samples[l.id], now)
-		})
-	}
-	wg.Wait()
+	lookEach(looks, func(l *activityLook) { d.look(ctx, api, l, now) })
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	for _, l := range looks {
+		// Found in use by an earlier look, or an exec's end.
+		for _, t := range []time.Time{samples[l.id].Active, notes[l.id].Active} {
+			if t.After(l.last) {
+				l.last = t
+			}
+		}
+	}
+
+	if sa, ok := api.(statsAPI); ok {
+		lookEach(needCPU(looks), func(l *activityLook) { d.lookBusy(ctx, sa, l, samples[l.id]) })
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 	}
 
 	uses := make([]engine.Use, 0, len(looks))
 	var moved []string
 	for _, l := range looks {
-		if prev, ok := samples[l.id]; ok && prev.Active.After(l.last) {
-			l.last = prev.Active // found in use by an earlier look, or an exec's end
+		note, noted := notes[l.id]
+		if l.sample == nil && !l.gateway && (noted || l.busy) {
+			// Remembered without a CPU reading (none was needed): the
+			// counter stays as last read.
+			s := samples[l.id]
+			l.sample = &s
 		}
-		if note, ok := notes[l.id]; ok && l.sample != nil {
-			if note.Active.After(l.last) {
-				l.last = note.Active
-			}
+		if noted && l.sample != nil {
 			if note.Active.After(l.sample.Active) {
 				l.sample.Active = note.Active
 			}
 			moved = append(moved, l.id)
+		}
+		// A session seen open is a use the next look, once it closed,
+		// only knows from here.
+		if l.sample != nil && l.busy && l.last.After(l.sample.Active) {
+			l.sample.Active = l.last
 		}
 		uses = append(uses, engine.Use{Agent: l.agent, Gateway: l.gateway, Last: l.last, Busy: l.busy, Unknown: l.unknown})
 	}
@@ -250,9 +276,23 @@ func (d *Driver) lookAll(ctx context.Context, api dockerAPI, memory string, look
 	return uses, nil
 }
 
-// look fills l from the engine: one call for a gateway or a stopped
-// workload, one or two (plus one per open exec) for a running one.
-func (d *Driver) look(ctx context.Context, api dockerAPI, l *activityLook, prev activitySample, now time.Time) {
+// lookEach runs f on each look, at most activityLooks at once.
+func lookEach(looks []*activityLook, f func(*activityLook)) {
+	sem := make(chan struct{}, activityLooks)
+	var wg sync.WaitGroup
+	for _, l := range looks {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			f(l)
+		})
+	}
+	wg.Wait()
+}
+
+// look fills l with what is cheap to read: one call for a gateway or a
+// stopped workload, one (plus one per open exec) for a running one.
+func (d *Driver) look(ctx context.Context, api dockerAPI, l *activityLook, now time.Time) {
 	if l.gateway {
 		d.lookGateway(ctx, api, l)
 		return
@@ -261,16 +301,6 @@ func (d *Driver) look(ctx context.Context, api dockerAPI, l *activityLook, prev 
 		l.last = l.stopped
 		return
 	}
-	if sa, ok := api.(statsAPI); ok {
-		if s, busy, ok := d.lookCPU(ctx, sa, l.id, prev); ok {
-			l.sample = &s
-			if busy {
-				l.busy, l.last = true, s.At
-				l.sample.Active = s.At
-				return // busy by CPU: no need of its sessions
-			}
-		}
-	}
 	info, err := api.ContainerInspect(ctx, l.id)
 	if err != nil {
 		d.log.Debug("inspecting a workload for its activity", "id", shortID(l.id), "error", err)
@@ -278,14 +308,61 @@ func (d *Driver) look(ctx context.Context, api dockerAPI, l *activityLook, prev 
 		return
 	}
 	if info.State != nil {
-		if t, err := time.Parse(time.RFC3339Nano, info.State.StartedAt); err == nil && t.After(l.last) {
-			l.last = t
+		if t, err := time.Parse(time.RFC3339Nano, info.State.StartedAt); err == nil {
+			l.started = t
+			if t.After(l.last) {
+				l.last = t
+			}
 		}
 	}
 	if d.sessionOpen(ctx, api, info.ExecIDs) {
 		l.busy, l.last = true, now
-		if l.sample != nil {
-			l.sample.Active = now
+	}
+}
+
+// needCPU are the running workloads whose CPU is to be read: all of them
+// without IdleSince; with it, those of an agent that is not busy, can be
+// told about (unknown is never idle, whatever the CPU) and was not used
+// after it by what the looks saw so far.
+func needCPU(looks []*activityLook) []*activityLook {
+	type use struct {
+		last          time.Time
+		busy, unknown bool
+	}
+	agents := map[string]use{}
+	for _, l := range looks {
+		u := agents[l.agent]
+		if l.last.After(u.last) {
+			u.last = l.last
+		}
+		u.busy, u.unknown = u.busy || l.busy, u.unknown || l.unknown
+		agents[l.agent] = u
+	}
+	var out []*activityLook
+	for _, l := range looks {
+		if l.gateway || !l.running {
+			continue
+		}
+		if u := agents[l.agent]; !l.since.IsZero() && (u.busy || u.unknown || u.last.After(l.since)) {
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// lookBusy reads l's CPU (lookCPU) into its sample, busy at the reading
+// when it used CPUBusy or more.
+func (d *Driver) lookBusy(ctx context.Context, sa statsAPI, l *activityLook, prev activitySample) {
+	s, busy, ok := d.lookCPU(ctx, sa, l, prev)
+	if !ok {
+		return
+	}
+	l.sample = &s
+	if busy {
+		l.busy = true
+		if s.At.After(l.last) {
+			l.last = s.At
 		}
 	}
 }
@@ -311,15 +388,19 @@ func (d *Driver) sessionOpen(ctx context.Context, api dockerAPI, ids []string) b
 }
 
 // lookCPU reads the container's CPU counter and says whether it used
-// CPUBusy or more since prev (or, with no prev, over the engine's own
-// sampling interval); ok is false when the engine cannot tell.
-func (d *Driver) lookCPU(ctx context.Context, sa statsAPI, id string, prev activitySample) (activitySample, bool, bool) {
-	first := prev.At.IsZero()
+// CPUBusy or more since prev (cpuBusy, after l.since); with no prev of
+// its current run, since it started when l.since is set, else over the
+// engine's own sampling interval. ok is false when the engine cannot
+// tell.
+func (d *Driver) lookCPU(ctx context.Context, sa statsAPI, l *activityLook, prev activitySample) (activitySample, bool, bool) {
+	id := l.id
+	fromStart := !l.since.IsZero() && !l.started.IsZero() && (prev.At.IsZero() || l.started.After(prev.At))
+	sampled := !fromStart && prev.At.IsZero()
 	var (
 		r   container.StatsResponseReader
 		err error
 	)
-	if first {
+	if sampled {
 		r, err = sa.ContainerStats(ctx, id, false)
 	} else {
 		r, err = sa.ContainerStatsOneShot(ctx, id)
@@ -339,21 +420,31 @@ func (d *Driver) lookCPU(ctx context.Context, sa statsAPI, id string, prev activ
 		return activitySample{}, false, false // a container that stopped meanwhile
 	}
 	from, fromAt := prev.CPU, prev.At
-	if first {
+	switch {
+	case fromStart:
+		from, fromAt = 0, l.started
+	case sampled:
 		from, fromAt = st.PreCPUStats.CPUUsage.TotalUsage, st.PreRead
 	}
-	return s, cpuBusy(from, fromAt, s.CPU, s.At), true
+	return s, cpuBusy(from, fromAt, s.CPU, s.At, l.since), true
 }
 
 // cpuBusy says whether a counter of CPU nanoseconds that went from cpu0
-// at t0 to cpu1 at t1 averaged CPUBusy cores or more. A counter that went
+// at t0 to cpu1 at t1 averaged CPUBusy cores or more: over the part of
+// the interval after since when since falls inside it, as if all of it
+// were used then (the caller asks about that part only, and a reading
+// over a long span must not dilute a recent use). A counter that went
 // back (the container started again: a new cgroup) or no interval tells
 // nothing: not busy (its start is its last use anyway).
-func cpuBusy(cpu0 uint64, t0 time.Time, cpu1 uint64, t1 time.Time) bool {
+func cpuBusy(cpu0 uint64, t0 time.Time, cpu1 uint64, t1 time.Time, since time.Time) bool {
 	if t0.IsZero() || !t1.After(t0) || cpu1 < cpu0 {
 		return false
 	}
-	return float64(cpu1-cpu0) >= CPUBusy*float64(t1.Sub(t0).Nanoseconds())
+	span := t1.Sub(t0)
+	if since.After(t0) && t1.After(since) {
+		span = t1.Sub(since)
+	}
+	return float64(cpu1-cpu0) >= CPUBusy*float64(span.Nanoseconds())
 }
 
 // lookGateway reads the gateway's activity stamp: the time of its last

@@ -14,6 +14,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
+	"github.com/bottlefile/bottlefile/drivers/engine"
 	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
@@ -51,8 +52,8 @@ func TestIntegrationActivity(t *testing.T) {
 		}
 		calls := e.api.take()
 		t.Logf("%s: %v, engine calls %v", what, time.Since(start).Round(time.Millisecond), calls)
-		// One list; per running workload a stats call and at most an
-		// inspect; per gateway a stat; an exec inspect per open exec.
+		// One list; per running workload an inspect and at most a stats
+		// call; per gateway a stat; an exec inspect per open exec.
 		total := 0
 		for _, n := range calls {
 			total += n
@@ -106,6 +107,26 @@ func TestIntegrationActivity(t *testing.T) {
 		t.Errorf("second look (one-shot, since the first): the burning agent: %+v, want busy", a)
 	}
 
+	// Asked only whether they were unused for the last hour, which each
+	// was used in (each started in it): no CPU is read.
+	hour := time.Now().Add(-time.Hour)
+	e.api.take()
+	got, err := e.d.Activity(ctx, drivers.ActivityRequest{Lineage: e.lineage, Agents: all,
+		IdleSince: map[string]time.Time{"agent.quiet": hour, "agent.shell": hour, "agent.burner": hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := e.api.take()
+	t.Logf("with IdleSince an hour ago: engine calls %v", calls)
+	if n := calls["ContainerStats"] + calls["ContainerStatsOneShot"]; n != 0 || len(got) != 3 {
+		t.Errorf("with IdleSince an hour ago: %d stats calls (%v), reported %v; want none, the three agents", n, calls, got)
+	}
+	for addr, a := range got {
+		if !a.LastActive.After(hour) {
+			t.Errorf("with IdleSince an hour ago: %s: %+v, want last active after it", addr, a)
+		}
+	}
+
 	// A bottlefile exec session that ended.
 	resp, err := e.d.Read(ctx, drivers.ReadRequest{Lineage: e.lineage, NoConfig: true})
 	if err != nil {
@@ -134,6 +155,19 @@ func TestIntegrationActivity(t *testing.T) {
 	before = time.Now()
 	if a := look("with an exec session open")["agent.shell"]; !a.Busy || a.LastActive.Before(before) {
 		t.Errorf("with an exec session open: %+v, want busy, last active now", a)
+	}
+
+	// Asked whether the burner was unused until now, under a memory with
+	// no reading of it: one one-shot stats call, its CPU since its start.
+	// (Last: a look under another memory takes the driver's own memory
+	// of the burner, as it takes an exec session's end.)
+	e.api.take()
+	uses, err := e.d.ContainerActivity(ctx, "fresh", []engine.Watched{{Agent: "agent.burner", ID: ids["agent.burner"].ID, IdleSince: time.Now()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := e.api.take(); calls["ContainerStatsOneShot"] != 1 || calls["ContainerStats"] != 0 || len(uses) != 1 || !uses[0].Busy {
+		t.Errorf("the burner, no reading remembered, IdleSince now: %+v, calls %v; want busy from one one-shot stats call", uses, calls)
 	}
 
 	// A stopped agent was last used when it stopped.

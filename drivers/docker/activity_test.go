@@ -41,6 +41,9 @@ func (a *activityAPI) stats(id string, sampled bool) (container.StatsResponseRea
 		step = uint64(time.Second)
 	}
 	var st container.StatsResponse
+	if a.at[id].IsZero() {
+		a.at[id] = time.Now().Add(-time.Second) // read now, unless the test set when
+	}
 	if sampled {
 		st.PreRead, st.PreCPUStats.CPUUsage.TotalUsage = a.at[id], a.cpu[id]
 	}
@@ -129,11 +132,11 @@ func countCalls(calls []string) map[string]int {
 }
 
 // TestActivityCalls: the engine calls of a look at 100 idle bottles
-// (agent and gateway each): one list, then per bottle a stats call, an
-// inspect and a stat of the gateway's stamp; the first look samples CPU
-// (ContainerStats), later ones read it once (one-shot) from the
-// remembered counter, kept in the state directory across drivers (runs).
-// A busy agent needs no inspect.
+// (agent and gateway each) asked without IdleSince: one list, then per
+// bottle an inspect, a stat of the gateway's stamp and a stats call; the
+// first look samples CPU (ContainerStats), later ones read it once
+// (one-shot) from the remembered counter, kept in the state directory
+// across drivers (runs).
 func TestActivityCalls(t *testing.T) {
 	const n = 100
 	started := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
@@ -183,7 +186,7 @@ func TestActivityCalls(t *testing.T) {
 	if busy != n/2 {
 		t.Errorf("%d agents busy, want %d", busy, n/2)
 	}
-	want = map[string]int{"ContainerList": 1, "ContainerStatsOneShot": n, "ContainerInspect": n / 2, "ContainerStatPath": n}
+	want = map[string]int{"ContainerList": 1, "ContainerStatsOneShot": n, "ContainerInspect": n, "ContainerStatPath": n}
 	if calls := countCalls(api.calls()); fmt.Sprint(calls) != fmt.Sprint(want) {
 		t.Errorf("later look, half busy: calls %v, want %v", calls, want)
 	}
@@ -257,20 +260,29 @@ func TestActivityJudges(t *testing.T) {
 // TestCPUBusy: the threshold, and counters that tell nothing.
 func TestCPUBusy(t *testing.T) {
 	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	hour := t0.Add(time.Hour)
 	for _, tc := range []struct {
 		name       string
 		cpu0, cpu1 uint64
 		t0, t1     time.Time
+		since      time.Time
 		want       bool
 	}{
-		{"a core for a minute", 0, uint64(time.Minute), t0, t0.Add(time.Minute), true},
-		{"5 % of a core", 0, uint64(3 * time.Second), t0, t0.Add(time.Minute), true},
-		{"4 % of a core", 0, uint64(2400 * time.Millisecond), t0, t0.Add(time.Minute), false},
-		{"no interval", 0, uint64(time.Second), t0, t0, false},
-		{"no earlier reading", 0, uint64(time.Second), time.Time{}, t0, false},
-		{"started again", uint64(time.Hour), uint64(time.Second), t0, t0.Add(time.Minute), false},
+		{"a core for a minute", 0, uint64(time.Minute), t0, t0.Add(time.Minute), time.Time{}, true},
+		{"5 % of a core", 0, uint64(3 * time.Second), t0, t0.Add(time.Minute), time.Time{}, true},
+		{"4 % of a core", 0, uint64(2400 * time.Millisecond), t0, t0.Add(time.Minute), time.Time{}, false},
+		{"no interval", 0, uint64(time.Second), t0, t0, time.Time{}, false},
+		{"no earlier reading", 0, uint64(time.Second), time.Time{}, t0, time.Time{}, false},
+		{"started again", uint64(time.Hour), uint64(time.Second), t0, t0.Add(time.Minute), time.Time{}, false},
+		// Two minutes of a core in an hour is 3.3 %: idle over the hour,
+		// but it may all have been in the last half hour asked about.
+		{"2 minutes in an hour", 0, uint64(2 * time.Minute), t0, hour, time.Time{}, false},
+		{"2 minutes in an hour, since its last half", 0, uint64(2 * time.Minute), t0, hour, hour.Add(-30 * time.Minute), true},
+		{"1 minute in an hour, since its last half", 0, uint64(time.Minute), t0, hour, hour.Add(-30 * time.Minute), false},
+		{"since before the interval", 0, uint64(2 * time.Minute), t0, hour, t0.Add(-time.Hour), false},
+		{"since after the interval", 0, uint64(2 * time.Minute), t0, hour, hour.Add(time.Minute), false},
 	} {
-		if got := cpuBusy(tc.cpu0, tc.t0, tc.cpu1, tc.t1); got != tc.want {
+		if got := cpuBusy(tc.cpu0, tc.t0, tc.cpu1, tc.t1, tc.since); got != tc.want {
 			t.Errorf("%s: busy %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -343,4 +355,126 @@ func TestContainerActivity(t *testing.T) {
 	if _, ok := d.activityMemory("swarm-fleet-node/1").load()["c1"]; ok {
 		t.Error("a container no longer given is still remembered")
 	}
+}
+
+// since is an IdleSince of every agent of n at t.
+func since(n int, t time.Time) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, a := range agentNames(n) {
+		out[a] = t
+	}
+	return out
+}
+
+// TestActivityIdleSince: asked with IdleSince, a look reads no CPU of an
+// agent its cheap signals already show in use after it (a request
+// through its gateway), nor of one busy with a session or that cannot
+// be told about; the others' CPU is read once (one-shot), from their
+// start on the first look.
+func TestActivityIdleSince(t *testing.T) {
+	const n = 100
+	now := time.Now()
+	started, request := now.Add(-2*time.Hour), now.Add(-time.Minute)
+	d, api := bottles(t, n, started, egress.NoActivity, t.TempDir())
+	// Half the agents had a request through their gateway a minute ago.
+	api.ContainerStatPathFn = func(id, _ string) (container.PathStat, error) {
+		var i int
+		fmt.Sscanf(id, "g%d", &i)
+		if i < n/2 {
+			return container.PathStat{Mtime: request}, nil
+		}
+		return container.PathStat{Mtime: egress.NoActivity}, nil
+	}
+	api.exec["c50/open"] = true // a session open in a50
+	req := drivers.ActivityRequest{Lineage: "lin", Agents: agentNames(n), IdleSince: since(n, now.Add(-30*time.Minute))}
+	got, err := d.Activity(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"ContainerList": 1, "ContainerInspect": n, "ContainerStatPath": n, "ContainerExecInspect": 1, "ContainerStatsOneShot": n/2 - 1}
+	if calls := countCalls(api.calls()); fmt.Sprint(calls) != fmt.Sprint(want) {
+		t.Errorf("look at %d bottles, %d used a minute ago, one busy: calls %v, want %v", n, n/2, calls, want)
+	}
+	for i, addr := range agentNames(n) {
+		a := got[addr]
+		switch {
+		case i < n/2 && (!a.LastActive.Equal(request) || a.Busy):
+			t.Errorf("%s, a request a minute ago: %+v", addr, a)
+		case i == n/2 && !a.Busy:
+			t.Errorf("%s, a session open: %+v, want busy", addr, a)
+		case i > n/2 && (!a.LastActive.Equal(started) || a.Busy):
+			t.Errorf("%s, unused since it started: %+v", addr, a)
+		}
+	}
+}
+
+// TestActivityIdleSinceJudges: what a look with IdleSince makes of CPU
+// it reads seldom, and of uses it sees without reading it.
+func TestActivityIdleSinceJudges(t *testing.T) {
+	now := time.Now()
+	started := now.Add(-2 * time.Hour)
+	req := drivers.ActivityRequest{Lineage: "lin", Agents: agentNames(2), IdleSince: since(2, now.Add(-30*time.Minute))}
+
+	t.Run("CPU since the start, judged over the span asked about", func(t *testing.T) {
+		d, api := bottles(t, 2, started, egress.NoActivity, "")
+		// 2 minutes of a core since the start (1.7 % of two hours), all
+		// of which may be in the last half hour: busy; 1 minute is not.
+		api.cpu["c0"], api.cpu["c1"] = uint64(2*time.Minute), uint64(time.Minute)
+		got, err := d.Activity(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := got["agent.a0"]; !a.Busy {
+			t.Errorf("2 minutes of CPU: %+v, want busy", a)
+		}
+		if a := got["agent.a1"]; a.Busy || !a.LastActive.Equal(started) {
+			t.Errorf("1 minute of CPU: %+v, want idle since its start", a)
+		}
+		if calls := countCalls(api.calls()); calls["ContainerStats"] != 0 || calls["ContainerStatsOneShot"] != 2 {
+			t.Errorf("calls %v, want one one-shot stats call per workload, none sampled", calls)
+		}
+	})
+	t.Run("a session seen open, then closed, without CPU read", func(t *testing.T) {
+		d, api := bottles(t, 1, started, egress.NoActivity, t.TempDir())
+		api.exec["c0/open"] = true
+		seen := time.Now()
+		got, _ := d.Activity(t.Context(), req)
+		if a := got["agent.a0"]; !a.Busy || a.LastActive.Before(seen) {
+			t.Fatalf("a session open: %+v, want busy, last active now", a)
+		}
+		delete(api.exec, "c0/open")
+		got, _ = d.Activity(t.Context(), req)
+		if a := got["agent.a0"]; a.Busy || a.LastActive.Before(seen) {
+			t.Errorf("after the session: %+v, want last active when the look saw it open", a)
+		}
+		if calls := countCalls(api.calls()); calls["ContainerStats"]+calls["ContainerStatsOneShot"] != 0 {
+			t.Errorf("calls %v, want no stats: the agent was in use after IdleSince", calls)
+		}
+	})
+	t.Run("a gateway without a stamp", func(t *testing.T) {
+		d, api := bottles(t, 1, started, egress.NoActivity, "")
+		api.ContainerStatPathFn = func(string, string) (container.PathStat, error) { return container.PathStat{}, cerrdefs.ErrNotFound }
+		got, _ := d.Activity(t.Context(), req)
+		if a, ok := got["agent.a0"]; !ok || !a.LastActive.IsZero() {
+			t.Errorf("%+v (reported %v), want a zero LastActive: never idle", a, ok)
+		}
+		if calls := countCalls(api.calls()); calls["ContainerStats"]+calls["ContainerStatsOneShot"] != 0 {
+			t.Errorf("calls %v, want no stats: an agent that cannot be told about is never idle", calls)
+		}
+	})
+	t.Run("given containers", func(t *testing.T) {
+		d, api := bottles(t, 2, started, now.Add(-time.Minute), t.TempDir())
+		cut := now.Add(-30 * time.Minute)
+		// a1's gateway runs on another engine: its request is not seen.
+		ctrs := []engine.Watched{
+			{Agent: "agent.a0", ID: "c0", IdleSince: cut}, {Agent: "agent.a0", ID: "g0", Gateway: true, IdleSince: cut},
+			{Agent: "agent.a1", ID: "c1", IdleSince: cut},
+		}
+		if _, err := d.ContainerActivity(t.Context(), "swarm-fleet-node1", ctrs); err != nil {
+			t.Fatal(err)
+		}
+		if calls := countCalls(api.calls()); calls["ContainerStats"] != 0 || calls["ContainerStatsOneShot"] != 1 {
+			t.Errorf("calls %v, want one one-shot stats call (a1's)", calls)
+		}
+	})
 }

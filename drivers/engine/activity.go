@@ -20,6 +20,11 @@ type Watched struct {
 	Agent   string // the agent it belongs to, "agent.NAME"
 	ID      string // the container's id on the engine
 	Gateway bool
+	// IdleSince is its agent's drivers.ActivityRequest.IdleSince (zero:
+	// read in full). Only the uses of the containers given together are
+	// weighed before the CPU is skipped: an agent's gateway on another
+	// engine does not spare its workload's CPU.
+	IdleSince time.Time
 }
 
 // Use is what a look saw of one container.
