@@ -69,10 +69,20 @@ func (p *Plan) ArchiveDue() []string {
 	return out
 }
 
-// idleAgent reports whether the agent has an idle policy: its use is
-// asked for in every plan, to say when the policy is due.
-func idleAgent(v lang.AgentValue) bool {
-	return v.Idle != nil && (v.Idle.StopAfter > 0 || v.Idle.ArchiveAfter > 0)
+// idleAfter is the shortest idle duration after which one of the
+// agent's idle policies can act: stop_after while its workload runs,
+// archive_after; 0 when none can (no idle block, or stopped with
+// stop_after alone). Its use is asked for in every plan, to say when the
+// policy is due, and only as far back as this (IdleSince).
+func idleAfter(v lang.AgentValue, w *Change) time.Duration {
+	if v.Idle == nil {
+		return 0
+	}
+	after := v.Idle.ArchiveAfter
+	if s := v.Idle.StopAfter; s > 0 && w != nil && w.Live != nil && w.Live.Running && (after == 0 || s < after) {
+		after = s
+	}
+	return after
 }
 
 // hasTimePolicy reports whether the agent has a policy that runs on time.
@@ -82,8 +92,10 @@ func hasTimePolicy(v lang.AgentValue) bool {
 }
 
 // readActivity asks each runtime that can tell (drivers.ActivityReader),
-// once, how recently the agents with an idle policy were used, and
-// whether they wrote anything since their last snapshot. An agent with
+// once, how recently the agents with an idle policy that can act were
+// used (since now less idleAfter: a runtime may spare the CPU reading of
+// an agent used after that), and whether they wrote anything since their
+// last snapshot. An agent with
 // only snapshot_policy.every is not asked: no runtime tells cheaply what
 // was written (docker's look costs a sampled stats call, about 2 s, to
 // say nil), so its snapshot is taken when due; one with an idle policy
@@ -93,13 +105,19 @@ func hasTimePolicy(v lang.AgentValue) bool {
 // anything was written. The error of a failed read is a warning.
 func (p *Planner) readActivity(ctx context.Context, changes map[string]*Change, agents map[string]*agentPlan, lineage string) (map[string]drivers.Activity, hcl.Diagnostics) {
 	var diags hcl.Diagnostics
+	// Not earlier than the now a tick acts by (planTick takes that first):
+	// an agent used after now-after is never due by it.
+	now := p.now()
 	byRuntime := map[string][]string{}
+	since := map[string]time.Time{}
 	for _, addr := range sortedKeys(agents) {
 		w := changes[addr]
-		if !idleAgent(agents[addr].val) || w == nil || w.Live == nil || w.Prior == nil {
+		after := idleAfter(agents[addr].val, w)
+		if after <= 0 || w == nil || w.Live == nil || w.Prior == nil {
 			continue
 		}
 		byRuntime[w.DeleteRuntime()] = append(byRuntime[w.DeleteRuntime()], addr)
+		since[addr] = now.Add(-after)
 	}
 	out := map[string]drivers.Activity{}
 	for _, name := range sortedKeys(byRuntime) {
@@ -111,7 +129,11 @@ func (p *Planner) readActivity(ctx context.Context, changes map[string]*Change, 
 		if !ok {
 			continue
 		}
-		got, err := ar.Activity(ctx, drivers.ActivityRequest{Lineage: lineage, Agents: byRuntime[name]})
+		idleSince := map[string]time.Time{}
+		for _, addr := range byRuntime[name] {
+			idleSince[addr] = since[addr]
+		}
+		got, err := ar.Activity(ctx, drivers.ActivityRequest{Lineage: lineage, Agents: byRuntime[name], IdleSince: idleSince})
 		if err != nil {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagWarning,
 				Summary: fmt.Sprintf("Cannot read the activity of runtime %q", name),
@@ -239,7 +261,7 @@ func (p *Planner) planTick(ctx context.Context, changes map[string]*Change, agen
 	if p.Options.Destroy || p.Options.RefreshOnly || len(p.Options.Take) > 0 || len(p.Options.Stop) > 0 || len(p.Options.Start) > 0 {
 		return append(diags, errorDiag("Cannot tick in this plan", "A tick makes a plan of its own, not with -destroy, -refresh-only, a snapshot take, stop or start.", nil))
 	}
-	now := p.now()
+	now := p.now() // before readActivity's own (see there)
 	activity, moreDiags := p.readActivity(ctx, changes, agents, lineage)
 	diags = append(diags, moreDiags...)
 	plan.Due = p.dueTimes(changes, agents, activity)

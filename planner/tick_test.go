@@ -3,6 +3,7 @@ package planner_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -20,10 +21,12 @@ type activeFake struct {
 	*drivertest.Fake
 	activity map[string]drivers.Activity
 	calls    int
+	req      drivers.ActivityRequest // the last asked
 }
 
 func (a *activeFake) Activity(_ context.Context, req drivers.ActivityRequest) (map[string]drivers.Activity, error) {
 	a.calls++
+	a.req = req
 	out := map[string]drivers.Activity{}
 	for _, addr := range req.Agents {
 		if act, ok := a.activity[addr]; ok {
@@ -399,5 +402,56 @@ agent "coder" {
 	}
 	if got := policySnapshots(b.bench, "agent.coder"); !slices.Equal(got, []string{"agent.coder.snapshot.2", "agent.coder.snapshot.3"}) {
 		t.Errorf("kept %v", got)
+	}
+}
+
+// TestTickIdleSince: the planner asks about each agent's use only as far
+// back as its shortest idle policy that can act (IdleSince: stop_after
+// while it runs, archive_after), so that a runtime can spare the CPU
+// reading of an agent used since; and not at all about an agent stopped
+// with stop_after alone.
+func TestTickIdleSince(t *testing.T) {
+	b := newSimBench(t, `
+agent "coder" {
+  image = "alpine:3"
+  idle {
+    stop_after    = "30m"
+    archive_after = "7d"
+  }
+}
+agent "brief" {
+  image = "alpine:3"
+  idle {
+    stop_after = "1h"
+  }
+}
+agent "plain" {
+  image = "alpine:3"
+}
+`)
+	start := b.sim
+	b.apply(planner.Options{})
+	b.fake.activity["agent.coder"] = drivers.Activity{LastActive: start}
+	b.fake.activity["agent.brief"] = drivers.Activity{LastActive: start}
+
+	b.sim = start.Add(20 * time.Minute)
+	if p := b.apply(planner.Options{Tick: true}); p.Applyable() {
+		t.Fatalf("tick with nothing due:\n%s", pending(p))
+	}
+	want := map[string]time.Time{"agent.coder": b.sim.Add(-30 * time.Minute), "agent.brief": b.sim.Add(-time.Hour)}
+	if got := b.fake.req; !slices.Equal(got.Agents, []string{"agent.brief", "agent.coder"}) || fmt.Sprint(got.IdleSince) != fmt.Sprint(want) {
+		t.Errorf("asked about %v since %v, want %v", got.Agents, got.IdleSince, want)
+	}
+
+	b.sim = start.Add(time.Hour)
+	if s := b.apply(planner.Options{Tick: true}).Summary(); s.Stop != 2 {
+		t.Fatalf("idle tick: %s, want both stopped", s)
+	}
+	b.fake.calls = 0
+	b.sim = start.Add(2 * time.Hour)
+	b.plan(planner.Options{Tick: true})
+	want = map[string]time.Time{"agent.coder": b.sim.Add(-7 * 24 * time.Hour)}
+	if got := b.fake.req; b.fake.calls != 1 || !slices.Equal(got.Agents, []string{"agent.coder"}) || fmt.Sprint(got.IdleSince) != fmt.Sprint(want) {
+		t.Errorf("stopped: %d calls, the last about %v since %v; want one about agent.coder since %v", b.fake.calls, got.Agents, got.IdleSince, want)
 	}
 }
