@@ -2,11 +2,14 @@
 # What one `bottlefile tick` costs on the local Docker engine (issue 31),
 # over N bottles (default 100): each agent a busybox sleeping, with
 # snapshot_policy { every = "24h", keep_last = 2 } and idle { stop_after =
-# "24h" } (its use is read every tick). It applies them, then times
+# "24h" } (its use is read every tick; its CPU only once its other
+# signals say it went unused for 24h, so never here). It applies them,
+# then times
 #
 #   nothing-due  REPS ticks (default 3) with nothing due: the read-only
 #                plan alone (the runtime's list calls and one activity
-#                look over every agent), no lock, no engine change;
+#                look over every agent: an inspect each, no stats), no
+#                lock, no engine change;
 #   all-due      one tick after every is set to "1s" in the Bottlefile
 #                (every is not recorded: nothing else changes), due for
 #                every agent: N snapshots (docker commit) in one plan;
@@ -32,7 +35,9 @@ cleanup() {
   local lin
   lin=$(lineage || true)
   [ -f "$work/bf/.bottlefile/state.db" ] && "$work/bottlefile" -chdir="$work/bf" destroy -auto-approve -include-snapshots >/dev/null 2>&1 || true
-  [ -n "$lin" ] && bench_remove_lineage "$docker" "$lin"
+  # || true: under set -e its first call, with nothing left after
+  # destroy, would end the cleanup before the rm.
+  if [ -n "$lin" ]; then bench_remove_lineage "$docker" "$lin" || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
