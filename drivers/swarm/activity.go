@@ -121,7 +121,10 @@ func (d *Driver) activity(ctx context.Context, req drivers.ActivityRequest) (map
 			if node == "" {
 				node = t.NodeID
 			}
-			onNode[node] = append(onNode[node], engine.Watched{Agent: w.agent, ID: t.Status.ContainerStatus.ContainerID, Gateway: w.gateway})
+			// A node reads CPU only when its own cheap signals do not
+			// show a use since IdleSince: a use on another node does not
+			// spare it, which costs a read, never a wrong answer.
+			onNode[node] = append(onNode[node], engine.Watched{Agent: w.agent, ID: t.Status.ContainerStatus.ContainerID, Gateway: w.gateway, IdleSince: req.IdleSince[w.agent]})
 		case w.gateway:
 			// A gateway that is not running passes no request: it
 			// tells nothing.
