@@ -247,15 +247,53 @@ func (cs *credset) others(except []Credential) []Credential {
 }
 
 // scanBody makes r's body fail as soon as it carries the placeholder of
-// one of creds; nil when there is nothing to scan.
+// one of creds; nil when there is nothing to scan. It reads the first
+// scanAhead bytes of the body at once: a placeholder in them is found
+// (b.found) before the destination is reached, and the caller refuses
+// the request outright. Streamed alone, a destination that answers
+// without reading the body would let the request pass unrefused, as the
+// proxy stops sending a body once the answer is in (TestEscape saw it).
+// The body's reads are bounded by the connection's idle timeout.
 func scanBody(r *http.Request, creds []Credential) *scannedBody {
 	if len(creds) == 0 || r.Body == nil || r.Body == http.NoBody {
 		return nil
 	}
 	b := &scannedBody{ReadCloser: r.Body, det: newStreamDetector(creds)}
-	r.Body = b
+	size := int64(scanAhead)
+	if r.ContentLength >= 0 && r.ContentLength < size {
+		size = r.ContentLength
+	}
+	ahead := make([]byte, size)
+	n, err := io.ReadFull(b, ahead)
+	var rest io.Reader = b
+	switch {
+	case err == nil, errors.Is(err, errPlaceholderInBody):
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		rest = eofReader{}
+	default:
+		rest = errReader{err}
+	}
+	r.Body = readAhead{Reader: io.MultiReader(bytes.NewReader(ahead[:n]), rest), Closer: b}
 	return b
 }
+
+// scanAhead is how much of a request body scanBody reads before the
+// request goes on: most bodies a placeholder could hide in whole.
+const scanAhead = 64 << 10
+
+// readAhead is a body whose first bytes were read already.
+type readAhead struct {
+	io.Reader
+	io.Closer
+}
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // valueNeedles are the forms of every credential value in force.
 func (cs *credset) valueNeedles() [][]byte {
@@ -588,6 +626,9 @@ func (g *Gateway) intercept(w http.ResponseWriter, r *http.Request, t target, v 
 		}
 		ctx := context.WithValue(req.Context(), credsKey{}, creds)
 		if b := scanBody(req, cs.others(creds)); b != nil {
+			if g.refuseScanned(w, req, t.String(), b, false) {
+				return
+			}
 			ctx = context.WithValue(ctx, scanKey{}, b)
 		}
 		req = req.WithContext(ctx)

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // placeholderCarriers are requests to other.example that carry the
@@ -198,4 +199,61 @@ func TestPlaceholderOfAnotherCredentialInTunnel(t *testing.T) {
 		t.Fatalf("another credential's placeholder in the body: %s %q", resp.Status, body)
 	}
 	rig.tg.log.waitFor(t, `"outcome":"credential-elsewhere"`, `credential \"github\"`)
+}
+
+// TestPlaceholderInBodyAnsweredAtOnce: a destination that answers without
+// reading the body (as TestEscape's allowed host does) still never gets a
+// request whose small body carries the placeholder: the gateway reads the
+// body's start before it connects and refuses it with a 403. A body past
+// what it reads ahead is still cut short when the placeholder shows,
+// for a destination that reads it.
+func TestPlaceholderInBodyAnsweredAtOnce(t *testing.T) {
+	rig := newCredentialRig(t)
+	seen := make(chan int, 10)
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/reads" {
+			n, _ := io.Copy(io.Discard, r.Body)
+			seen <- int(n)
+		} else {
+			seen <- -1
+		}
+		fmt.Fprint(w, "answered")
+	}))
+	t.Cleanup(plain.Close)
+	_, port, _ := net.SplitHostPort(plain.Listener.Addr().String())
+	rig.tg.SetRules(mustRules(t, "127.0.0.1:"+port))
+	post := func(path, body string) (*http.Response, string) {
+		t.Helper()
+		return rig.tg.raw(t, fmt.Sprintf("POST http://127.0.0.1:%s%s HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nContent-Length: %d\r\n\r\n%s", port, path, port, len(body), body))
+	}
+
+	if resp, body := post("/", `{"note":"nothing here"}`); resp.StatusCode != http.StatusOK || body != "answered" {
+		t.Fatalf("control: %s %q", resp.Status, body)
+	}
+	<-seen
+	rig.tg.log.decision(t)
+	resp, body := post("/", `{"token":"`+testPlaceholder+`"}`)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "an attempt to use the credential elsewhere") {
+		t.Fatalf("a small body with the placeholder, to a destination that answers at once: %s %q", resp.Status, body)
+	}
+	if d := rig.tg.log.decision(t); d.Outcome != OutcomeCredentialElsewhere {
+		t.Fatalf("decision %+v, want credential-elsewhere", d)
+	}
+	select {
+	case n := <-seen:
+		t.Fatalf("the destination got the request (%d)", n)
+	default:
+	}
+
+	// Past the read-ahead: forwarded until the placeholder shows, then cut.
+	big := strings.Repeat("padding ", scanAhead/8+1000) + testPlaceholder
+	post("/reads", big)
+	select {
+	case n := <-seen:
+		if n >= len(big)-len(testPlaceholder) {
+			t.Errorf("the destination read %d bytes of a %d-byte body whose placeholder starts at %d", n, len(big), len(big)-len(testPlaceholder))
+		}
+	case <-time.After(10 * time.Second):
+	}
+	rig.tg.log.waitFor(t, `"outcome":"credential-elsewhere"`)
 }

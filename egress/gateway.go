@@ -905,7 +905,16 @@ func (g *Gateway) serveForward(w http.ResponseWriter, r *http.Request) {
 		g.refuseMisuse(w, r, t.String(), c)
 		return
 	}
+	// The client's body reads get the idle bound first: the scan reads
+	// ahead of the forwarding.
+	rc := http.NewResponseController(w)
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &idleBody{ReadCloser: r.Body, rc: rc, idle: g.idleTimeout()}
+	}
 	scanned := scanBody(r, cs.others(nil))
+	if g.refuseScanned(w, r, t.String(), scanned, false) {
+		return
+	}
 	conn, ap := g.admit(w, r, t)
 	if conn == nil {
 		return
@@ -957,11 +966,8 @@ func (g *Gateway) serveForward(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	// The client side gets the same idle bound: a client that stops reading
-	// the response or sending its body does not hold the handler forever.
-	rc := http.NewResponseController(w)
-	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = &idleBody{ReadCloser: r.Body, rc: rc, idle: g.idleTimeout()}
-	}
+	// the response or sending its body (above) does not hold the handler
+	// forever.
 	rp.ServeHTTP(&idleResponseWriter{ResponseWriter: w, rc: rc, idle: g.idleTimeout()}, r)
 	g.refuseScanned(w, r, t.String(), scanned, true)
 }
