@@ -10,6 +10,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -95,11 +96,19 @@ func TestCluster(t *testing.T) {
 	before := readSettings(t)
 	var absent []string // host paths a kubelet, CNI or kube-router would make
 	for _, p := range []string{"/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/usr/libexec/kubernetes",
-		"/var/lib/cni", "/etc/cni", "/var/lib/kube-router", "/run/netns"} {
+		"/var/lib/cni", "/etc/cni", "/var/lib/kube-router"} {
 		if _, err := os.Lstat(p); os.IsNotExist(err) {
 			absent = append(absent, p)
 		}
 	}
+	// The CRI's Pod network namespaces (/run/netns/cni-*), not /run/netns
+	// itself: other tests' `ip netns add` makes that directory on the
+	// host, and CI runs them beside this one.
+	podNetns := func() []string {
+		m, _ := filepath.Glob("/run/netns/cni-*")
+		return m
+	}
+	netnsBefore := podNetns()
 	c := Start(t)
 	ns := "k8stest-" + strconv.Itoa(os.Getpid())
 	kubectl := func(stdin string, args ...string) string {
@@ -222,6 +231,11 @@ spec:
 	for _, p := range absent {
 		if _, err := os.Lstat(p); err == nil {
 			t.Errorf("the cluster made %s on the host", p)
+		}
+	}
+	for _, p := range podNetns() {
+		if !slices.Contains(netnsBefore, p) {
+			t.Errorf("the cluster made the Pod network namespace %s on the host", p)
 		}
 	}
 }
