@@ -36,15 +36,18 @@ declare -A allowed=(
   [drivers/gateway]="drivers egress"
   [drivers/docker]="drivers egress dockersave drivers/engine drivers/gateway"
   [drivers/docker/dockertest]="drivers"
+  # nsfixture is what the namespaced test fixtures (swarmtest, k8stest)
+  # share: a leaf, so neither imports the other's driver.
+  [internal/nsfixture]=""
   # swarm drives each engine of the swarm through an engine.Driver that
   # cmd/bottlefile wires in (the docker driver's): never drivers/docker.
   [drivers/swarm]="drivers drivers/engine drivers/gateway egress"
-  [drivers/swarm/swarmtest]="drivers drivers/docker/dockertest"
+  [drivers/swarm/swarmtest]="drivers drivers/docker/dockertest internal/nsfixture"
   # nodesnap takes snapshots through a Kubernetes node's containerd and
   # pushes images; the kubernetes driver and its fixture both use it.
   [drivers/kubernetes/nodesnap]="drivers"
   # k8stest runs a real single-node Kubernetes for tests.
-  [drivers/kubernetes/k8stest]="drivers"
+  [drivers/kubernetes/k8stest]="drivers internal/nsfixture"
   [drivers/smolvm]="drivers egress dockersave"
   # kubernetes drives a cluster through its API server (client-go); the
   # gateway is drivers/gateway's, its names and limits drivers/engine's.
