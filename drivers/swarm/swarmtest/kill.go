@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/bottlefile/bottlefile/internal/nsfixture"
 )
 
 // KillNode kills node i's dockerd with SIGKILL, as a machine that dies
@@ -85,7 +87,7 @@ func (f *Fixture) RestartNode(ctx context.Context, i int) error {
 // dockerdPID is the pid of a node's dockerd: the process named dockerd in
 // the node's own cgroup.
 func (f *Fixture) dockerdPID(node string) (int, error) {
-	procs := filepath.Join(cgroupRoot, "pids", cgroupName(f.id), node, "cgroup.procs")
+	procs := filepath.Join(nsfixture.CgroupRoot, "pids", kind.CgroupName(f.id), node, "cgroup.procs")
 	data, err := os.ReadFile(procs)
 	if err != nil {
 		return 0, err

@@ -94,10 +94,10 @@ func (f *Fixture) StartRegistry(t testing.TB) {
 
 // hub runs a command in the hub's network namespace.
 func (f *Fixture) hub(args ...string) error {
-	if len(f.procs) == 0 || f.procs[0].name != "hub" {
+	if len(f.procs) == 0 || f.procs[0].Name != "hub" {
 		return fmt.Errorf("the fixture has no hub")
 	}
-	out, err := run("", "nsenter", append([]string{"-t", strconv.Itoa(f.procs[0].pid), "-n", "--"}, args...)...)
+	out, err := run("", "nsenter", append([]string{"-t", strconv.Itoa(f.procs[0].PID), "-n", "--"}, args...)...)
 	if err != nil {
 		return fmt.Errorf("%v: %s", err, out)
 	}

@@ -44,8 +44,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -59,6 +57,7 @@ import (
 
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
+	"github.com/bottlefile/bottlefile/internal/nsfixture"
 )
 
 // RequireEnv names the environment variable that turns a fixture that
@@ -122,34 +121,31 @@ type Fixture struct {
 	// StartTime is how long Start took to bring the fixture up.
 	StartTime time.Duration
 
-	id    string  // the owning process's pid: names the cgroups
-	procs []*proc // the namespaces' first processes (unshare), hub first
+	id string // the owning process's pid: names the cgroups
+	// procs are the namespaces' first processes (unshare), hub first; a
+	// line on a stdin releases its script.
+	procs []*nsfixture.Proc
 }
 
-// proc is the first process of one of the fixture's namespaces: unshare,
-// whose child is the namespace's PID 1.
-type proc struct {
-	name  string
-	pid   int
-	stdin io.WriteCloser // a line releases its script; nil for a stale one
-	done  chan struct{}  // closed when it has exited; nil for a stale one
-}
+// kind names what fixtures leave on the host: their directories and
+// cgroups.
+var kind = nsfixture.Kind{Name: "swarmtest", Dir: "bottlefile-swarm", Cgroup: "bottlefile-swarm-"}
 
-// The fixture of this process, started by the first Start.
-var (
-	mu       sync.Mutex // guards the three below
-	current  *Fixture
-	startErr error
-	tried    bool
-)
+// once is the fixture of this process, started by the first Start.
+var once = nsfixture.Once[*Fixture]{
+	Name:       "swarmtest",
+	What:       "the test swarm",
+	RequireEnv: RequireEnv,
+	Up:         start,
+	Started: func(f *Fixture) string {
+		return fmt.Sprintf("swarmtest: 3 nodes and a registry up in %.1fs (%s)", f.StartTime.Seconds(), f.Dir)
+	},
+	Down: func(f *Fixture) error { return kind.Teardown(f.id, f.Dir, f.procs) },
+}
 
 // Main runs the package's tests and then stops the fixture if one was
 // started: call it from TestMain.
-func Main(m *testing.M) int {
-	code := m.Run()
-	Stop()
-	return code
-}
+func Main(m *testing.M) int { return once.Main(m) }
 
 // Start returns the fixture of this test process, starting it the first
 // time. When it cannot start, the test is skipped, or fails when
@@ -157,35 +153,11 @@ func Main(m *testing.M) int {
 // trying again.
 func Start(t testing.TB) *Fixture {
 	t.Helper()
-	mu.Lock()
-	defer mu.Unlock()
-	if !tried {
-		tried = true
-		current, startErr = start()
-		if startErr == nil {
-			t.Logf("swarmtest: 3 nodes and a registry up in %.1fs (%s)", current.StartTime.Seconds(), current.Dir)
-		}
-	}
-	if startErr != nil {
-		if os.Getenv(RequireEnv) == "1" {
-			t.Fatalf("cannot start the test swarm: %v (%s=1 requires it)", startErr, RequireEnv)
-		}
-		t.Skipf("cannot start the test swarm: %v (set %s=1 to fail instead of skipping)", startErr, RequireEnv)
-	}
-	return current
+	return once.Start(t)
 }
 
 // Stop tears the fixture down, if one runs.
-func Stop() {
-	mu.Lock()
-	defer mu.Unlock()
-	if current != nil {
-		if err := teardown(current.id, current.Dir, current.procs); err != nil {
-			fmt.Fprintf(os.Stderr, "swarmtest: teardown: %v\n", err)
-		}
-		current = nil
-	}
-}
+func Stop() { once.Stop() }
 
 // Manager is the manager node.
 func (f *Fixture) Manager() Node { return f.Nodes[0] }
@@ -374,15 +346,6 @@ var programs = [][2]string{
 	{dockertest.BusyboxPath, "busybox-static"},
 }
 
-// baseDir holds one directory per fixture, named by its owner's pid.
-func baseDir() string { return filepath.Join(os.TempDir(), "bottlefile-swarm") }
-
-// cgroupName is the cgroup (in every v1 hierarchy) that holds the
-// processes of fixture id: the nodes' daemons and their containers.
-func cgroupName(id string) string { return "bottlefile-swarm-" + id }
-
-const cgroupRoot = "/sys/fs/cgroup"
-
 func start() (f *Fixture, err error) {
 	t0 := time.Now()
 	if os.Geteuid() != 0 {
@@ -391,36 +354,27 @@ func start() (f *Fixture, err error) {
 	if runtime.GOOS != "linux" {
 		return nil, errors.New("it needs Linux")
 	}
-	for _, p := range programs {
-		if _, err := exec.LookPath(p[0]); err != nil {
-			return nil, fmt.Errorf("%s is missing (apt-get install %s)", p[0], p[1])
-		}
+	if err := nsfixture.LookPrograms(programs); err != nil {
+		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(cgroupRoot, "pids", "cgroup.procs")); err != nil {
-		return nil, fmt.Errorf("it needs the cgroup v1 pids hierarchy at %s/pids: %w", cgroupRoot, err)
+	if _, err := os.Stat(filepath.Join(nsfixture.CgroupRoot, "pids", "cgroup.procs")); err != nil {
+		return nil, fmt.Errorf("it needs the cgroup v1 pids hierarchy at %s/pids: %w", nsfixture.CgroupRoot, err)
 	}
 	removeStale()
 
-	id := strconv.Itoa(os.Getpid())
-	f = &Fixture{Dir: filepath.Join(baseDir(), id), Registry: Registry, id: id}
-	if err := os.MkdirAll(f.Dir, 0o755); err != nil {
-		return nil, err
-	}
-	st, err := startTime(os.Getpid())
+	id, dir, err := kind.Claim()
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(f.Dir, "owner"), []byte(st), 0o644); err != nil {
-		return nil, err
-	}
+	f = &Fixture{Dir: dir, Registry: Registry, id: id}
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("%w%s", err, f.logTails())
-			teardown(f.id, f.Dir, f.procs)
+			kind.Teardown(f.id, f.Dir, f.procs)
 			f = nil
 		}
 	}()
-	if err := os.Mkdir(filepath.Join(cgroupRoot, "pids", cgroupName(id)), 0o755); err != nil {
+	if err := os.Mkdir(filepath.Join(nsfixture.CgroupRoot, "pids", kind.CgroupName(id)), 0o755); err != nil {
 		return f, err
 	}
 
@@ -434,7 +388,7 @@ func start() (f *Fixture, err error) {
 	if err != nil {
 		return f, err
 	}
-	var nodes []*proc
+	var nodes []*nsfixture.Proc
 	for i := range NodeLabels {
 		n := Node{
 			Name:    fmt.Sprintf("node%d", i+1),
@@ -447,7 +401,7 @@ func start() (f *Fixture, err error) {
 			return f, err
 		}
 		n.Host = "unix://" + filepath.Join(dir, "docker.sock")
-		cmd, err := f.spawn(n.Name, nodeScript, n.Name, n.Addr, dir, "/"+cgroupName(id)+"/"+n.Name, Registry)
+		cmd, err := f.spawn(n.Name, nodeScript, n.Name, n.Addr, dir, "/"+kind.CgroupName(id)+"/"+n.Name, Registry)
 		if err != nil {
 			return f, err
 		}
@@ -458,21 +412,21 @@ func start() (f *Fixture, err error) {
 	// network namespace never holds them. unshare enters its namespaces
 	// a moment after it starts; until then "netns PID" is the host's, and
 	// the pair would be made there (eth0 exists: "File exists").
-	for _, p := range append([]*proc{hub}, nodes...) {
-		if err := waitOwnNetns(p.pid, 10*time.Second); err != nil {
-			return f, fmt.Errorf("%s: %w", p.name, err)
+	for _, p := range append([]*nsfixture.Proc{hub}, nodes...) {
+		if err := nsfixture.WaitOwnNetns(p.PID, 10*time.Second); err != nil {
+			return f, fmt.Errorf("%s: %w", p.Name, err)
 		}
 	}
 	var batch strings.Builder
 	for i, cmd := range nodes {
-		fmt.Fprintf(&batch, "link add n%d netns %d type veth peer name eth0 netns %d\n", i+1, hub.pid, cmd.pid)
+		fmt.Fprintf(&batch, "link add n%d netns %d type veth peer name eth0 netns %d\n", i+1, hub.PID, cmd.PID)
 	}
 	if out, err := run(batch.String(), "ip", "-batch", "-"); err != nil {
 		return f, fmt.Errorf("making the veth pairs: %v: %s", err, out)
 	}
 	for _, p := range f.procs {
-		if _, err := io.WriteString(p.stdin, "go\n"); err != nil {
-			return f, fmt.Errorf("releasing %s: %w", p.name, err)
+		if _, err := io.WriteString(p.Stdin, "go\n"); err != nil {
+			return f, fmt.Errorf("releasing %s: %w", p.Name, err)
 		}
 	}
 
@@ -538,7 +492,7 @@ func start() (f *Fixture, err error) {
 	if err := <-imgErr; err != nil {
 		return f, err
 	}
-	if f.RegistryURL, err = forwardRegistry(hub.pid); err != nil {
+	if f.RegistryURL, err = forwardRegistry(hub.PID); err != nil {
 		return f, err
 	}
 	f.StartTime = time.Since(t0)
@@ -641,28 +595,15 @@ func push(ctx context.Context, cli *client.Client, ref string) (string, error) {
 // waitFor polls try every 50 ms until it succeeds, ctx ends, or check
 // (that the fixture's processes live) fails.
 func waitFor(ctx context.Context, try, check func() error) error {
-	for {
-		err := try()
-		if err == nil {
-			return nil
-		}
-		if cerr := check(); cerr != nil {
-			return cerr
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return nsfixture.Poll(ctx, 50*time.Millisecond, try, check)
 }
 
 // alive says which of the fixture's namespaces has died.
 func (f *Fixture) alive() error {
 	for _, p := range f.procs {
 		select {
-		case <-p.done:
-			return fmt.Errorf("%s exited", p.name)
+		case <-p.Done:
+			return fmt.Errorf("%s exited", p.Name)
 		default:
 		}
 	}
@@ -672,97 +613,24 @@ func (f *Fixture) alive() error {
 // logTails is the end of every log of the fixture, for a start that
 // failed.
 func (f *Fixture) logTails() string {
-	var b strings.Builder
 	logs, _ := filepath.Glob(filepath.Join(f.Dir, "*", "*.log"))
 	more, _ := filepath.Glob(filepath.Join(f.Dir, "*.log"))
-	for _, l := range append(more, logs...) {
-		data, err := os.ReadFile(l)
-		if err != nil || len(data) == 0 {
-			continue
-		}
-		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-		fmt.Fprintf(&b, "\n--- %s\n%s", l, strings.Join(lines[max(0, len(lines)-8):], "\n"))
-	}
-	return b.String()
-}
-
-// The spawner starts the namespaces' first processes from one OS thread
-// that never exits: their parent-death signal fires when the thread that
-// started them ends, which must be when the process ends.
-var spawner struct {
-	once sync.Once
-	reqs chan func()
-}
-
-func onSpawnerThread(fn func()) {
-	spawner.once.Do(func() {
-		spawner.reqs = make(chan func())
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
-			for fn := range spawner.reqs {
-				fn()
-			}
-		}()
-	})
-	done := make(chan struct{})
-	spawner.reqs <- func() { fn(); close(done) }
-	<-done
+	return nsfixture.LogTails(append(more, logs...))
 }
 
 // spawn starts script as the first process of new network, PID, UTS and
 // mount namespaces (with a /proc of their own), killed when this process
 // dies. The script waits for a line on its stdin before it goes on. Its
 // name is the last argument, for messages.
-func (f *Fixture) spawn(name, script string, args ...string) (*proc, error) {
+func (f *Fixture) spawn(name, script string, args ...string) (*nsfixture.Proc, error) {
 	argv := append([]string{"--net", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc",
 		"sh", "-c", script, name}, args...)
-	cmd := exec.Command("unshare", append(argv, f.Dir)...) // the directory last: isOurs looks for it
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
+	env := append(os.Environ(), "SWARMTEST_CGROUP="+filepath.Join(nsfixture.CgroupRoot, "pids", kind.CgroupName(f.id)), "dockerdLoop="+dockerdLoop)
+	p, err := nsfixture.Spawn(f.Dir, name, env, argv...)
+	if p != nil {
+		f.procs = append(f.procs, p)
 	}
-	logf, err := os.Create(filepath.Join(f.Dir, name+".log"))
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), "SWARMTEST_CGROUP="+filepath.Join(cgroupRoot, "pids", cgroupName(f.id)), "dockerdLoop="+dockerdLoop)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	onSpawnerThread(func() { err = cmd.Start() })
-	if err != nil {
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
-	p := &proc{name: name, pid: cmd.Process.Pid, stdin: stdin, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(p.done) }()
-	f.procs = append(f.procs, p)
-	if err := os.WriteFile(filepath.Join(f.Dir, name+".pid"), []byte(strconv.Itoa(p.pid)), 0o644); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-// waitOwnNetns waits until process pid has a network namespace other
-// than this process's.
-func waitOwnNetns(pid int, timeout time.Duration) error {
-	own, err := os.Readlink("/proc/self/ns/net")
-	if err != nil {
-		return err
-	}
-	deadline := time.Now().Add(timeout)
-	for {
-		ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
-		if err != nil {
-			return fmt.Errorf("reading the network namespace of pid %d: %w", pid, err)
-		}
-		if ns != own {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pid %d did not enter a network namespace of its own within %s", pid, timeout)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return p, err
 }
 
 // hubScript runs in the hub's namespaces: "$0" is its name, $1 the
@@ -857,139 +725,9 @@ func run(stdin string, name string, args ...string) (string, error) {
 	return out.String(), err
 }
 
-// startTime is a process's start time (field 22 of /proc/PID/stat), which
-// with its pid names it uniquely.
-func startTime(pid int) (string, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", err
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return "", fmt.Errorf("unexpected /proc/%d/stat", pid)
-	}
-	fields := strings.Fields(s[i+1:])
-	if len(fields) < 20 {
-		return "", fmt.Errorf("unexpected /proc/%d/stat", pid)
-	}
-	return fields[19], nil
-}
-
 // removeStale tears down the fixtures whose owner is gone: a test process
 // killed before it could stop its fixture.
-func removeStale() {
-	seen := map[string]bool{}
-	dirs, _ := os.ReadDir(baseDir())
-	for _, d := range dirs {
-		seen[d.Name()] = true
-	}
-	cgs, _ := filepath.Glob(filepath.Join(cgroupRoot, "pids", cgroupName("*")))
-	for _, c := range cgs {
-		seen[strings.TrimPrefix(filepath.Base(c), cgroupName(""))] = true
-	}
-	for id := range seen {
-		pid, err := strconv.Atoi(id)
-		if err != nil {
-			continue
-		}
-		dir := filepath.Join(baseDir(), id)
-		owner, _ := os.ReadFile(filepath.Join(dir, "owner"))
-		if st, err := startTime(pid); err == nil && (len(owner) == 0 || st == string(owner)) {
-			continue // its owner lives (or is starting it): not stale
-		}
-		var procs []*proc
-		pids, _ := filepath.Glob(filepath.Join(dir, "*.pid"))
-		for _, p := range pids {
-			data, _ := os.ReadFile(p)
-			if n, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && isOurs(n, dir) {
-				procs = append(procs, &proc{name: filepath.Base(p), pid: n})
-			}
-		}
-		if err := teardown(id, dir, procs); err != nil {
-			fmt.Fprintf(os.Stderr, "swarmtest: removing the stale fixture %s: %v\n", dir, err)
-		}
-	}
-}
-
-// isOurs says whether pid is an unshare of the fixture in dir (not a pid
-// reused since by some other process).
-func isOurs(pid int, dir string) bool {
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return err == nil && bytes.HasPrefix(cmdline, []byte("unshare\x00")) && bytes.HasSuffix(cmdline, []byte("\x00"+dir+"\x00"))
-}
-
-// teardown kills the fixture's processes by PID (the namespaces' first
-// processes, whose death kills their namespaces, and whatever is left in
-// the fixture's cgroups), then removes its cgroups and its directory.
-func teardown(id, dir string, procs []*proc) error {
-	for _, p := range procs {
-		_ = syscall.Kill(p.pid, syscall.SIGKILL)
-	}
-	var errs []error
-	root := filepath.Join(cgroupRoot, "pids", cgroupName(id))
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		left := 0
-		filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
-				return nil
-			}
-			data, _ := os.ReadFile(path)
-			for _, f := range strings.Fields(string(data)) {
-				if pid, err := strconv.Atoi(f); err == nil {
-					left++
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-			return nil
-		})
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			errs = append(errs, fmt.Errorf("%d processes still in %s", left, root))
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	// Every hierarchy: docker made the containers' cgroups under the
-	// nodes' cgroup parents in each.
-	hierarchies, _ := os.ReadDir(cgroupRoot)
-	for _, h := range hierarchies {
-		top := filepath.Join(cgroupRoot, h.Name(), cgroupName(id))
-		if _, err := os.Stat(top); err != nil {
-			continue
-		}
-		var dirs []string
-		filepath.WalkDir(top, func(path string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, path)
-			}
-			return nil
-		})
-		for i := len(dirs) - 1; i >= 0; i-- {
-			if err := os.Remove(dirs[i]); err != nil && !os.IsNotExist(err) {
-				errs = append(errs, err)
-			}
-		}
-	}
-	for _, p := range procs {
-		if p.done != nil {
-			select {
-			case <-p.done:
-			case <-time.After(5 * time.Second):
-				errs = append(errs, fmt.Errorf("%s (pid %d) did not exit", p.name, p.pid))
-			}
-		}
-	}
-	if dir != "" {
-		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
+func removeStale() { kind.RemoveStale(nil, kind.Teardown) }
 
 // TaskContainer finds the running container of the service's task on
 // whichever node runs it, and returns that node's index and the

@@ -10,6 +10,8 @@ import (
 
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/bottlefile/bottlefile/internal/nsfixture"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
@@ -87,14 +89,14 @@ func TestRemoveStale(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for cgroups")
 	}
-	if _, err := os.Stat(filepath.Join(cgroupRoot, "pids", "cgroup.procs")); err != nil {
+	if _, err := os.Stat(filepath.Join(nsfixture.CgroupRoot, "pids", "cgroup.procs")); err != nil {
 		t.Skip("no cgroup v1 pids hierarchy")
 	}
 	// A pid that is not running: one past the highest in use is unlikely
 	// to be, and an owner file that cannot match settles it.
 	dead := "999999999"
-	dir := filepath.Join(baseDir(), dead)
-	cg := filepath.Join(cgroupRoot, "pids", cgroupName(dead), "node1")
+	dir := filepath.Join(kind.BaseDir(), dead)
+	cg := filepath.Join(nsfixture.CgroupRoot, "pids", kind.CgroupName(dead), "node1")
 	for _, d := range []string{filepath.Join(dir, "node1", "data"), cg} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -107,8 +109,8 @@ func TestRemoveStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	liveID := "1" // pid 1 lives; an owner file naming its start time keeps the fixture
-	liveDir := filepath.Join(baseDir(), liveID)
-	st1, _ := startTime(1)
+	liveDir := filepath.Join(kind.BaseDir(), liveID)
+	st1, _ := nsfixture.StartTime(1)
 	if err := os.MkdirAll(liveDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
