@@ -15,10 +15,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/bottlefile/bottlefile/internal/nsfixture"
 )
 
 // Addresses and names inside the cluster. The pod and service ranges
@@ -54,18 +55,8 @@ var programs = [][2]string{
 	{"/usr/lib/cni/bridge", "containernetworking-plugins"},
 }
 
-// baseDir holds one directory per cluster, named by its owner's pid.
-func baseDir() string { return filepath.Join(os.TempDir(), "bottlefile-k8s") }
-
-// cgroupName is the cgroup (in every v1 hierarchy) of cluster id: the
-// kubelet's cgroupRoot, whose "daemons" child (pids hierarchy) holds the
-// daemons.
-func cgroupName(id string) string { return "bottlefile-k8s-" + id }
-
 // vethName is the host's end of cluster id's link.
 func vethName(id string) string { return "bfk8s" + id }
-
-const cgroupRoot = "/sys/fs/cgroup"
 
 func start() (c *Cluster, err error) {
 	t0 := time.Now()
@@ -94,19 +85,20 @@ func start() (c *Cluster, err error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("it needs root (network, mount and PID namespaces, cgroups)")
 	}
-	for _, p := range programs {
-		if _, err := exec.LookPath(p[0]); err != nil {
-			return nil, fmt.Errorf("%s is missing (apt-get install %s)", p[0], p[1])
-		}
+	if err := nsfixture.LookPrograms(programs); err != nil {
+		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(cgroupRoot, "pids", "cgroup.procs")); err != nil {
-		return nil, fmt.Errorf("it needs the cgroup v1 hierarchies (pids at %s/pids): %w", cgroupRoot, err)
+	if _, err := os.Stat(filepath.Join(nsfixture.CgroupRoot, "pids", "cgroup.procs")); err != nil {
+		return nil, fmt.Errorf("it needs the cgroup v1 hierarchies (pids at %s/pids): %w", nsfixture.CgroupRoot, err)
 	}
 	removeStale()
 
-	id := strconv.Itoa(os.Getpid())
+	id, dir, err := kind.Claim()
+	if err != nil {
+		return nil, err
+	}
 	c = &Cluster{
-		Dir:      filepath.Join(baseDir(), id),
+		Dir:      dir,
 		NodeName: nodeName,
 		BinDir:   bin,
 		id:       id,
@@ -114,17 +106,10 @@ func start() (c *Cluster, err error) {
 	if err := os.MkdirAll(filepath.Join(c.Dir, "log"), 0o755); err != nil {
 		return nil, err
 	}
-	st, err := startTime(os.Getpid())
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(c.Dir, "owner"), []byte(st), 0o644); err != nil {
-		return nil, err
-	}
 	defer func() {
 		if err != nil {
 			err = fmt.Errorf("%w%s", err, c.logTails())
-			teardown(c.id, c.Dir, c.holder)
+			teardown(c.id, c.Dir, c.procs())
 			c = nil
 		}
 	}()
@@ -250,10 +235,10 @@ func start() (c *Cluster, err error) {
 // pair: the host's end NODE.254, the node's eth0 (addressed by the
 // holder) NODE.1.
 func (c *Cluster) link() error {
-	if err := os.MkdirAll(baseDir(), 0o755); err != nil {
+	if err := os.MkdirAll(kind.BaseDir(), 0o755); err != nil {
 		return err
 	}
-	unlock, err := lockFile(filepath.Join(baseDir(), "link.lock"))
+	unlock, err := lockFile(filepath.Join(kind.BaseDir(), "link.lock"))
 	if err != nil {
 		return err
 	}
@@ -294,7 +279,7 @@ func (c *Cluster) link() error {
 	c.HostIP = fmt.Sprintf("%s.%d.254", linkPrefix, n)
 	veth := vethName(c.id)
 	batch := fmt.Sprintf("link add %s type veth peer name eth0 netns %d\naddr add %s/24 dev %s\nlink set %s up\n",
-		veth, c.holder.unsharePID, c.HostIP, veth, veth)
+		veth, c.holder.PID, c.HostIP, veth, veth)
 	cmd := exec.Command("ip", "-batch", "-")
 	cmd.Stdin = strings.NewReader(batch)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -510,7 +495,7 @@ serializeImagePulls: false
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%"}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-`, c.Dir, cgroupName(c.id))
+`, c.Dir, kind.CgroupName(c.id))
 }
 
 func registryConfig(root, addr string) string {
@@ -535,7 +520,7 @@ func (c *Cluster) startDaemon(name string, args ...string) error {
 		return err
 	}
 	defer logf.Close()
-	procs := filepath.Join(cgroupRoot, "pids", cgroupName(c.id), "daemons", "cgroup.procs")
+	procs := filepath.Join(nsfixture.CgroupRoot, "pids", kind.CgroupName(c.id), "daemons", "cgroup.procs")
 	cmd := c.holder.command(append([]string{"sh", "-c", `echo 0 > "$0" && exec "$@"`, procs}, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = c.Dir
@@ -558,7 +543,7 @@ type daemon struct {
 func (c *Cluster) alive() error {
 	if c.holder != nil {
 		select {
-		case <-c.holder.done:
+		case <-c.holder.Done:
 			return errors.New("the namespaces' first process exited")
 		default:
 		}
@@ -576,37 +561,17 @@ func (c *Cluster) alive() error {
 // waitFor polls try every 100 ms until it succeeds, ctx ends, or one of
 // the cluster's processes dies.
 func (c *Cluster) waitFor(ctx context.Context, what string, try func() error) error {
-	for {
-		err := try()
-		if err == nil {
-			return nil
-		}
-		if aerr := c.alive(); aerr != nil {
-			return fmt.Errorf("waiting for %s: %w", what, aerr)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: %w (last: %v)", what, ctx.Err(), err)
-		case <-time.After(100 * time.Millisecond):
-		}
+	if err := nsfixture.Poll(ctx, 100*time.Millisecond, try, c.alive); err != nil {
+		return fmt.Errorf("waiting for %s: %w", what, err)
 	}
+	return nil
 }
 
 // logTails is the end of every log of the cluster, for a start that
 // failed.
 func (c *Cluster) logTails() string {
-	var b strings.Builder
 	logs, _ := filepath.Glob(filepath.Join(c.Dir, "log", "*.log"))
-	logs = append(logs, filepath.Join(c.Dir, "holder.log"))
-	for _, l := range logs {
-		data, err := os.ReadFile(l)
-		if err != nil || len(data) == 0 {
-			continue
-		}
-		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-		fmt.Fprintf(&b, "\n--- %s\n%s", l, strings.Join(lines[max(0, len(lines)-8):], "\n"))
-	}
-	return b.String()
+	return nsfixture.LogTails(append(logs, filepath.Join(c.Dir, "holder.log")))
 }
 
 // client is an HTTP client of the API server with the admin's

@@ -3,28 +3,24 @@ package k8stest
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/bottlefile/bottlefile/internal/nsfixture"
 )
 
 // holder is the first process of the cluster's namespaces: unshare (in
-// the new network, mount and UTS namespaces), whose child is PID 1 of the
-// new PID namespace. Every daemon is started inside with nsenter; when
-// the child dies (unshare's death kills it) the kernel kills them all.
+// the new network, mount and UTS namespaces), whose child (Child, found
+// by spawnHolder) is PID 1 of the new PID namespace. Every daemon is
+// started inside with nsenter; when the child dies (unshare's death
+// kills it) the kernel kills them all.
 type holder struct {
-	unsharePID int // in the host's PID namespace
-	initPID    int // the PID namespace's first process, as the host sees it
-	dir        string
-	stdin      io.WriteCloser
-	done       chan struct{} // closed when unshare has exited
+	*nsfixture.Proc
+	dir string
 }
 
 // holderScript runs as PID 1 of the cluster's namespaces: "$0" is its
@@ -71,38 +67,24 @@ exec "$1"
 // spawnHolder starts the holder, killed when this process dies; it waits
 // for release before it makes the node.
 func spawnHolder(dir, pause, id string) (*holder, error) {
-	procs := filepath.Join(cgroupRoot, "pids", cgroupName(id), "daemons", "cgroup.procs")
-	// The directory last: isOurs looks for it.
-	cmd := exec.Command("unshare", "--net", "--uts", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
-		"sh", "-c", holderScript, "k8stest-holder", pause, procs, dir)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
+	procs := filepath.Join(nsfixture.CgroupRoot, "pids", kind.CgroupName(id), "daemons", "cgroup.procs")
+	p, err := nsfixture.Spawn(dir, "holder", nil, "--net", "--uts", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
+		"sh", "-c", holderScript, "k8stest-holder", pause, procs)
+	if p == nil {
 		return nil, err
 	}
-	logf, err := os.Create(filepath.Join(dir, "holder.log"))
+	h := &holder{Proc: p, dir: dir}
 	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	onSpawnerThread(func() { err = cmd.Start() })
-	if err != nil {
-		return nil, fmt.Errorf("starting the namespaces: %w", err)
-	}
-	h := &holder{unsharePID: cmd.Process.Pid, dir: dir, stdin: stdin, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(h.done) }()
-	if err := os.WriteFile(filepath.Join(dir, "holder.pid"), []byte(strconv.Itoa(h.unsharePID)), 0o644); err != nil {
 		return h, err
 	}
-	if err := waitOwnNetns(h.unsharePID, 10*time.Second); err != nil {
+	if err := nsfixture.WaitOwnNetns(h.PID, 10*time.Second); err != nil {
 		return h, err
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for h.initPID == 0 {
-		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", h.unsharePID, h.unsharePID))
+	for h.Child == 0 {
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", h.PID, h.PID))
 		if f := strings.Fields(string(data)); len(f) > 0 {
-			h.initPID, _ = strconv.Atoi(f[0])
+			h.Child, _ = strconv.Atoi(f[0])
 			break
 		}
 		if time.Now().After(deadline) {
@@ -115,17 +97,17 @@ func spawnHolder(dir, pause, id string) (*holder, error) {
 
 // release lets the holder make the node, and waits until it has.
 func (h *holder) release(name, ip, svc string) error {
-	if _, err := fmt.Fprintf(h.stdin, "%s %s %s\n", name, ip, svc); err != nil {
+	if _, err := fmt.Fprintf(h.Stdin, "%s %s %s\n", name, ip, svc); err != nil {
 		return fmt.Errorf("releasing the namespaces: %w", err)
 	}
-	h.stdin.Close()
+	h.Stdin.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if _, err := os.Stat(filepath.Join(h.dir, "holder.ready")); err == nil {
 			return nil
 		}
 		select {
-		case <-h.done:
+		case <-h.Done:
 			return errors.New("the namespaces' first process exited while making the node")
 		default:
 		}
@@ -139,52 +121,5 @@ func (h *holder) release(name, ip, svc string) error {
 // command is a command run in the holder's network, mount, UTS and PID
 // namespaces.
 func (h *holder) command(args ...string) *exec.Cmd {
-	return exec.Command("nsenter", append([]string{"-t", strconv.Itoa(h.initPID), "-n", "-m", "-u", "-p", "--"}, args...)...)
-}
-
-// The spawner starts the holder from one OS thread that never exits: its
-// parent-death signal fires when the thread that started it ends, which
-// must be when the process ends.
-var spawner struct {
-	once sync.Once
-	reqs chan func()
-}
-
-func onSpawnerThread(fn func()) {
-	spawner.once.Do(func() {
-		spawner.reqs = make(chan func())
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
-			for fn := range spawner.reqs {
-				fn()
-			}
-		}()
-	})
-	done := make(chan struct{})
-	spawner.reqs <- func() { fn(); close(done) }
-	<-done
-}
-
-// waitOwnNetns waits until process pid has a network namespace other
-// than this process's (unshare enters its namespaces a moment after it
-// starts; a veth moved to "netns PID" before would land in the host's).
-func waitOwnNetns(pid int, timeout time.Duration) error {
-	own, err := os.Readlink("/proc/self/ns/net")
-	if err != nil {
-		return err
-	}
-	deadline := time.Now().Add(timeout)
-	for {
-		ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
-		if err != nil {
-			return fmt.Errorf("reading the network namespace of pid %d: %w", pid, err)
-		}
-		if ns != own {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pid %d did not enter a network namespace of its own within %s", pid, timeout)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return exec.Command("nsenter", append([]string{"-t", strconv.Itoa(h.Child), "-n", "-m", "-u", "-p", "--"}, args...)...)
 }

@@ -75,9 +75,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/bottlefile/bottlefile/internal/nsfixture"
 )
 
 // RequireEnv names the environment variable that turns a cluster that
@@ -135,21 +136,28 @@ type Cluster struct {
 	daemons []*daemon
 }
 
-// The cluster of this process, started by the first Start.
-var (
-	mu       sync.Mutex // guards the three below
-	current  *Cluster
-	startErr error
-	tried    bool
-)
+// kind names what clusters leave on the host: their directories and
+// cgroups (and veth ends, which teardown and removeStale handle). A
+// cluster's cgroup is the kubelet's cgroupRoot, whose "daemons" child
+// (pids hierarchy) holds the daemons.
+var kind = nsfixture.Kind{Name: "k8stest", Dir: "bottlefile-k8s", Cgroup: "bottlefile-k8s-"}
+
+// once is the cluster of this process, started by the first Start.
+var once = nsfixture.Once[*Cluster]{
+	Name:       "k8stest",
+	What:       "the test kubernetes cluster",
+	RequireEnv: RequireEnv,
+	Up:         start,
+	Started: func(c *Cluster) string {
+		return fmt.Sprintf("k8stest: node %s Ready, kube-proxy, kube-router and the registry up in %.1fs (%s, API %s)",
+			c.NodeName, c.StartTime.Seconds(), c.Dir, c.Server)
+	},
+	Down: func(c *Cluster) error { return teardown(c.id, c.Dir, c.procs()) },
+}
 
 // Main runs the package's tests and then stops the cluster if one was
 // started: call it from TestMain.
-func Main(m *testing.M) int {
-	code := m.Run()
-	Stop()
-	return code
-}
+func Main(m *testing.M) int { return once.Main(m) }
 
 // Start returns the cluster of this test process, starting it the first
 // time. When it cannot start, the test is skipped, or fails when
@@ -157,36 +165,11 @@ func Main(m *testing.M) int {
 // without trying again.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
-	mu.Lock()
-	defer mu.Unlock()
-	if !tried {
-		tried = true
-		current, startErr = start()
-		if startErr == nil {
-			t.Logf("k8stest: node %s Ready, kube-proxy, kube-router and the registry up in %.1fs (%s, API %s)",
-				current.NodeName, current.StartTime.Seconds(), current.Dir, current.Server)
-		}
-	}
-	if startErr != nil {
-		if os.Getenv(RequireEnv) == "1" {
-			t.Fatalf("cannot start the test kubernetes cluster: %v (%s=1 requires it)", startErr, RequireEnv)
-		}
-		t.Skipf("cannot start the test kubernetes cluster: %v (set %s=1 to fail instead of skipping)", startErr, RequireEnv)
-	}
-	return current
+	return once.Start(t)
 }
 
 // Stop tears the cluster down, if one runs.
-func Stop() {
-	mu.Lock()
-	defer mu.Unlock()
-	if current != nil {
-		if err := teardown(current.id, current.Dir, current.holder); err != nil {
-			fmt.Fprintf(os.Stderr, "k8stest: teardown: %v\n", err)
-		}
-		current = nil
-	}
-}
+func Stop() { once.Stop() }
 
 // CacheDir is where build.sh puts the binaries and images.
 func CacheDir() string {

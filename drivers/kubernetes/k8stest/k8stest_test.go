@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bottlefile/bottlefile/internal/nsfixture"
 )
 
 func TestMain(m *testing.M) {
@@ -23,12 +25,10 @@ func TestMain(m *testing.M) {
 		return
 	}
 	code := m.Run()
-	mu.Lock()
-	c := current
-	mu.Unlock()
+	c, ok := once.Current()
 	t0 := time.Now()
 	Stop()
-	if c != nil {
+	if ok {
 		fmt.Printf("k8stest: teardown in %.1fs\n", time.Since(t0).Seconds())
 		if left := leftovers(c.id); len(left) > 0 {
 			fmt.Printf("k8stest: teardown left %s\n", strings.Join(left, ", "))
@@ -42,10 +42,10 @@ func TestMain(m *testing.M) {
 // directory, cgroups and veth end.
 func leftovers(id string) []string {
 	var left []string
-	if _, err := os.Stat(filepath.Join(baseDir(), id)); err == nil {
-		left = append(left, "directory "+filepath.Join(baseDir(), id))
+	if _, err := os.Stat(filepath.Join(kind.BaseDir(), id)); err == nil {
+		left = append(left, "directory "+filepath.Join(kind.BaseDir(), id))
 	}
-	cgs, _ := filepath.Glob(filepath.Join(cgroupRoot, "*", cgroupName(id)))
+	cgs, _ := filepath.Glob(filepath.Join(nsfixture.CgroupRoot, "*", kind.CgroupName(id)))
 	for _, c := range cgs {
 		left = append(left, "cgroup "+c)
 	}
@@ -320,7 +320,7 @@ func crashHelper() {
 		fmt.Printf("START-ERROR %v\n", strings.ReplaceAll(err.Error(), "\n", " | "))
 		os.Exit(2)
 	}
-	fmt.Printf("STARTED %s %s %d %.1f\n", c.id, c.NodeIP, c.holder.unsharePID, c.StartTime.Seconds())
+	fmt.Printf("STARTED %s %s %d %.1f\n", c.id, c.NodeIP, c.holder.PID, c.StartTime.Seconds())
 	time.Sleep(10 * time.Minute) // killed by the test
 	os.Exit(3)
 }
@@ -361,7 +361,7 @@ func TestCrashedClusterRemoved(t *testing.T) {
 	if nodeIP == c.NodeIP {
 		t.Errorf("both clusters have the node address %s", nodeIP)
 	}
-	for _, kc := range []string{c.Kubeconfig, filepath.Join(baseDir(), id, "admin.kubeconfig")} {
+	for _, kc := range []string{c.Kubeconfig, filepath.Join(kind.BaseDir(), id, "admin.kubeconfig")} {
 		if out, err := runCmd(filepath.Join(c.BinDir, "kubectl"), "--kubeconfig", kc, "get", "nodes", "--no-headers"); err != nil || !strings.Contains(out, " Ready") {
 			t.Errorf("kubectl --kubeconfig %s get nodes: %q %v", kc, out, err)
 		}
@@ -371,7 +371,7 @@ func TestCrashedClusterRemoved(t *testing.T) {
 	cmd.Wait()
 	killed = true
 	eventually(t, 15*time.Second, "the killed helper's namespaces to die", func() error {
-		if isOurs(holderPID, filepath.Join(baseDir(), id)) {
+		if nsfixture.IsOurs(holderPID, filepath.Join(kind.BaseDir(), id)) {
 			return fmt.Errorf("its holder (pid %d) lives", holderPID)
 		}
 		return nil

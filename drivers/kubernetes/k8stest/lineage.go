@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/bottlefile/bottlefile/drivers"
+	"github.com/bottlefile/bottlefile/internal/nsfixture"
 )
 
 // Cleanup registers a cleanup that removes what carries the lineage
@@ -73,7 +74,7 @@ func (c *Cluster) LineageObjects(lineage string) ([]string, error) {
 // Pods), in bytes, for reports.
 func (c *Cluster) RSS() (int64, error) {
 	var total int64
-	root := filepath.Join(cgroupRoot, "pids", cgroupName(c.id))
+	root := filepath.Join(nsfixture.CgroupRoot, "pids", kind.CgroupName(c.id))
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
 			return err
