@@ -10,6 +10,7 @@ package nsfixture
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -57,13 +58,20 @@ func (k Kind) Claim() (id, dir string, err error) {
 	return id, dir, nil
 }
 
-// LookPrograms says which of programs (each with the Debian package that
-// has it) is missing from PATH.
-func LookPrograms(programs [][2]string) error {
+// Preflight says what this machine lacks to run a fixture: root, one of
+// programs (each with the Debian package that has it), or the cgroup v1
+// hierarchies.
+func Preflight(programs [][2]string) error {
+	if os.Geteuid() != 0 {
+		return errors.New("it needs root (network, PID and mount namespaces, cgroups)")
+	}
 	for _, p := range programs {
 		if _, err := exec.LookPath(p[0]); err != nil {
 			return fmt.Errorf("%s is missing (apt-get install %s)", p[0], p[1])
 		}
+	}
+	if _, err := os.Stat(filepath.Join(CgroupRoot, "pids", "cgroup.procs")); err != nil {
+		return fmt.Errorf("it needs the cgroup v1 hierarchies (pids at %s/pids): %w", CgroupRoot, err)
 	}
 	return nil
 }
@@ -100,6 +108,23 @@ func LogTails(logs []string) string {
 		fmt.Fprintf(&b, "\n--- %s\n%s", l, strings.Join(lines[max(0, len(lines)-8):], "\n"))
 	}
 	return b.String()
+}
+
+// RegistryConfig configures Debian's docker-registry, which both
+// fixtures run: storage under root (deletes allowed, for snapshot
+// tests), listening on addr.
+func RegistryConfig(root, addr string) string {
+	return fmt.Sprintf(`version: 0.1
+log:
+  level: warn
+storage:
+  filesystem:
+    rootdirectory: %s
+  delete:
+    enabled: true
+http:
+  addr: %q
+`, root, addr)
 }
 
 // StartTime is a process's start time (field 22 of /proc/PID/stat), which

@@ -82,14 +82,8 @@ func start() (c *Cluster, err error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("%w (missing in %s: %s)", errNotBuilt, CacheDir(), strings.Join(missing, ", "))
 	}
-	if os.Geteuid() != 0 {
-		return nil, errors.New("it needs root (network, mount and PID namespaces, cgroups)")
-	}
-	if err := nsfixture.LookPrograms(programs); err != nil {
+	if err := nsfixture.Preflight(programs); err != nil {
 		return nil, err
-	}
-	if _, err := os.Stat(filepath.Join(nsfixture.CgroupRoot, "pids", "cgroup.procs")); err != nil {
-		return nil, fmt.Errorf("it needs the cgroup v1 hierarchies (pids at %s/pids): %w", nsfixture.CgroupRoot, err)
 	}
 	removeStale()
 
@@ -332,7 +326,7 @@ func (c *Cluster) writeFiles() (*pki, error) {
 		"containerd/config.toml":       c.containerdConfig(),
 		"cni/net.d/10-bridge.conflist": cniConfig(c.Dir),
 		"kubelet/config.yaml":          c.kubeletConfig(),
-		"registry/config.yml":          registryConfig(filepath.Join(c.Dir, "registry", "data"), c.Registry),
+		"registry/config.yml":          nsfixture.RegistryConfig(filepath.Join(c.Dir, "registry", "data"), c.Registry),
 	}
 	for name, data := range files {
 		path := filepath.Join(c.Dir, name)
@@ -496,20 +490,6 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.avail
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 `, c.Dir, kind.CgroupName(c.id))
-}
-
-func registryConfig(root, addr string) string {
-	return fmt.Sprintf(`version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: %s
-  delete:
-    enabled: true
-http:
-  addr: %q
-`, root, addr)
 }
 
 // startDaemon starts a daemon in the cluster's namespaces, in its

@@ -348,17 +348,11 @@ var programs = [][2]string{
 
 func start() (f *Fixture, err error) {
 	t0 := time.Now()
-	if os.Geteuid() != 0 {
-		return nil, errors.New("it needs root (network, PID and mount namespaces, cgroups)")
-	}
 	if runtime.GOOS != "linux" {
 		return nil, errors.New("it needs Linux")
 	}
-	if err := nsfixture.LookPrograms(programs); err != nil {
+	if err := nsfixture.Preflight(programs); err != nil {
 		return nil, err
-	}
-	if _, err := os.Stat(filepath.Join(nsfixture.CgroupRoot, "pids", "cgroup.procs")); err != nil {
-		return nil, fmt.Errorf("it needs the cgroup v1 pids hierarchy at %s/pids: %w", nsfixture.CgroupRoot, err)
 	}
 	removeStale()
 
@@ -381,7 +375,7 @@ func start() (f *Fixture, err error) {
 	// The namespaces first, each held by a script that waits for its
 	// network before it runs its daemon.
 	regConf := filepath.Join(f.Dir, "registry.yml")
-	if err := os.WriteFile(regConf, []byte(registryConfig(filepath.Join(f.Dir, "registry"))), 0o644); err != nil {
+	if err := os.WriteFile(regConf, []byte(nsfixture.RegistryConfig(filepath.Join(f.Dir, "registry"), ":5000")), 0o644); err != nil {
 		return f, err
 	}
 	hub, err := f.spawn("hub", hubScript, f.Dir, regConf, strconv.Itoa(len(NodeLabels)))
@@ -701,20 +695,6 @@ const dockerdLoop = `while :; do
   rm -f "$1/killed" "$1/restart"
 done
 `
-
-func registryConfig(root string) string {
-	return fmt.Sprintf(`version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: %s
-  delete:
-    enabled: true
-http:
-  addr: ":5000"
-`, root)
-}
 
 func run(stdin string, name string, args ...string) (string, error) {
 	cmd := exec.Command(name, args...)
