@@ -452,7 +452,7 @@ func (p *Planner) refresh(ctx context.Context, lineage string, records []state.R
 	if lineage == "" {
 		return ls, nil // nothing was ever applied: nothing can be ours
 	}
-	groups, order := p.engineGroups(ctx)
+	groups, order, reads := p.readEngines(ctx, drivers.ReadRequest{Lineage: lineage, NoConfig: destroy})
 	byID := make(map[string]*state.Record, len(records))
 	for i := range records {
 		if records[i].ID != "" {
@@ -462,7 +462,7 @@ func (p *Planner) refresh(ctx context.Context, lineage string, records []state.R
 	for _, key := range order {
 		names := groups[key]
 		rt := p.Runtimes[names[0]]
-		resp, err := rt.Driver.Read(ctx, drivers.ReadRequest{Lineage: lineage, NoConfig: destroy})
+		resp, err := reads[key].resp, reads[key].err
 		var ue *drivers.UnreachableError
 		if errors.As(err, &ue) {
 			for _, name := range names {
@@ -522,22 +522,74 @@ func (p *Planner) refresh(ctx context.Context, lineage string, records []state.R
 	return ls, diags
 }
 
-// engineGroups groups the declared runtimes by engine identity, in the
-// order their first runtime's name sorts; a runtime whose driver cannot
-// tell its identity (or fails to) is a group of its own, keyed "".
+// readResult is one engine's answer to Read.
+type readResult struct {
+	resp drivers.ReadResponse
+	err  error
+}
+
+// readEngines reads every engine once, by the first runtime of each of
+// engineGroups' groups, all at once. With one runtime declared there is
+// nothing to group, and its Read goes beside its identity: a no-op plan
+// waited for the engine's info, the slowest call it makes, before its
+// lists (issue 28).
+func (p *Planner) readEngines(ctx context.Context, req drivers.ReadRequest) (map[string][]string, []string, map[string]readResult) {
+	read := func(name string) <-chan readResult {
+		ch := make(chan readResult, 1)
+		go func() {
+			resp, err := p.Runtimes[name].Driver.Read(ctx, req)
+			ch <- readResult{resp, err}
+		}()
+		return ch
+	}
+	var early <-chan readResult
+	names := sortedKeys(p.Runtimes)
+	if len(names) == 1 {
+		early = read(names[0])
+	}
+	groups, order := p.engineGroups(ctx)
+	pending := make(map[string]<-chan readResult, len(order))
+	for _, key := range order {
+		if first := groups[key][0]; early != nil && first == names[0] {
+			pending[key] = early
+		} else {
+			pending[key] = read(first)
+		}
+	}
+	reads := make(map[string]readResult, len(order))
+	for key, ch := range pending {
+		reads[key] = <-ch
+	}
+	return groups, order, reads
+}
+
+// engineGroups groups the declared runtimes by engine identity, asked of
+// all of them at once, in the order their first runtime's name sorts; a
+// runtime whose driver cannot tell its identity (or fails to) is a group
+// of its own, keyed "".
 func (p *Planner) engineGroups(ctx context.Context) (map[string][]string, []string) {
-	groups := map[string][]string{}
-	var order []string
-	for _, name := range sortedKeys(p.Runtimes) {
-		rt := p.Runtimes[name]
-		key := ""
-		if id, ok := drivers.As[drivers.EngineIdentifier](rt.Driver); ok {
+	names := sortedKeys(p.Runtimes)
+	keys := make([]string, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		id, ok := drivers.As[drivers.EngineIdentifier](p.Runtimes[name].Driver)
+		if !ok {
+			continue
+		}
+		wg.Go(func() {
 			if e, err := id.EngineID(ctx); err == nil {
-				key = e
+				keys[i] = e
 			} else if p.Log != nil {
 				p.Log.Debug("cannot tell the runtime's engine", "runtime", name, "error", err)
 			}
-		}
+		})
+	}
+	wg.Wait()
+	groups := map[string][]string{}
+	var order []string
+	for i, name := range names {
+		rt := p.Runtimes[name]
+		key := keys[i]
 		rt.Engine = key
 		if key != "" {
 			p.engines[name] = key

@@ -27,6 +27,10 @@ func (d *Driver) EngineID(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", d.Unreachable(err)
 	}
+	// The isolation check every plan of a bottle makes next, beside the
+	// engine's info, the slowest call of a no-op plan (issue 28); a
+	// failed list is not kept, and the plan's own check asks again.
+	d.background(func() { d.checkIsolation(ctx, api) })
 	info, err := api.Info(ctx)
 	if err != nil {
 		return "", d.Unreachable(fmt.Errorf("reading the engine's info: %w", err))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -43,6 +44,17 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 	if sizes {
 		sizes, _ = d.writesMeasurable(ctx, api)
 	}
+	// The three lists at once: a no-op plan is mostly waiting on them
+	// (issue 28).
+	var (
+		networks           []network.Summary
+		images             []image.Summary
+		networkErr, imgErr error
+		lists              sync.WaitGroup
+	)
+	lists.Go(func() { networks, networkErr = api.NetworkList(ctx, network.ListOptions{Filters: byLineage}) })
+	lists.Go(func() { images, imgErr = api.ImageList(ctx, image.ListOptions{Filters: byLineage}) })
+	defer lists.Wait()
 	containers, err := api.ContainerList(ctx, container.ListOptions{All: true, Filters: byLineage, Size: sizes})
 	if err != nil {
 		return resp, fmt.Errorf("listing containers of lineage %s: %w", req.Lineage, err)
@@ -99,8 +111,8 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 		setReports = d.readGatewayReports(ctx, api, reports)
 	}
 
-	networks, err := api.NetworkList(ctx, network.ListOptions{Filters: byLineage})
-	if err != nil {
+	lists.Wait()
+	if err := networkErr; err != nil {
 		return resp, fmt.Errorf("listing networks of lineage %s: %w", req.Lineage, err)
 	}
 	for _, n := range networks {
@@ -109,8 +121,7 @@ func (d *Driver) read(ctx context.Context, req drivers.ReadRequest) (drivers.Rea
 		}
 	}
 
-	images, err := api.ImageList(ctx, image.ListOptions{Filters: byLineage})
-	if err != nil {
+	if err := imgErr; err != nil {
 		return resp, fmt.Errorf("listing images of lineage %s: %w", req.Lineage, err)
 	}
 	// Every image of the lineage is accounted for: one a record may be
