@@ -100,7 +100,7 @@ func TestAllocateSubnetExhausted(t *testing.T) {
 	api := &fakeAPI{NetworkListFn: func(network.ListOptions) ([]network.Summary, error) {
 		return nets("10.9.0.0/28", "10.9.0.16/28"), nil
 	}}
-	_, _, err := c.claim(t.Context(), api, "bf-x", pool, subnetBits, nil, "subnet_pool")
+	_, _, err := c.claim(t.Context(), api, "bf-x", pool, subnetBits, nil, "subnet_pool", false)
 	if err == nil {
 		t.Fatal("want an error for an exhausted pool")
 	}
@@ -236,7 +236,7 @@ func TestClaimScattersAfterRefusal(t *testing.T) {
 	seen := map[netip.Prefix]bool{}
 	for range 20 {
 		var c subnetClaims // a process of its own each time
-		_, p, err := c.claim(t.Context(), api, "bf-x", pool, subnetBits, refused, "subnet_pool")
+		_, p, err := c.claim(t.Context(), api, "bf-x", pool, subnetBits, refused, "subnet_pool", false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -888,5 +888,52 @@ func TestCreateNetworkRemovesTwin(t *testing.T) {
 	}
 	if resp.ID != "ours" || len(removed) != 1 || removed[0] != "twin" {
 		t.Errorf("id %s, removed %v: want ours kept and only the twin removed", resp.ID, removed)
+	}
+}
+
+// TestClaimsShareAList: the bottle networks of one run share a list of
+// the engine's networks taken in the last second (each listed under the
+// lock before, one after another); the blocks made since are not handed
+// out again, a claim that may not reuse lists anew, and another engine
+// has a list of its own.
+func TestClaimsShareAList(t *testing.T) {
+	pool := netip.MustParsePrefix("10.9.0.0/24")
+	lists := 0
+	engine := func() *fakeAPI {
+		return &fakeAPI{NetworkListFn: func(network.ListOptions) ([]network.Summary, error) {
+			lists++
+			return nets("10.9.0.0/28"), nil
+		}}
+	}
+	var c subnetClaims
+	api := engine()
+	claim := func(api dockerAPI, reuse bool) netip.Prefix {
+		t.Helper()
+		_, p, err := c.claim(t.Context(), api, "bf-x", pool, subnetBits, nil, "subnet_pool", reuse)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	first := claim(api, true)
+	c.release(api, first, true) // made
+	second := claim(api, true)
+	if lists != 1 {
+		t.Errorf("two claims on one engine within a second listed %d times, want 1", lists)
+	}
+	if first == second || first.String() != "10.9.0.16/28" || second.String() != "10.9.0.32/28" {
+		t.Errorf("claims %s then %s on a shared list, want 10.9.0.16/28 then 10.9.0.32/28", first, second)
+	}
+	c.release(api, second, false) // its create failed: free again
+	if third := claim(api, true); third != second {
+		t.Errorf("a block whose create failed was not handed out again: %s, want %s", third, second)
+	}
+	claim(api, false)
+	if lists != 2 {
+		t.Errorf("a claim that may not reuse the list did not list (%d lists)", lists)
+	}
+	claim(engine(), true)
+	if lists != 3 {
+		t.Errorf("another engine's claim used this engine's list (%d lists)", lists)
 	}
 }

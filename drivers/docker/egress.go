@@ -225,7 +225,7 @@ func (d *Driver) createEgressNetwork(ctx context.Context, api dockerAPI, req dri
 	d.prefetchEngineHost(ctx, api, req.Lineage)
 	var refused []netip.Prefix
 	for attempt := 1; attempt <= maxNetworkAttempts; attempt++ {
-		nets, subnet, err := claims.claim(ctx, api, name, pool, egressBits, refused, "egress_subnet_pool")
+		nets, subnet, err := claims.claim(ctx, api, name, pool, egressBits, refused, "egress_subnet_pool", false)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -249,7 +249,7 @@ func (d *Driver) createEgressNetwork(ctx context.Context, api dockerAPI, req dri
 			},
 			Labels: req.Labels(),
 		})
-		claims.release(subnet)
+		claims.release(api, subnet, err == nil)
 		if err != nil {
 			if isOverlap(err) {
 				refused = append(refused, subnet)

@@ -34,7 +34,7 @@ func (d *Driver) createNetwork(ctx context.Context, api dockerAPI, pool netip.Pr
 
 	var refused []netip.Prefix // blocks the engine said overlap, though our list did not show it
 	for attempt := 1; attempt <= maxNetworkAttempts; attempt++ {
-		nets, subnet, err := claims.claim(ctx, api, name, pool, subnetBits, refused, "subnet_pool")
+		nets, subnet, err := claims.claim(ctx, api, name, pool, subnetBits, refused, "subnet_pool", attempt == 1)
 		if err != nil {
 			return fail("%v", err)
 		}
@@ -69,7 +69,7 @@ func (d *Driver) createNetwork(ctx context.Context, api dockerAPI, pool netip.Pr
 			Options: map[string]string{inhibitIPv4: "true"},
 			Labels:  req.Labels(),
 		})
-		claims.release(subnet)
+		claims.release(api, subnet, err == nil)
 		if err != nil {
 			if isOverlap(err) {
 				d.log.Debug("subnet taken meanwhile; trying the next one", "addr", addr, "subnet", subnet.String(), "attempt", attempt)

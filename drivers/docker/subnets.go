@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/docker/docker/api/types/network"
 )
@@ -29,25 +30,56 @@ var claims subnetClaims
 type subnetClaims struct {
 	mu   sync.Mutex
 	held []netip.Prefix
+	// seen is each engine's last list, for the claims that may reuse it:
+	// the bottle networks of one run share one list instead of each
+	// listing under the lock, one after another (issue 28). Another
+	// process's network made since shows as the engine's overlap error,
+	// and the retry lists anew.
+	seen map[dockerAPI]*seenNetworks
 }
 
-// claim lists the engine's networks and, unless one is already named
-// name, claims the first block of the given prefix length in pool that
-// overlaps none of them, no block the engine refused, and no block
-// claimed. It returns the list too; the block is invalid when name was
-// found. setting names the attribute that sets pool, for the error when it
-// is full.
-func (c *subnetClaims) claim(ctx context.Context, api dockerAPI, name string, pool netip.Prefix, bits int, refused []netip.Prefix, setting string) ([]network.Summary, netip.Prefix, error) {
+// seenNetworks is a list of an engine's networks, when it was taken, and
+// the blocks this process made networks in since.
+type seenNetworks struct {
+	nets []network.Summary
+	at   time.Time
+	made []netip.Prefix
+}
+
+// seenFor is how long a list serves the claims that may reuse it.
+const seenFor = time.Second
+
+// claim lists the engine's networks (or, with reuse, takes a list of the
+// last second) and, unless one is already named name, claims the first
+// block of the given prefix length in pool that overlaps none of them, no
+// block the engine refused, and no block claimed. It returns the list
+// too; the block is invalid when name was found. setting names the
+// attribute that sets pool, for the error when it is full.
+func (c *subnetClaims) claim(ctx context.Context, api dockerAPI, name string, pool netip.Prefix, bits int, refused []netip.Prefix, setting string, reuse bool) ([]network.Summary, netip.Prefix, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	nets, err := api.NetworkList(ctx, network.ListOptions{})
-	if err != nil {
-		return nil, netip.Prefix{}, fmt.Errorf("listing networks: %w", err)
+	seen := c.seen[api]
+	if !reuse || seen == nil || time.Since(seen.at) >= seenFor {
+		nets, err := api.NetworkList(ctx, network.ListOptions{})
+		if err != nil {
+			return nil, netip.Prefix{}, fmt.Errorf("listing networks: %w", err)
+		}
+		if c.seen == nil {
+			c.seen = map[dockerAPI]*seenNetworks{}
+		}
+		for a, s := range c.seen { // a long watch configures many clients
+			if time.Since(s.at) >= seenFor {
+				delete(c.seen, a)
+			}
+		}
+		seen = &seenNetworks{nets: nets, at: time.Now()}
+		c.seen[api] = seen
 	}
+	nets := seen.nets
 	if _, ok := findNetwork(nets, name); ok {
 		return nets, netip.Prefix{}, nil
 	}
-	used := append(append(usedSubnets(nets), refused...), c.held...)
+	used := append(append(append(usedSubnets(nets), refused...), c.held...), seen.made...)
 	// The first free block, unless the engine already refused one: then
 	// other processes are making networks too, and all of them would go for
 	// the same next block. From a random block on, they rarely meet.
@@ -63,10 +95,15 @@ func (c *subnetClaims) claim(ctx context.Context, api dockerAPI, name string, po
 	return nets, p, nil
 }
 
-// release gives back a block once its NetworkCreate has returned.
-func (c *subnetClaims) release(p netip.Prefix) {
+// release gives back a block once its NetworkCreate on api has returned;
+// made says the network was made in it, which later claims on a list
+// taken before must know.
+func (c *subnetClaims) release(api dockerAPI, p netip.Prefix, made bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if seen := c.seen[api]; made && seen != nil {
+		seen.made = append(seen.made, p)
+	}
 	for i, h := range c.held {
 		if h == p {
 			c.held = append(c.held[:i], c.held[i+1:]...)
