@@ -12,6 +12,7 @@ import (
 	"github.com/bottlefile/bottlefile/addrs"
 	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/engine"
+	"github.com/bottlefile/bottlefile/drivers/gateway"
 )
 
 // Plan expands one agent into its network, its image when it is built, its
@@ -43,22 +44,9 @@ func (d *Driver) plan(ctx context.Context, req drivers.PlanRequest) (drivers.Pla
 	if err != nil {
 		return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, err)
 	}
-	credEnv, err := credentialEnvValue(drivers.WorkloadAttr(a.Workload, "credentials"))
-	if err != nil {
+	// The credentials' names, env and hosts, never their values.
+	if err := gateway.PlanAgentCredentials(&objects[len(objects)-1], drivers.WorkloadAttr(a.Workload, "credentials")); err != nil {
 		return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, err)
-	}
-	if !credEnv.IsNull() {
-		// Only when set: a container without credentials keeps its
-		// configuration hash. Their names and env, never their values:
-		// a rotated value does not touch the agent.
-		objects[len(objects)-1].Attrs["credential_env"] = credEnv
-		// The hosts the bottle's CA is constrained to: a change makes a
-		// new CA, which a new agent must trust.
-		caHosts, err := caHostsValue(drivers.WorkloadAttr(a.Workload, "credentials"))
-		if err != nil {
-			return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, err)
-		}
-		objects[len(objects)-1].Attrs["ca_hosts"] = caHosts
 	}
 	objects, err = d.planBottle(ctx, a, addr, netAddr, append([]drivers.Object{network}, objects...))
 	if err != nil {
