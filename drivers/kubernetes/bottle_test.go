@@ -24,7 +24,7 @@ func fakeGateway(t *testing.T) {
 	pushGatewayImage = func(context.Context, string, gateway.Binary) (string, error) {
 		return "r:5000/bottlefile-gateway@sha256:abc", nil
 	}
-	waitGatewayRules = func(context.Context, k8s.Interface, string, []string) error { return nil }
+	waitGatewayRules = func(context.Context, k8s.Interface, string, gateway.Want) error { return nil }
 	t.Cleanup(func() { pushGatewayImage, waitGatewayRules = push, wait })
 }
 

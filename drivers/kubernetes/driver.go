@@ -29,6 +29,9 @@ const (
 	attrNamespacePrefix = "namespace_prefix"
 	attrRegistry        = "registry"
 	attrNodeContainerd  = "node_containerd"
+	// attrCredentialCAFile is docker's credential_ca_file: CAs the
+	// gateways trust, besides the host's, for the credential hosts.
+	attrCredentialCAFile = "credential_ca_file"
 )
 
 // defaultPrefix begins every namespace the driver makes, unless the
@@ -44,6 +47,9 @@ type Driver struct {
 	mu         sync.RWMutex
 	configured bool
 	cfg        settings
+	// stateDir is the state's directory, where bottles' CAs are kept
+	// (gateway.BottleCA).
+	stateDir string
 	// rest is the API server's client configuration, cs the clientset
 	// made from it (or given by a test: newWithClient).
 	rest *rest.Config
@@ -67,12 +73,15 @@ type settings struct {
 	containerd map[string]string // node name → containerd address
 	dns        []string
 	binary     string // gateway_binary
+	caFile     string // credential_ca_file, resolved
 }
 
 var (
 	_ drivers.Driver    = (*Driver)(nil)
 	_ drivers.LogReader = (*Driver)(nil)
 	_ drivers.Execer    = (*Driver)(nil)
+
+	_ drivers.BottleForgetter = (*Driver)(nil)
 )
 
 // New is the kubernetes driver's factory: it contacts nothing.
@@ -106,11 +115,13 @@ func Declaration() drivers.Declaration {
 			Build:      false,
 			Attributes: mappedAttrs,
 			// A Pod's spec cannot change: any change to a workload is a
-			// new Pod. Only the allowlist, which is the gateway's, changes
-			// without touching the agent.
+			// new Pod. Only the allowlist and the credentials' values,
+			// which are the gateway's, change without touching the agent.
 			InPlace: []string{"egress"},
 			Egress: drivers.EgressCapabilities{
 				Names: true, Wildcards: true, Ports: true, Addresses: true, CIDRs: true,
+				// Through the gateway's Secret (credentials.go).
+				Credentials: true,
 			},
 			Logs: true,
 			Exec: true,
@@ -123,11 +134,12 @@ func Declaration() drivers.Declaration {
 // configSpec is the schema of a kubernetes runtime block's attributes.
 func configSpec() hcldec.ObjectSpec {
 	spec := hcldec.ObjectSpec{
-		attrKubeconfig:      &hcldec.AttrSpec{Name: attrKubeconfig, Type: cty.String},
-		attrContext:         &hcldec.AttrSpec{Name: attrContext, Type: cty.String},
-		attrNamespacePrefix: &hcldec.AttrSpec{Name: attrNamespacePrefix, Type: cty.String},
-		attrRegistry:        &hcldec.AttrSpec{Name: attrRegistry, Type: cty.String},
-		attrNodeContainerd:  &hcldec.AttrSpec{Name: attrNodeContainerd, Type: cty.Map(cty.String)},
+		attrKubeconfig:       &hcldec.AttrSpec{Name: attrKubeconfig, Type: cty.String},
+		attrContext:          &hcldec.AttrSpec{Name: attrContext, Type: cty.String},
+		attrNamespacePrefix:  &hcldec.AttrSpec{Name: attrNamespacePrefix, Type: cty.String},
+		attrRegistry:         &hcldec.AttrSpec{Name: attrRegistry, Type: cty.String},
+		attrNodeContainerd:   &hcldec.AttrSpec{Name: attrNodeContainerd, Type: cty.Map(cty.String)},
+		attrCredentialCAFile: &hcldec.AttrSpec{Name: attrCredentialCAFile, Type: cty.String},
 	}
 	maps.Copy(spec, gateway.RuntimeSpec())
 	return spec
@@ -165,6 +177,12 @@ func checkRuntime(req drivers.ConfigureRequest) []*drivers.AttributeError {
 		path = resolvePath(req.Dir, path)
 		if _, err := os.Stat(path); err != nil {
 			add(attrKubeconfig, fmt.Errorf("cannot read the kubeconfig: %w", err))
+		}
+	}
+	if known(attrCredentialCAFile) {
+		path, _ := drivers.ConfigString(req.Config, attrCredentialCAFile)
+		if _, err := os.Stat(resolvePath(req.Dir, path)); err != nil {
+			add(attrCredentialCAFile, fmt.Errorf("cannot read the CA file: %w", err))
 		}
 	}
 	if known(attrNamespacePrefix) {
@@ -265,11 +283,15 @@ func (d *Driver) Configure(_ context.Context, req drivers.ConfigureRequest) erro
 	str(attrNamespacePrefix, &s.prefix)
 	str(attrRegistry, &s.registry)
 	str(gateway.AttrBinary, &s.binary)
+	str(attrCredentialCAFile, &s.caFile)
 	if err != nil {
 		return err
 	}
 	if s.kubeconfig != "" {
 		s.kubeconfig = resolvePath(req.Dir, s.kubeconfig)
+	}
+	if s.caFile != "" {
+		s.caFile = resolvePath(req.Dir, s.caFile)
 	}
 	c := req.Config
 	if c != cty.NilVal && !c.IsNull() && c.Type().IsObjectType() {
@@ -293,6 +315,9 @@ func (d *Driver) Configure(_ context.Context, req drivers.ConfigureRequest) erro
 		return fmt.Errorf("runtime %q: making the API client: %w", req.Runtime, err)
 	}
 	d.set(s, rc, cs)
+	d.mu.Lock()
+	d.stateDir = req.StateDir
+	d.mu.Unlock()
 	d.log.Debug("configured", "runtime", req.Runtime, "server", rc.Host, "registry", s.registry)
 	return nil
 }

@@ -276,7 +276,7 @@ const (
 	gatewayMemoryRequest = 32 << 20 // bytes
 )
 
-func gatewayPod(req drivers.ApplyRequest, ns, ref string, s gatewaySpec) *corev1.Pod {
+func gatewayPod(req drivers.ApplyRequest, ns, ref string, s gatewaySpec, credVersion string) *corev1.Pod {
 	uid, no, grace := int64(65534), false, gracePeriod
 	args := []string{"gateway",
 		"-listen", fmt.Sprintf(":%d", gateway.Port),
@@ -328,6 +328,9 @@ func gatewayPod(req drivers.ApplyRequest, ns, ref string, s gatewaySpec) *corev1
 		pod.Spec.DNSPolicy = corev1.DNSNone
 		pod.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: s.DNS}
 	}
+	if credVersion != "" {
+		mountCredentials(pod)
+	}
 	pod.Annotations[annotSpec] = podFingerprint(pod)
 	return pod
 }
@@ -367,19 +370,45 @@ func (d *Driver) createGateway(ctx context.Context, cs k8s.Interface, cfg settin
 	if err != nil {
 		return fail("its ConfigMap: %v", err)
 	}
-	resp, err := d.runGateway(ctx, cs, req, ns, ref, s)
-	if err != nil {
-		_ = cs.CoreV1().ConfigMaps(ns).Delete(context.WithoutCancel(ctx), cmGateway, metav1.DeleteOptions{})
-		return fail("%v", err)
+	credVersion, err := d.writeCredentials(ctx, cs, cfg, req, ns, false)
+	if err == nil {
+		var resp drivers.ApplyResponse
+		if resp, err = d.runGateway(ctx, cs, req, ns, ref, s, credVersion); err == nil {
+			resp.ID = string(made.UID)
+			d.log.Info("created gateway", "addr", addr, "namespace", ns, "allow", len(s.Allow), "credentials", credVersion != "")
+			return resp, nil
+		}
 	}
-	resp.ID = string(made.UID)
-	d.log.Info("created gateway", "addr", addr, "namespace", ns, "allow", len(s.Allow))
-	return resp, nil
+	_ = deleteCredentials(context.WithoutCancel(ctx), cs, ns)
+	_ = cs.CoreV1().ConfigMaps(ns).Delete(context.WithoutCancel(ctx), cmGateway, metav1.DeleteOptions{})
+	return fail("%v", err)
 }
 
-// runGateway makes the gateway's Pod and waits for its rules in force.
-func (d *Driver) runGateway(ctx context.Context, cs k8s.Interface, req drivers.ApplyRequest, ns, ref string, s gatewaySpec) (drivers.ApplyResponse, error) {
-	pod := gatewayPod(req, ns, ref, s)
+// writeCredentials puts the gateway object's credentials file into its
+// Secret, or, when it has no credentials and may have had some
+// (an update), removes the Secret; it returns the file's version, ""
+// without credentials.
+func (d *Driver) writeCredentials(ctx context.Context, cs k8s.Interface, cfg settings, req drivers.ApplyRequest, ns string, update bool) (string, error) {
+	f, ok, err := d.credentialsFile(cfg, req)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		if update {
+			return "", deleteCredentials(ctx, cs, ns)
+		}
+		return "", nil
+	}
+	if err := putCredentials(ctx, cs, req, ns, f); err != nil {
+		return "", fmt.Errorf("its Secret: %w", err)
+	}
+	return f.Version, nil
+}
+
+// runGateway makes the gateway's Pod and waits for its rules, and the
+// credentials file of credVersion when there is one, in force.
+func (d *Driver) runGateway(ctx context.Context, cs k8s.Interface, req drivers.ApplyRequest, ns, ref string, s gatewaySpec, credVersion string) (drivers.ApplyResponse, error) {
+	pod := gatewayPod(req, ns, ref, s, credVersion)
 	created, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		// What an earlier, cut-off apply left goes, only when there is one.
@@ -393,7 +422,7 @@ func (d *Driver) runGateway(ctx context.Context, cs k8s.Interface, req drivers.A
 	}
 	running, err := waitRunning(ctx, cs, ns, podGateway, created.UID)
 	if err == nil {
-		err = waitGatewayRules(ctx, cs, ns, s.Allow)
+		err = waitGatewayRules(ctx, cs, ns, gateway.NewWant(s.Allow, credVersion))
 	}
 	if err != nil {
 		_ = cs.CoreV1().Pods(ns).Delete(context.WithoutCancel(ctx), podGateway, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &created.UID}})
@@ -409,9 +438,9 @@ func (d *Driver) runGateway(ctx context.Context, cs k8s.Interface, req drivers.A
 // log to follow, replaces it.
 var waitGatewayRules = waitRules
 
-// waitRules follows the gateway Pod's log until it listens with allow in
-// force.
-func waitRules(ctx context.Context, cs k8s.Interface, ns string, allow []string) error {
+// waitRules follows the gateway Pod's log until it listens with want (its
+// allowlist, its credentials file's version) in force.
+func waitRules(ctx context.Context, cs k8s.Interface, ns string, want gateway.Want) error {
 	lctx, cancel := context.WithTimeout(ctx, gatewayReady)
 	defer cancel()
 	rc, err := cs.CoreV1().Pods(ns).GetLogs(podGateway, &corev1.PodLogOptions{Follow: true}).Stream(lctx)
@@ -419,13 +448,19 @@ func waitRules(ctx context.Context, cs k8s.Interface, ns string, allow []string)
 		return fmt.Errorf("reading its log: %w", err)
 	}
 	defer rc.Close()
-	if _, err := gateway.Wait(rc, allow); err != nil {
-		if lctx.Err() != nil && ctx.Err() == nil {
-			return fmt.Errorf("the gateway did not report its rules in force within %v: %w", gatewayReady, err)
-		}
-		return err
+	st, log := gateway.Follow(rc, want)
+	if st.Ready(true) {
+		return nil
 	}
-	return nil
+	switch {
+	case st.LastErr != "":
+		return fmt.Errorf("the gateway did not take its rules or credentials: %s", st.LastErr)
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case lctx.Err() != nil:
+		return fmt.Errorf("the gateway did not report its rules and credentials in force within %v; its log:\n%s", gatewayReady, gateway.Indent(log))
+	}
+	return fmt.Errorf("the gateway's log ended before it was ready; its log:\n%s", gateway.Indent(log))
 }
 
 // updateGateway writes the new rules into the ConfigMap and replaces the
@@ -459,15 +494,21 @@ func (d *Driver) updateGateway(ctx context.Context, cs k8s.Interface, cfg settin
 	if cm, err = cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		return fail("its ConfigMap: %v", err)
 	}
+	// A rotated value too makes the Pod again: a mounted Secret reaches
+	// a running Pod only after the kubelet's sync.
+	credVersion, err := d.writeCredentials(ctx, cs, cfg, req, ns, true)
+	if err != nil {
+		return fail("%v", err)
+	}
 	if err := deletePodWait(ctx, cs, ns, podGateway, ""); err != nil {
 		return fail("%v", err)
 	}
-	resp, err := d.runGateway(ctx, cs, req, ns, ref, s)
+	resp, err := d.runGateway(ctx, cs, req, ns, ref, s, credVersion)
 	if err != nil {
 		return fail("%v", err)
 	}
 	resp.ID = string(cm.UID)
-	d.log.Info("updated gateway", "addr", addr, "namespace", ns, "allow", len(s.Allow))
+	d.log.Info("updated gateway", "addr", addr, "namespace", ns, "allow", len(s.Allow), "credentials", credVersion != "")
 	return resp, nil
 }
 
@@ -489,8 +530,12 @@ func (d *Driver) startGateway(ctx context.Context, cs k8s.Interface, cfg setting
 	if err != nil {
 		return drivers.ApplyResponse{}, err
 	}
+	credVersion, err := credentialsVersion(ctx, cs, ns)
+	if err != nil {
+		return drivers.ApplyResponse{}, err
+	}
 	// A Pod that is there and not running is replaced by runGateway.
-	resp, err := d.runGateway(ctx, cs, req, ns, ref, s)
+	resp, err := d.runGateway(ctx, cs, req, ns, ref, s, credVersion)
 	if err != nil {
 		return drivers.ApplyResponse{}, fmt.Errorf("starting gateway %s/%s for %s: %w", ns, podGateway, req.Object.Addr, err)
 	}
@@ -498,7 +543,7 @@ func (d *Driver) startGateway(ctx context.Context, cs k8s.Interface, cfg setting
 	return resp, nil
 }
 
-// deleteGateway removes the gateway's Pod and ConfigMap.
+// deleteGateway removes the gateway's Pod, ConfigMap and Secret.
 func (d *Driver) deleteGateway(ctx context.Context, cs k8s.Interface, cfg settings, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
 	ns, err := namespaceName(cfg.prefix, req.Lineage, req.NamedAddr(req.Object.Addr))
 	if err != nil {
@@ -514,6 +559,9 @@ func (d *Driver) deleteGateway(ctx context.Context, cs k8s.Interface, cfg settin
 	}
 	if err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, cmGateway, opts); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return drivers.ApplyResponse{}, fmt.Errorf("deleting gateway ConfigMap %s/%s: %w", ns, cmGateway, err)
+	}
+	if err := deleteCredentials(ctx, cs, ns); err != nil {
+		return drivers.ApplyResponse{}, err
 	}
 	return drivers.ApplyResponse{}, nil
 }

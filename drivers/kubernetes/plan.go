@@ -86,6 +86,9 @@ func (d *Driver) Plan(_ context.Context, req drivers.PlanRequest) (drivers.PlanR
 		if err := gateway.CheckSidecarEgress(drivers.WorkloadAttr(a.Workload, "egress"), drivers.WorkloadAttr(sc.Workload, "egress")); err != nil {
 			return drivers.PlanResponse{}, fmt.Errorf("%s: %w", scAddr, err)
 		}
+		if !drivers.WorkloadAttr(sc.Workload, "credentials").IsNull() {
+			return drivers.PlanResponse{}, fmt.Errorf("%s: credential blocks go in the agent's egress block: on the kubernetes driver a bottle has one gateway, which injects them for the agent", scAddr)
+		}
 		pod, err := planPod(scAddr, nsAddr, sc.Workload, place, names, egress, nil)
 		if err != nil {
 			return drivers.PlanResponse{}, fmt.Errorf("%s: %w", scAddr, err)
@@ -95,6 +98,9 @@ func (d *Driver) Plan(_ context.Context, req drivers.PlanRequest) (drivers.PlanR
 	}
 	pod, err := planPod(addr, nsAddr, a.Workload, place, names, egress, scAddrs)
 	if err != nil {
+		return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, err)
+	}
+	if err := gateway.PlanAgentCredentials(&pod, drivers.WorkloadAttr(a.Workload, "credentials")); err != nil {
 		return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, err)
 	}
 	objects = append(objects, pod)
@@ -110,6 +116,7 @@ func (d *Driver) Plan(_ context.Context, req drivers.PlanRequest) (drivers.PlanR
 			Version:       bin.Version(),
 			DNS:           drivers.StringsValue(cfg.dns),
 			Sidecars:      names,
+			Credentials:   true,
 		})
 		if err != nil {
 			return drivers.PlanResponse{}, fmt.Errorf("%s: %w", addr, err)

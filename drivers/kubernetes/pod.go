@@ -157,6 +157,9 @@ func podSpec(req drivers.ApplyRequest, ns string) (*corev1.Pod, error) {
 			Tolerations:                   place.Tolerations,
 		},
 	}
+	if _, err := wireCredentials(req, pod); err != nil {
+		return nil, err
+	}
 	pod.Annotations[annotSpec] = podFingerprint(pod)
 	return pod, nil
 }
@@ -221,6 +224,11 @@ func (d *Driver) createPod(ctx context.Context, cs k8s.Interface, cfg settings, 
 	}
 	if err := d.aliases(ctx, cs, ns, req.Object, pod); err != nil {
 		return fail("%v", err)
+	}
+	if !req.Object.Attr("credential_env").IsNull() {
+		if err := d.putBottleCA(ctx, cs, req, ns); err != nil {
+			return fail("the bottle's CA: %v", err)
+		}
 	}
 	if name := sidecarName(addr); name != "" {
 		if err := ensureHeadless(ctx, cs, ns, name, req); err != nil {
