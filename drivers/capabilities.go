@@ -317,7 +317,7 @@ func (c Capabilities) checkWorkload(driver, sidecar string, w cty.Value) []Refus
 	if !c.Egress.Credentials {
 		for _, name := range credentialNames(WorkloadAttr(w, "credentials")) {
 			out = append(out, Refusal{Sidecar: sidecar, Block: "credential", Credential: name,
-				Message: fmt.Sprintf("%s cannot inject credentials: it has no gateway that could put credential %q into %s's requests, and bottlefile never hands the secret to the workload instead; run %s on a runtime whose driver injects credentials (docker), or remove the credential block and give the workload its key another way", driver, name, what, what)})
+				Message: fmt.Sprintf("%s cannot inject credentials: it has no gateway that could put credential %q into %s's requests, and bottlefile never hands the secret to the workload instead; run %s on a runtime whose driver injects credentials (docker, kubernetes), or remove the credential block and give the workload its key another way", driver, name, what, what)})
 		}
 	}
 	return out

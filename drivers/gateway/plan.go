@@ -27,7 +27,7 @@ type Spec struct {
 	// Sidecars are the bottle's sidecar names.
 	Sidecars []string
 	// Credentials: the driver injects the agent's credentials through the
-	// gateway (docker); swarm refuses them at plan.
+	// gateway (docker, kubernetes); swarm refuses them at plan.
 	Credentials bool
 }
 

@@ -13,6 +13,7 @@
 //	  node_containerd  = { "node-1" = "unix:///run/containerd/containerd.sock" } # each node's containerd (snapshots: snapshot.go)
 //	  gateway_binary   = "/path/to/bottlefile" # optional: a static build; else the running one
 //	  gateway_dns      = ["10.0.0.53"]     # optional: the gateways' DNS servers
+//	  credential_ca_file = "corp-ca.pem"   # optional: CAs the gateways trust for credential hosts
 //	}
 //
 // An agent's driver block places its bottle's Pods:
@@ -51,7 +52,11 @@
 //     object's id) and the Pod "gateway" running the gateway image,
 //     pushed to the registry by digest (gwimage.go), as 65534 with no
 //     capability. A new allowlist rewrites the ConfigMap and makes the
-//     gateway's Pod again behind its Service.
+//     gateway's Pod again behind its Service. With credential blocks, the
+//     Secret gateway-credentials holds the credentials file, mounted by
+//     the gateway's Pod alone, and the agent's Pod gets placeholders and
+//     the ConfigMap bottle-ca at /etc/bottlefile (credentials.go); a
+//     rotated value rewrites the Secret and makes the gateway's Pod again.
 //
 // Every Pod runs with no service-account token and no service links,
 // imagePullPolicy IfNotPresent, a three-second grace period. A Pod's spec
@@ -88,7 +93,8 @@
 //
 // # Not done
 //
-// Credentials are refused (no CA injection into the agent yet); stop is
-// not offered (a Pod cannot be stopped and kept). Snapshots are done
-// (snapshot.go, through each node's containerd: node_containerd).
+// Stop is not offered (a Pod cannot be stopped and kept). Credentials
+// are done (credentials.go), but for the agent's CA bundle, which is the
+// host's rather than its image's. Snapshots are done (snapshot.go,
+// through each node's containerd: node_containerd).
 package kubernetes
