@@ -2,7 +2,6 @@ package kubernetes
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path"
 
@@ -100,26 +99,6 @@ func deleteCredentials(ctx context.Context, cs k8s.Interface, ns string) error {
 		return fmt.Errorf("deleting the gateway's Secret %s/%s: %w", ns, secretCredentials, err)
 	}
 	return nil
-}
-
-// credentialsVersion is the version of the credentials file in the
-// gateway's Secret, "" when there is none: what a gateway started again
-// must report.
-func credentialsVersion(ctx context.Context, cs k8s.Interface, ns string) (string, error) {
-	sec, err := cs.CoreV1().Secrets(ns).Get(ctx, secretCredentials, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("the gateway's Secret: %w", err)
-	}
-	var f struct {
-		Version string `json:"version"`
-	}
-	if err := json.Unmarshal(sec.Data[gateway.CredentialsName], &f); err != nil || f.Version == "" {
-		return "", fmt.Errorf("the gateway's Secret %s/%s holds no credentials file", ns, secretCredentials)
-	}
-	return f.Version, nil
 }
 
 // mountCredentials gives the gateway's Pod the Secret and the

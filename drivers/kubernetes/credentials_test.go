@@ -170,8 +170,24 @@ func TestCredentials(t *testing.T) {
 		t.Errorf("the agent's Pod changed with the rotation: %v", err)
 	}
 
+	// A gateway's Pod deleted, with its Secret, behind bottlefile's back:
+	// start makes both again.
+	gwObj := byAddr["agent.coder.gateway"]
+	if err := f.CoreV1().Pods(ns).Delete(ctx, podGateway, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.CoreV1().Secrets(ns).Delete(ctx, secretCredentials, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpStart, Lineage: lineage, Object: gwObj, ID: "x"}); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	if again := readSecret(); again.Credentials[0].Value != testKey {
+		t.Errorf("after start the Secret holds %q", again.Credentials[0].Value)
+	}
+
 	// Deleting the gateway deletes its Secret.
-	if _, err := d.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpDelete, Lineage: lineage, Object: byAddr["agent.coder.gateway"]}); err != nil {
+	if _, err := d.Apply(ctx, drivers.ApplyRequest{Op: drivers.OpDelete, Lineage: lineage, Object: gwObj}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.CoreV1().Secrets(ns).Get(ctx, secretCredentials, metav1.GetOptions{}); !apierrors.IsNotFound(err) {

@@ -513,7 +513,7 @@ func (d *Driver) updateGateway(ctx context.Context, cs k8s.Interface, cfg settin
 }
 
 // startGateway makes the gateway's Pod again (a Pod deleted behind
-// bottlefile's back), with the ConfigMap it has.
+// bottlefile's back), with the ConfigMap it has and its credentials.
 func (d *Driver) startGateway(ctx context.Context, cs k8s.Interface, cfg settings, req drivers.ApplyRequest) (drivers.ApplyResponse, error) {
 	ns, err := namespaceName(cfg.prefix, req.Lineage, req.NamedAddr(req.Object.Addr))
 	if err != nil {
@@ -530,9 +530,11 @@ func (d *Driver) startGateway(ctx context.Context, cs k8s.Interface, cfg setting
 	if err != nil {
 		return drivers.ApplyResponse{}, err
 	}
-	credVersion, err := credentialsVersion(ctx, cs, ns)
+	// The Secret is written again from the object: a new Pod must
+	// report a version, and the Secret may have gone with the Pod.
+	credVersion, err := d.writeCredentials(ctx, cs, cfg, req, ns, true)
 	if err != nil {
-		return drivers.ApplyResponse{}, err
+		return drivers.ApplyResponse{}, fmt.Errorf("starting gateway %s/%s for %s: %w", ns, podGateway, req.Object.Addr, err)
 	}
 	// A Pod that is there and not running is replaced by runGateway.
 	resp, err := d.runGateway(ctx, cs, req, ns, ref, s, credVersion)
