@@ -187,6 +187,19 @@ spec:
 		return strings.TrimSpace(out)
 	}
 	agentUID := uid()
+	// A new Pod's fence (kube-router) and its Service's endpoints and
+	// rules (kube-proxy) are programmed a moment after apply returns: the
+	// agent's connections to a new gateway Pod may be refused until then,
+	// whatever the credentials (a new allowlist is a new Pod too). Wait
+	// for the gateway to answer its health page through its Service.
+	reachGateway := func(when string) {
+		t.Helper()
+		if r := bottlefile(t, dir, "exec", "-T", "agent.coder", "--", "sh", "-c",
+			`for i in $(seq 1 150); do printf 'GET /.bottlefile/health HTTP/1.0\r\n\r\n' | timeout 3 nc gateway 3128 | grep -q HTTP/ && exit 0; sleep 0.2; done; exit 1`); r.code != 0 {
+			t.Fatalf("%s: the agent does not reach its gateway: %s", when, r)
+		}
+	}
+	reachGateway("after apply")
 
 	// The agent holds the placeholder and the trust variables.
 	env := mustRun(t, dir, "exec", "-T", "agent.coder", "--", "env").stdout
@@ -245,6 +258,7 @@ spec:
 	if got := uid(); got != agentUID {
 		t.Errorf("the rotation replaced the agent's Pod (%s, was %s)", got, agentUID)
 	}
+	reachGateway("after the rotation")
 	get(rotated)
 	noKey("after the rotation", rotated)
 	if r := mustRun(t, dir, "plan", "-var-file=secret.vars"); !strings.Contains(r.stdout, "No changes.") {
