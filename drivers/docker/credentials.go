@@ -122,7 +122,10 @@ func wireCredentials(req drivers.ApplyRequest, cfg *container.Config) (bool, err
 		k, _, _ := strings.Cut(kv, "=")
 		set[k] = true
 	}
-	env, err := gateway.AgentCredentialEnv(req.Object, req.Lineage, gateway.AgentOf(req.Object.Addr), func(k string) bool { return set[k] })
+	// The agent's named address, as the gateway's file and the bottle's
+	// CA have it: a moved agent's container made again keeps the
+	// placeholders its gateway recognises.
+	env, err := gateway.AgentCredentialEnv(req.Object, req.Lineage, req.NamedAddr(gateway.AgentOf(req.Object.Addr)), func(k string) bool { return set[k] })
 	if err != nil || env == nil {
 		return false, err
 	}

@@ -221,6 +221,18 @@ func TestCredentialsFile(t *testing.T) {
 	if cfg.Labels[labelBottleCA] != "1" {
 		t.Errorf("the container is not labelled as given the bottle's CA: %v", cfg.Labels)
 	}
+
+	// A moved agent (agent.coder renamed agent.writer, its objects still
+	// named after agent.coder) made again gets the placeholder its
+	// gateway's file has, which is agent.coder's.
+	moved := drivers.Object{Addr: "agent.writer", Attrs: agent.Attrs}
+	cfg = &container.Config{}
+	if _, err := wireCredentials(drivers.ApplyRequest{Lineage: "lin", Object: moved, NameAddr: "agent.coder"}, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if env := strings.Join(cfg.Env, "\n"); !strings.Contains(env, "ANTHROPIC_API_KEY="+ph) {
+		t.Errorf("a moved agent's placeholder is not its gateway's %s:\n%s", ph, env)
+	}
 }
 
 // TestWrittenLeavesOutTheCA: what an agent given the bottle's CA wrote
