@@ -183,7 +183,7 @@ func (e *Executor) moveRecords(plan *planner.Plan) error {
 	moves := map[string]state.Record{}
 	for _, c := range plan.Changes {
 		if rec, from, ok := c.MovedRecord(); ok {
-			if rt, ok := e.Runtimes[rec.Runtime]; ok && rt.Engine != "" {
+			if rt, ok := e.Runtimes[rec.Runtime]; ok && rt.EngineIdentity() != "" {
 				rec.Engine = rt.Engine
 			}
 			moves[from] = rec
@@ -443,7 +443,7 @@ func (e *Executor) record(c *planner.Change, id string, computed map[string]stri
 	}
 	engine := ""
 	if rt, ok := e.Runtimes[c.Runtime]; ok {
-		engine = rt.Engine
+		engine = rt.EngineIdentity()
 	}
 	// The state clears the intent of the address in the same write.
 	return e.State.Put(state.Record{
@@ -637,7 +637,7 @@ func (e *Executor) move(ctx context.Context, c *planner.Change) error {
 	// ("" when its driver tells none): the taken record's would make the
 	// next plan think the two runtimes one engine, and move the agent's
 	// records between them instead of migrating it.
-	moved.Runtime, moved.Driver, moved.ID, moved.Engine = c.MoveTo, to.Driver.Name(), resp.ID, to.Engine
+	moved.Runtime, moved.Driver, moved.ID, moved.Engine = c.MoveTo, to.Driver.Name(), resp.ID, to.EngineIdentity()
 	moved.Computed = resp.RecordComputed()
 	if base := taken.Computed[planner.BaseKey]; base != "" {
 		moved.Computed[planner.BaseKey] = base // the image it was taken of moves with it

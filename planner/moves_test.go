@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -190,4 +191,55 @@ func (u unlabelled) Read(ctx context.Context, req drivers.ReadRequest) (drivers.
 
 func (u unlabelled) EngineID(ctx context.Context) (string, error) {
 	return u.Driver.(drivers.EngineIdentifier).EngineID(ctx)
+}
+
+// TestPlanGoesOnWithoutTheEngineIdentity: with one runtime and every
+// record on it, no move between runtimes can hinge on the engine's
+// identity, so a plan is made while it is still being asked (it is the
+// slowest call of a no-op plan on docker, issue 28); an apply still
+// records it, waiting for it.
+func TestPlanGoesOnWithoutTheEngineIdentity(t *testing.T) {
+	b := newBench(t)
+	b.fake.Engine = "engine-1"
+	b.write(`agent "a" { image = "alpine:3" }`)
+	b.apply(planner.Options{})
+	release := make(chan struct{})
+	b.wrap = func(d drivers.Driver) drivers.Driver { return slowIdentity{d, release} }
+	planned := make(chan string, 1)
+	go func() {
+		p, err := b.tryPlan(planner.Options{})
+		if err == "" && p.Applyable() {
+			err = "a plan with changes:\n" + p.String()
+		}
+		planned <- err
+	}()
+	select {
+	case err := <-planned:
+		if err != "" {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		close(release)
+		t.Fatal("the plan waited for the engine's identity")
+	}
+	close(release)
+	b.write(`agent "a" {
+  image = "alpine:3"
+  env   = { X = "1" }
+}`)
+	b.apply(planner.Options{})
+	if got := b.records()["agent.a"].Engine; got != "engine-1" {
+		t.Errorf("the record applied without waiting in the plan has engine %q, want engine-1", got)
+	}
+}
+
+// slowIdentity answers EngineID only once release is closed.
+type slowIdentity struct {
+	drivers.Driver
+	release chan struct{}
+}
+
+func (s slowIdentity) EngineID(ctx context.Context) (string, error) {
+	<-s.release
+	return s.Driver.(drivers.EngineIdentifier).EngineID(ctx)
 }

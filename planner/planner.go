@@ -452,7 +452,7 @@ func (p *Planner) refresh(ctx context.Context, lineage string, records []state.R
 	if lineage == "" {
 		return ls, nil // nothing was ever applied: nothing can be ours
 	}
-	groups, order, reads := p.readEngines(ctx, drivers.ReadRequest{Lineage: lineage, NoConfig: destroy})
+	groups, order, reads := p.readEngines(ctx, drivers.ReadRequest{Lineage: lineage, NoConfig: destroy}, records)
 	byID := make(map[string]*state.Record, len(records))
 	for i := range records {
 		if records[i].ID != "" {
@@ -530,10 +530,12 @@ type readResult struct {
 
 // readEngines reads every engine once, by the first runtime of each of
 // engineGroups' groups, all at once. With one runtime declared there is
-// nothing to group, and its Read goes beside its identity: a no-op plan
-// waited for the engine's info, the slowest call it makes, before its
-// lists (issue 28).
-func (p *Planner) readEngines(ctx context.Context, req drivers.ReadRequest) (map[string][]string, []string, map[string]readResult) {
+// nothing to group: its Read goes beside its identity, and when every
+// record is of that runtime, so that no move between runtimes can hinge
+// on it, the plan does not wait for the identity at all (the executor
+// does, to record it). A no-op plan waited for the engine's info, the
+// slowest call it makes, before its lists (issue 28).
+func (p *Planner) readEngines(ctx context.Context, req drivers.ReadRequest, records []state.Record) (map[string][]string, []string, map[string]readResult) {
 	read := func(name string) <-chan readResult {
 		ch := make(chan readResult, 1)
 		go func() {
@@ -546,6 +548,12 @@ func (p *Planner) readEngines(ctx context.Context, req drivers.ReadRequest) (map
 	names := sortedKeys(p.Runtimes)
 	if len(names) == 1 {
 		early = read(names[0])
+		if !slices.ContainsFunc(records, func(r state.Record) bool { return r.Runtime != names[0] }) {
+			rt := p.Runtimes[names[0]]
+			rt.identifyLater(ctx, p.Log)
+			key := "runtime:" + names[0]
+			return map[string][]string{key: {names[0]}}, []string{key}, map[string]readResult{key: <-early}
+		}
 	}
 	groups, order := p.engineGroups(ctx)
 	pending := make(map[string]<-chan readResult, len(order))
@@ -572,6 +580,7 @@ func (p *Planner) engineGroups(ctx context.Context) (map[string][]string, []stri
 	keys := make([]string, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
+		p.Runtimes[name].EngineIdentity() // an earlier refresh's, before Engine is written again
 		id, ok := drivers.As[drivers.EngineIdentifier](p.Runtimes[name].Driver)
 		if !ok {
 			continue

@@ -29,7 +29,41 @@ type Runtime struct {
 	Policy *policy.Policy
 	// Engine is the identity of the engine the runtime reaches
 	// (drivers.EngineIdentifier), once a plan has asked; "" when unknown.
+	// Read it through EngineIdentity: a refresh may go on without it.
 	Engine string
+	// engineDone, when not nil, is closed once a refresh that did not
+	// wait for Engine has set it.
+	engineDone chan struct{}
+}
+
+// EngineIdentity is Engine, waiting for a refresh that went on without it.
+func (r *Runtime) EngineIdentity() string {
+	if r.engineDone != nil {
+		<-r.engineDone
+	}
+	return r.Engine
+}
+
+// identifyLater asks the runtime's driver for its engine's identity in
+// the background; EngineIdentity waits for the answer.
+func (r *Runtime) identifyLater(ctx context.Context, log hclog.Logger) {
+	r.EngineIdentity() // an earlier refresh's, before Engine is written again
+	id, ok := drivers.As[drivers.EngineIdentifier](r.Driver)
+	if !ok {
+		r.Engine, r.engineDone = "", nil
+		return
+	}
+	done := make(chan struct{})
+	r.engineDone = done
+	go func() {
+		defer close(done)
+		r.Engine = ""
+		if e, err := id.EngineID(ctx); err == nil {
+			r.Engine = e
+		} else if log != nil {
+			log.Debug("cannot tell the runtime's engine", "runtime", r.Name, "error", err)
+		}
+	}()
 }
 
 // EffectiveCeiling is the ceiling the runtime's agents' gateways get, in
