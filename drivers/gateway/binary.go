@@ -81,9 +81,11 @@ func ReadBinary(path string) (Binary, error) {
 // CompanionName beside the running executable when it is from the same
 // build, else the running executable itself ("bottlefile gateway"). The
 // companion's image is a tenth of the size, and importing the image is
-// most of a first gateway's start (issue 28); one left from another build
-// (go install of bottlefile alone) is passed over, so the gateways never
-// run code older or newer than the bottlefile that plans them.
+// most of a first gateway's start (issue 28). One from another build (a
+// go install of bottlefile alone) is passed over when the build
+// information tells them apart: another module version, Go version or
+// recorded commit. Two builds of one checkout without version control
+// stamping cannot be told apart; make build builds both at once.
 func DefaultBinary() (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
