@@ -17,6 +17,7 @@ import (
 	"io"
 	"io/fs"
 	"math/big"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -392,8 +393,8 @@ func readAllStream(t *testing.T, open func() (io.ReadCloser, error)) []byte {
 	return b
 }
 
-// testServerCert makes a test CA and a server certificate for name signed
-// by it, all PEM.
+// testServerCert makes a test CA and a server certificate for name (a
+// host name, or an IP address) signed by it, all PEM.
 func testServerCert(t *testing.T, name string) (caPEM, certPEM, keyPEM []byte) {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -413,9 +414,14 @@ func testServerCert(t *testing.T, name string) (caPEM, certPEM, keyPEM []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	if ip := net.ParseIP(name); ip != nil {
+		tmpl.IPAddresses = []net.IP{ip}
+	} else {
+		tmpl.DNSNames = []string{name}
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
 		t.Fatal(err)

@@ -1,14 +1,7 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -118,7 +111,7 @@ spec: {selector: {app: api-host}, ports: [{port: 8443, targetPort: 8443, protoco
 	if err != nil || net.ParseIP(hostIP) == nil {
 		t.Fatalf("the api-host Service: %v %q", err, out)
 	}
-	caPEM, certPEM, keyPEM := ipServerCert(t, hostIP)
+	caPEM, certPEM, keyPEM := testServerCert(t, hostIP)
 	caFile := filepath.Join(t.TempDir(), "test-ca.pem")
 	if err := os.WriteFile(caFile, caPEM, 0o644); err != nil {
 		t.Fatal(err)
@@ -275,41 +268,4 @@ spec:
 	if _, err := os.Stat(filepath.Join(dir, ".bottlefile", "credentials", lineage)); !os.IsNotExist(err) {
 		t.Errorf("the bottle's CA stays in the state directory after destroy: %v", err)
 	}
-}
-
-// ipServerCert is a test CA and a server certificate it signed for the
-// address ip (PEM).
-func ipServerCert(t *testing.T, ip string) (caPEM, certPEM, keyPEM []byte) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "bottlefile test upstream CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: ip}, IPAddresses: []net.IP{net.ParseIP(ip)},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})
 }
