@@ -104,9 +104,21 @@ func (d *Driver) prefetchEngineHost(ctx context.Context, api dockerAPI, lineage 
 	d.background(func() { d.engineHostOwnAddrs(context.WithoutCancel(ctx), api, lineage) })
 }
 
-// background runs f in its own goroutine; Close waits for it.
+// background runs f in its own goroutine; Close waits for it. Once Close
+// has begun, f runs at once instead: a goroutine added then could outlive
+// Close's wait (a refresh that went on without the engine's identity asks
+// for it while the command closes its drivers).
 func (d *Driver) background(f func()) {
-	d.hostWG.Add(1)
+	d.mu.RLock()
+	closed := d.api == nil
+	if !closed {
+		d.hostWG.Add(1)
+	}
+	d.mu.RUnlock()
+	if closed {
+		f()
+		return
+	}
 	go func() {
 		defer d.hostWG.Done()
 		f()
