@@ -83,13 +83,21 @@ func remakeUnstarted(t *testing.T, cli *client.Client, id string) string {
 	if ep == nil {
 		t.Fatalf("container %s is not on its network %s", short(id), netName)
 	}
+	// Made under another name before the old one goes, then renamed: the
+	// image is never without a container, so another process's sweep of
+	// unused gateway images cannot take it in between (CI saw "No such
+	// image").
+	name := strings.TrimPrefix(info.Name, "/")
+	created, err := cli.ContainerCreate(ctx, info.Config, info.HostConfig, &network.NetworkingConfig{
+		EndpointsConfig: map[string]*network.EndpointSettings{netName: {IPAMConfig: ep.IPAMConfig, Aliases: ep.Aliases}},
+	}, nil, name+"-remade")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	created, err := cli.ContainerCreate(ctx, info.Config, info.HostConfig, &network.NetworkingConfig{
-		EndpointsConfig: map[string]*network.EndpointSettings{netName: {IPAMConfig: ep.IPAMConfig, Aliases: ep.Aliases}},
-	}, nil, strings.TrimPrefix(info.Name, "/"))
-	if err != nil {
+	if err := cli.ContainerRename(ctx, created.ID, name); err != nil {
 		t.Fatal(err)
 	}
 	return created.ID

@@ -33,6 +33,8 @@ type startMark struct {
 	// before and after bracket the start call, local clock: the engine's
 	// StartedAt is taken only between them.
 	before, after time.Time
+	// lookedAt is when the inspect after the start answered.
+	lookedAt time.Time
 }
 
 // markStarted records a start of id this process made: before is the
@@ -60,6 +62,7 @@ func (d *Driver) markLooked(info container.InspectResponse) {
 	m := v.(startMark)
 	m.at = startedAt(m, info.State.StartedAt)
 	m.running = info.State.Running && info.State.Health == nil
+	m.lookedAt = time.Now()
 	d.started.Store(info.ID, m)
 }
 
@@ -97,11 +100,20 @@ func (d *Driver) Settle(ctx context.Context, req drivers.SettleRequest) error {
 	// it, markLooked): the inspect and the state write after it are time
 	// it ran too.
 	from, looked := time.Now(), false
+	var lookedAt time.Time
 	if v, ok := d.started.LoadAndDelete(req.ID); ok {
 		m := v.(startMark)
-		from, looked = m.at, m.running
+		from, looked, lookedAt = m.at, m.running, m.lookedAt
 	}
 	deadline := from.Add(req.Wait)
+	if looked && lookedAt.After(deadline) {
+		// The engine answered the inspect after the start only once the
+		// whole wait had passed: it is loaded, and so may be the
+		// workload, which may not have run its first lines yet (CI saw
+		// `sh -c 'exit 3'` pass the watch so). The last look is a whole
+		// wait after that answer.
+		deadline = lookedAt.Add(req.Wait)
+	}
 	if looked {
 		// The inspect right after the start saw it running without a
 		// healthcheck: that was the first look, and the next is at the

@@ -203,3 +203,33 @@ func TestSettleCountsFromEngineStart(t *testing.T) {
 		})
 	}
 }
+
+// TestSettleWaitsAgainAfterALateLook: when the engine answered the
+// inspect after a start only once the whole wait had passed since the
+// start (a loaded engine; CI saw `sh -c 'exit 3'` pass the watch so), the
+// last look is a whole wait after that answer, and a workload that exits
+// in between fails the apply.
+func TestSettleWaitsAgainAfterALateLook(t *testing.T) {
+	const wait = 200 * time.Millisecond
+	var exitsAt time.Time
+	api := &fakeAPI{ContainerInspectFn: func(id string) (container.InspectResponse, error) {
+		st := &container.State{Running: true}
+		if !exitsAt.IsZero() && time.Now().After(exitsAt) {
+			st = &container.State{ExitCode: 3, FinishedAt: time.Now().Format(time.RFC3339Nano)}
+		}
+		return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: id, State: st}}, nil
+	}}
+	d := fakeDriver(t, api, DefaultSubnetPool)
+	// Started a whole wait before the inspect after the start answered.
+	started := time.Now().Add(-2 * wait)
+	d.started.Store("c4", startMark{at: started, before: started, after: started})
+	if _, err := d.containerResponse(t.Context(), api, "agent.a", "c4", ""); err != nil {
+		t.Fatal(err)
+	}
+	exitsAt = time.Now().Add(wait / 4)
+	err := d.Settle(t.Context(), drivers.SettleRequest{Lineage: testLineage, Object: drivers.Object{Addr: "agent.a", Kind: kindContainer}, ID: "c4", Wait: wait})
+	var ee *drivers.ExitError
+	if !errors.As(err, &ee) || ee.Exit.Code != 3 {
+		t.Fatalf("err = %v, want the exit with code 3 that came after the late look", err)
+	}
+}
