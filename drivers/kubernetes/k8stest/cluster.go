@@ -58,6 +58,27 @@ var programs = [][2]string{
 // vethName is the host's end of cluster id's link.
 func vethName(id string) string { return "bfk8s" + id }
 
+// chainsWait bounds the wait for kube-proxy's and kube-router's chains:
+// kube-proxy's first sync can lose a race with kube-router's first
+// rewrite of the filter table ("Chain 'KUBE-EXTERNAL-SERVICES' does not
+// exist"), and twice, at load 5 to 16, it then made no KUBE-SERVICES
+// chain in 10 minutes; one start took over 3 minutes and got there.
+const chainsWait = 4 * time.Minute
+
+// errNoChains is a start that did not get the chains within chainsWait.
+var errNoChains = errors.New("the iptables chains did not come")
+
+// startAgain is start, and once more after a start that did not get the
+// iptables chains: a new cluster does (start tears the first one down).
+func startAgain(start func() (*Cluster, error)) (*Cluster, error) {
+	c, err := start()
+	if errors.Is(err, errNoChains) {
+		fmt.Fprintf(os.Stderr, "k8stest: %s; starting a new cluster\n", strings.SplitN(err.Error(), "\n", 2)[0])
+		c, err = start()
+	}
+	return c, err
+}
+
 func start() (c *Cluster, err error) {
 	t0 := time.Now()
 	if runtime.GOOS != "linux" {
@@ -196,7 +217,9 @@ func start() (c *Cluster, err error) {
 	}); err != nil {
 		return c, err
 	}
-	if err := c.waitFor(ctx, "kube-proxy's and kube-router's iptables chains", func() error {
+	cctx, ccancel := context.WithTimeout(ctx, chainsWait)
+	defer ccancel()
+	if err := c.waitFor(cctx, "kube-proxy's and kube-router's iptables chains", func() error {
 		nat, err := c.InNode("iptables-save", "-t", "nat")
 		if err != nil {
 			return err
@@ -213,6 +236,9 @@ func start() (c *Cluster, err error) {
 		}
 		return nil
 	}); err != nil {
+		if cctx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("%w: %v", errNoChains, err)
+		}
 		return c, err
 	}
 	if err := c.waitFor(ctx, "the default namespace's ServiceAccount", func() error {

@@ -147,7 +147,7 @@ var once = nsfixture.Once[*Cluster]{
 	Name:       "k8stest",
 	What:       "the test kubernetes cluster",
 	RequireEnv: RequireEnv,
-	Up:         start,
+	Up:         func() (*Cluster, error) { return startAgain(start) },
 	Started: func(c *Cluster) string {
 		return fmt.Sprintf("k8stest: node %s Ready, kube-proxy, kube-router and the registry up in %.1fs (%s, API %s)",
 			c.NodeName, c.StartTime.Seconds(), c.Dir, c.Server)

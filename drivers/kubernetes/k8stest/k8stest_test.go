@@ -439,3 +439,35 @@ spec:
 		t.Errorf("namespace %s still there: %s", ns, out)
 	}
 }
+
+// TestStartAgain: a start that did not get the iptables chains is made
+// once more; any other failure, or a second one, is the answer.
+func TestStartAgain(t *testing.T) {
+	other := errors.New("the node did not become Ready")
+	for _, tc := range []struct {
+		name  string
+		errs  []error // what each start returns
+		calls int
+		want  error
+	}{
+		{"first start up", []error{nil}, 1, nil},
+		{"no chains, then up", []error{fmt.Errorf("%w: waiting", errNoChains), nil}, 2, nil},
+		{"no chains twice", []error{errNoChains, errNoChains}, 2, errNoChains},
+		{"another failure", []error{other}, 1, other},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			c, err := startAgain(func() (*Cluster, error) {
+				err := tc.errs[calls]
+				calls++
+				if err != nil {
+					return nil, err
+				}
+				return &Cluster{}, nil
+			})
+			if calls != tc.calls || !errors.Is(err, tc.want) || (err == nil) != (c != nil) {
+				t.Errorf("%d starts, cluster %v, err %v; want %d starts, err %v", calls, c != nil, err, tc.calls, tc.want)
+			}
+		})
+	}
+}
