@@ -4,8 +4,14 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+
+	"github.com/bottlefile/bottlefile/drivers"
 	"github.com/bottlefile/bottlefile/drivers/docker/dockertest"
+	"github.com/bottlefile/bottlefile/operations"
 )
 
 // TestE2EApplyWorkloadExited is issue 13's "apply knows a workload died"
@@ -62,13 +68,58 @@ func TestE2EApplyExitAtOnceDefaultWait(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			writeBottlefile(t, dir, "agent \"coder\" {\n  image = %q\n  %s\n}\n", image, tc.body)
-			r := bottlefile(t, dir, "apply", "-auto-approve")
-			lineageOf(t, cli, dir)
-			if r.code != 1 || !strings.Contains(r.stderr, "agent.coder exited with code "+tc.code) {
-				t.Errorf("apply with the default -wait of an agent that exits at once: want exit 1 naming code %s, got %s", tc.code, r)
+			// The promise is for an exit within the wait of the engine's
+			// start. On a machine so loaded that the workload ran its
+			// first lines later (CI saw `exit 3` 7 s into a create), the
+			// apply was right to pass: that attempt is made again, and
+			// only a miss of an exit within the wait fails the test.
+			for attempt := 1; ; attempt++ {
+				dir := t.TempDir()
+				writeBottlefile(t, dir, "agent \"coder\" {\n  image = %q\n  %s\n}\n", image, tc.body)
+				r := bottlefile(t, dir, "apply", "-auto-approve")
+				lineage := lineageOf(t, cli, dir)
+				if r.code == 1 && strings.Contains(r.stderr, "agent.coder exited with code "+tc.code) {
+					return
+				}
+				ran, exited := ranFor(t, cli, lineage)
+				if !exited || ran <= operations.DefaultWait || attempt == 3 {
+					t.Errorf("apply with the default -wait of an agent that exits at once: want exit 1 naming code %s, got %s\n(attempt %d; the workload exited %v, %v after its start)", tc.code, r, attempt, exited, ran)
+					return
+				}
+				t.Logf("attempt %d: the workload exited %v after its start, past the %v watch (a loaded machine): again", attempt, ran, operations.DefaultWait)
 			}
 		})
 	}
+}
+
+// ranFor is how long lineage's agent.coder container ran, from the
+// engine's start to its exit, and whether it has exited.
+func ranFor(t *testing.T, cli *client.Client, lineage string) (time.Duration, bool) {
+	t.Helper()
+	list := containersWith(t, cli, drivers.LabelAddress+"=agent.coder", drivers.LabelLineage+"="+lineage)
+	if len(list) != 1 {
+		t.Fatalf("want one container for agent.coder, got %d", len(list))
+	}
+	// A workload the loaded machine has not run to its exit yet: the
+	// exit is waited for, up to 10 s.
+	var info container.InspectResponse
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var err error
+		info, err = cli.ContainerInspect(t.Context(), list[0].ID)
+		if err != nil || info.State == nil {
+			t.Fatalf("inspecting agent.coder: %v", err)
+		}
+		if !info.State.Running && !info.State.Restarting {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, false
+		}
+	}
+	started, err1 := time.Parse(time.RFC3339Nano, info.State.StartedAt)
+	finished, err2 := time.Parse(time.RFC3339Nano, info.State.FinishedAt)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("agent.coder's times: %q, %q", info.State.StartedAt, info.State.FinishedAt)
+	}
+	return finished.Sub(started), true
 }
