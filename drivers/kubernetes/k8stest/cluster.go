@@ -200,7 +200,7 @@ func start() (c *Cluster, err error) {
 	}); err != nil {
 		return c, err
 	}
-	if err := c.startAddons(); err != nil {
+	if err := c.startAddons(ctx); err != nil {
 		return c, err
 	}
 	if err := c.waitFor(ctx, "the busybox image in the registry", func() error {
@@ -427,21 +427,36 @@ func (c *Cluster) startControllers() error {
 	return nil
 }
 
-// startAddons starts kube-proxy (iptables mode: no IPVS in this kernel)
-// and kube-router with only its NetworkPolicy firewall.
-func (c *Cluster) startAddons() error {
+// startAddons starts kube-router with only its NetworkPolicy firewall,
+// then, once its chains are in the filter table, kube-proxy (iptables
+// mode: no IPVS in this kernel): started together, kube-proxy's first
+// sync could lose a race with kube-router's first rewrite of the filter
+// table and then make no chains for minutes (chainsWait).
+func (c *Cluster) startAddons(ctx context.Context) error {
 	kc := filepath.Join(c.Dir, "admin.kubeconfig")
-	if err := c.startDaemon("kube-proxy", filepath.Join(c.BinDir, "kube-proxy"), "--kubeconfig="+kc,
+	if err := c.startDaemon("kube-router", filepath.Join(c.BinDir, "kube-router"), "--kubeconfig="+kc,
+		"--hostname-override="+nodeName, "--run-firewall=true", "--run-router=false",
+		"--run-service-proxy=false", "--enable-cni=false", "--enable-ipv6=false", "--health-port=20244"); err != nil {
+		return err
+	}
+	if err := c.waitFor(ctx, "kube-router's iptables chains", func() error {
+		filter, err := c.InNode("iptables-save", "-t", "filter")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(filter, ":KUBE-ROUTER-") {
+			return errors.New("no KUBE-ROUTER chains yet")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return c.startDaemon("kube-proxy", filepath.Join(c.BinDir, "kube-proxy"), "--kubeconfig="+kc,
 		"--hostname-override="+nodeName, "--cluster-cidr="+clusterCIDR, "--proxy-mode=iptables",
 		// the conntrack table's size is the host's (read-only outside its
 		// network namespace), and its timeouts are left alone
 		"--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0", "--conntrack-tcp-timeout-close-wait=0",
-		"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256"); err != nil {
-		return err
-	}
-	return c.startDaemon("kube-router", filepath.Join(c.BinDir, "kube-router"), "--kubeconfig="+kc,
-		"--hostname-override="+nodeName, "--run-firewall=true", "--run-router=false",
-		"--run-service-proxy=false", "--enable-cni=false", "--enable-ipv6=false", "--health-port=20244")
+		"--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256")
 }
 
 // containerdConfig: a private containerd. restrict_oom_score_adj because

@@ -315,7 +315,7 @@ func runCmd(name string, args ...string) (string, error) {
 const helperEnv = "K8STEST_HELPER"
 
 func crashHelper() {
-	c, err := start()
+	c, err := startAgain(start)
 	if err != nil {
 		fmt.Printf("START-ERROR %v\n", strings.ReplaceAll(err.Error(), "\n", " | "))
 		os.Exit(2)
